@@ -1,0 +1,160 @@
+"""Plain data that passes between pipeline stages.
+
+Stages import these types, never each other's internals. Large per-relocation results
+are numpy structured arrays, not lists of objects.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .config import KernelConfig
+
+# Branch relocation sites after loading: one row per CALL/JUMP24/PC24/THM_CALL/THM_JUMP24.
+BRANCH_DTYPE = np.dtype([
+    ("section", "<u4"),   # ELF index of the section holding the instruction
+    ("offset", "<u4"),    # r_offset within that section
+    ("place", "<u4"),     # P: final address of the instruction
+    ("rtype", "<u4"),     # ELF32_R_TYPE
+    ("sym", "<u4"),       # ELF32_R_SYM (index into LoadedModule.sym_names)
+    ("target", "<u4"),    # S + A with the PC bias removed: where control must arrive (bit 0 = Thumb)
+    ("plt", "<u4"),       # address of the PLT slot used, 0 when the branch is direct
+])
+
+
+@dataclass
+class Export:
+    """One exported symbol, as a kernel or module offers it to importers."""
+    name: str
+    addr: int | None            # None: no real address known (Module.symvers only)
+    crc: int | None = None
+    owner: str = "vmlinux"      # "vmlinux" or the exporting module's name
+    gpl: bool = False           # EXPORT_SYMBOL_GPL
+    kind: str = "unknown"       # "func", "data" or "unknown"
+    namespace: str = ""
+
+
+@dataclass
+class ResolvedSymbol:
+    """An undefined symbol of a module after simplify_symbols."""
+    name: str
+    addr: int
+    source: str                 # "vmlinux", "module:<name>", "simulated", "weak-undefined"
+    kind: str                   # "func" or "data" (from how the module uses it)
+    crc_checked: bool = False
+
+
+@dataclass
+class ModuleSymbol:
+    """A symbol the module defines, at its final address."""
+    name: str
+    addr: int                   # final address (bit 0 set for Thumb functions)
+    size: int
+    stype: str                  # "func", "object", "notype", "section", "file"
+    bind: str                   # "local", "global", "weak"
+    section: str | None
+
+
+@dataclass
+class LoadedSection:
+    index: int
+    name: str
+    addr: int
+    size: int
+    flags: int
+    sh_type: int
+    mem: str                    # memory class: text, rodata, ro_after_init, data, init_text, init_rodata, init_data
+    data: bytes                 # contents after relocation (zeros for NOBITS)
+
+
+@dataclass
+class MemRegion:
+    """One allocation of module memory (page aligned)."""
+    name: str                   # "core"/"init" (6.1 layout) or a class name (6.4)
+    base: int
+    size: int
+    data: bytearray
+    init: bool
+
+    @property
+    def end(self) -> int:
+        return self.base + self.size
+
+
+@dataclass
+class PltEntry:
+    addr: int                   # address of the ldr slot
+    target: int                 # the literal
+    plt: str                    # "core" or "init"
+    symbol: str | None
+    fixed: bool = False         # one of the ftrace fixed entries
+
+
+@dataclass
+class PltCounts:
+    """PLT entries reserved by one counting algorithm (fixed ftrace entries included)."""
+    algorithm: str
+    core: int
+    init: int
+
+    @property
+    def total(self) -> int:
+        return self.core + self.init
+
+
+@dataclass
+class LoadedModule:
+    name: str
+    path: str
+    config: KernelConfig
+    regions: list[MemRegion]
+    sections: list[LoadedSection]
+    symbols: list[ModuleSymbol]
+    resolved: dict[str, ResolvedSymbol]
+    sym_names: list[str]                 # symbol-table index -> name
+    branches: np.ndarray                 # BRANCH_DTYPE
+    plt_entries: list[PltEntry]
+    plt_counts: dict[str, PltCounts]     # algorithm -> counts, all three
+    reloc_counts: dict[str, int]         # R_ARM_* name -> applied count
+    init_addr: int | None
+    exit_addr: int | None
+    exports: list[Export]
+    modinfo: dict[str, list[str]]
+    thumb: bool                          # the module was built for a Thumb-2 kernel
+    timings: dict[str, float] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def region_of(self, addr: int) -> MemRegion | None:
+        for r in self.regions:
+            if r.base <= addr < r.end:
+                return r
+        return None
+
+    def read(self, addr: int, n: int) -> bytes:
+        r = self.region_of(addr)
+        if r is None or addr + n > r.end:
+            raise ValueError(f"{addr:#x}+{n} is not inside module {self.name}")
+        o = addr - r.base
+        return bytes(r.data[o:o + n])
+
+    def section_at(self, addr: int) -> LoadedSection | None:
+        for s in self.sections:
+            if s.addr <= addr < s.addr + max(s.size, 1):
+                return s
+        return None
+
+    def symbolize(self, addr: int) -> str | None:
+        """`name+0xoff/0xsize [module]` for an address inside a defined function or object."""
+        best = None
+        for s in self.symbols:
+            if s.stype not in ("func", "object") or not s.name:
+                continue
+            start = s.addr & ~1
+            if start <= addr < start + max(s.size, 1):
+                if best is None or start > (best.addr & ~1):
+                    best = s
+        if best is None:
+            return None
+        start = best.addr & ~1
+        return f"{best.name}+{addr - start:#x}/{best.size:#x} [{self.name}]"
