@@ -6,7 +6,10 @@ ARMLOAD := $(VENV)/bin/armload
 CACHE  ?= .cache
 CROSS  ?= arm-linux-gnueabihf-
 
-.PHONY: demo test venv toolchain samples corpus regress bench clean
+.PHONY: demo test venv toolchain bench clean
+
+# Stage-specific rules (samples, corpus, kallsyms) live in mk/*.mk
+-include mk/*.mk
 
 $(VENV)/.stamp: pyproject.toml
 	$(PYTHON) -m venv $(VENV)

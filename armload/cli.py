@@ -1,0 +1,57 @@
+"""Command-line interface: a thin layer over the library.
+
+Each subcommand lives in armload/commands/<name>.py and exposes
+`register(subparsers)`, which adds its parser and sets `func(args) -> int`.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+
+from . import __version__
+from .errors import ArmloadError
+
+COMMANDS = ("load", "run", "verify", "disasm", "check", "kallsyms", "bench")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="armload",
+        description="Load 32-bit ARM/Thumb-2 Linux kernel modules exactly as the kernel's loader "
+                    "does, then run and verify them in an emulator.")
+    p.add_argument("--version", action="version", version=f"armload {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name in COMMANDS:
+        try:
+            mod = importlib.import_module(f"armload.commands.{name}")
+        except ModuleNotFoundError as e:
+            if e.name == f"armload.commands.{name}":
+                continue
+            raise
+        mod.register(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except ArmloadError as e:
+        if getattr(args, "json", False):
+            json.dump({"ok": False, **e.to_dict()}, sys.stdout, indent=2)
+            print()
+        print(f"armload: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("armload: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
