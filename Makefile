@@ -6,6 +6,7 @@ ARMLOAD := $(VENV)/bin/armload
 CACHE  ?= .cache
 CROSS  ?= arm-linux-gnueabihf-
 
+.DEFAULT_GOAL := demo
 .PHONY: demo test venv toolchain bench clean
 
 # Stage-specific rules (samples, corpus, kallsyms) live in mk/*.mk
