@@ -1,0 +1,72 @@
+# Sample inputs for armload (owned by the samples stage).
+#   make samples        rebuild sample_modules/*.ko, sample_modules/Module.symvers and sample_modules/obj/*.o
+#   make samples-kos    only the out-of-tree .ko files (fetches the Debian headers/kbuild debs first)
+#   make samples-objs   only the plain relocation-test objects in sample_modules/obj/
+#   make samples-clean  remove sample_modules/build/ (the committed outputs are kept)
+#   make samples-distclean  also remove the committed outputs
+# The .ko files are built against Debian's linux-headers-$(SAMPLES_KREL) with the Debian kbuild
+# host tools, unpacked (never installed) under $(CACHE) and merged into $(CACHE)/ktree.
+
+SAMPLES_KREL    ?= 6.1.0-50-armmp
+SAMPLES_KBUILD  ?= linux-kbuild-6.1=6.1.176-1
+SAMPLES_DEBS    := linux-headers-$(SAMPLES_KREL):armhf linux-headers-$(patsubst %-armmp,%,$(SAMPLES_KREL))-common $(SAMPLES_KBUILD)
+SAMPLE_DIR      := sample_modules
+SAMPLE_BUILD    := $(SAMPLE_DIR)/build
+SAMPLE_NAMES    := hello initcore exporter importer kalloc regdev nullderef spin enodev tailcall
+SAMPLE_ARCHES   := arm thumb2
+SAMPLE_KCFLAGS_arm    :=
+SAMPLE_KCFLAGS_thumb2 := -mthumb
+SAMPLE_KTREE_STAMP := $(CACHE)/ktree/.stamp-$(SAMPLES_KREL)
+SAMPLE_KDIR     := $(abspath $(CACHE))/ktree/usr/src/linux-headers-$(SAMPLES_KREL)
+SAMPLE_KOS      := $(foreach a,$(SAMPLE_ARCHES),$(foreach n,$(SAMPLE_NAMES),$(SAMPLE_DIR)/$(n)-$(a).ko)) \
+                   $(SAMPLE_DIR)/hello-arm-debug.ko
+SAMPLE_FULL_SYMVERS := $(CACHE)/linux-headers-$(SAMPLES_KREL)/usr/src/linux-headers-$(SAMPLES_KREL)/Module.symvers
+
+.PHONY: samples samples-kos samples-objs samples-clean samples-distclean samples-ktree
+
+samples: samples-kos $(SAMPLE_DIR)/Module.symvers samples-objs
+
+samples-kos: $(SAMPLE_KOS)
+
+samples-ktree: $(SAMPLE_KTREE_STAMP)
+
+# Fetch (cached) and merge the three Debian trees into one local root.
+$(SAMPLE_KTREE_STAMP): $(SAMPLE_DIR)/mkktree.sh | toolchain
+	scripts/fetch-debs.sh $(CACHE) $(SAMPLES_DEBS)
+	rm -f $@
+	$(SAMPLE_DIR)/mkktree.sh $(CACHE) $(SAMPLES_KREL)
+
+# $(call sample_ko_rule,name,arch): build in $(SAMPLE_BUILD)/arch/name, commit a --strip-debug copy
+# (what distro kernels ship).  importer links against the exporter's Module.symvers of the same arch.
+define sample_ko_rule
+$(SAMPLE_BUILD)/$(2)/$(1)/$(1).ko: $(wildcard $(SAMPLE_DIR)/src/$(1)/*) $(SAMPLE_KTREE_STAMP) $(if $(filter importer,$(1)),$(SAMPLE_BUILD)/$(2)/exporter/exporter.ko)
+	rm -rf $(SAMPLE_BUILD)/$(2)/$(1)
+	mkdir -p $(SAMPLE_BUILD)/$(2)/$(1)
+	cp $(SAMPLE_DIR)/src/$(1)/* $(SAMPLE_BUILD)/$(2)/$(1)/
+	$$(MAKE) -C $(SAMPLE_KDIR) M=$(abspath $(SAMPLE_BUILD)/$(2)/$(1)) ARCH=arm CROSS_COMPILE=$(CROSS) \
+	  KCFLAGS="$(SAMPLE_KCFLAGS_$(2))" \
+	  $(if $(filter importer,$(1)),KBUILD_EXTRA_SYMBOLS=$(abspath $(SAMPLE_BUILD)/$(2)/exporter/Module.symvers)) \
+	  modules
+$(SAMPLE_DIR)/$(1)-$(2).ko: $(SAMPLE_BUILD)/$(2)/$(1)/$(1).ko
+	$(CROSS)strip --strip-debug -o $$@ $$<
+endef
+$(foreach a,$(SAMPLE_ARCHES),$(foreach n,$(SAMPLE_NAMES),$(eval $(call sample_ko_rule,$(n),$(a)))))
+
+# One unstripped copy (with .debug_* and their non-ALLOC .rel.debug_* sections) for loader tests.
+$(SAMPLE_DIR)/hello-arm-debug.ko: $(SAMPLE_BUILD)/arm/hello/hello.ko
+	cp $< $@
+
+# Trimmed kernel Module.symvers: only the symbols some sample imports, plus the exporter's own lines.
+$(SAMPLE_DIR)/Module.symvers: $(SAMPLE_DIR)/trim_symvers.py $(SAMPLE_KOS) $(SAMPLE_KTREE_STAMP)
+	@a=$$(cut -f1,2 $(SAMPLE_BUILD)/arm/exporter/Module.symvers | sort); \
+	 t=$$(cut -f1,2 $(SAMPLE_BUILD)/thumb2/exporter/Module.symvers | sort); \
+	 [ "$$a" = "$$t" ] || { echo "exporter CRCs differ between arm and thumb2" >&2; exit 1; }
+	python3 $(SAMPLE_DIR)/trim_symvers.py $(SAMPLE_FULL_SYMVERS) \
+	  $(SAMPLE_BUILD)/arm/exporter/Module.symvers:exporter -- $(SAMPLE_KOS) > $@.tmp
+	mv $@.tmp $@
+
+samples-clean:
+	rm -rf $(SAMPLE_BUILD)
+
+samples-distclean: samples-clean
+	rm -f $(SAMPLE_KOS) $(SAMPLE_DIR)/Module.symvers
