@@ -69,4 +69,31 @@ samples-clean:
 	rm -rf $(SAMPLE_BUILD)
 
 samples-distclean: samples-clean
-	rm -f $(SAMPLE_KOS) $(SAMPLE_DIR)/Module.symvers
+	rm -f $(SAMPLE_KOS) $(SAMPLE_DIR)/Module.symvers $(SAMPLE_OBJS)
+
+# ---------------------------------------------------------------------------------------------
+# Plain relocatable objects for relocation unit/oracle tests: sample_modules/obj/<what>-<isa>-gcc<N>.o
+SAMPLE_OBJ_DIR  := $(SAMPLE_DIR)/obj
+SAMPLE_GCC_TAG  ?= gcc$(or $(shell $(CROSS)gcc -dumpversion 2>/dev/null | cut -d. -f1),12)
+SAMPLE_ASFLAGS  := -c -march=armv7-a -mfloat-abi=soft
+SAMPLE_CFLAGS   := -c -O2 -fno-pic -mno-unaligned-access -march=armv7-a -mfloat-abi=soft \
+                   -funwind-tables -fno-common -ffreestanding
+SAMPLE_OBJS     := $(addprefix $(SAMPLE_OBJ_DIR)/,$(addsuffix -$(SAMPLE_GCC_TAG).o, \
+                     relocs-arm relocs-thumb2 group-arm interwork-arm v4bx-armv4t cfunc-arm cfunc-thumb2))
+
+samples-objs: $(SAMPLE_OBJS)
+
+$(SAMPLE_OBJ_DIR)/relocs-arm-$(SAMPLE_GCC_TAG).o: $(SAMPLE_OBJ_DIR)/relocs-arm.S | toolchain
+	$(CROSS)gcc $(SAMPLE_ASFLAGS) -marm $< -o $@
+$(SAMPLE_OBJ_DIR)/relocs-thumb2-$(SAMPLE_GCC_TAG).o: $(SAMPLE_OBJ_DIR)/relocs-thumb2.S | toolchain
+	$(CROSS)gcc $(SAMPLE_ASFLAGS) -mthumb $< -o $@
+$(SAMPLE_OBJ_DIR)/group-arm-$(SAMPLE_GCC_TAG).o: $(SAMPLE_OBJ_DIR)/group-arm.S | toolchain
+	$(CROSS)gcc $(SAMPLE_ASFLAGS) -marm $< -o $@
+$(SAMPLE_OBJ_DIR)/interwork-arm-$(SAMPLE_GCC_TAG).o: $(SAMPLE_OBJ_DIR)/interwork-arm.S | toolchain
+	$(CROSS)gcc $(SAMPLE_ASFLAGS) $< -o $@
+$(SAMPLE_OBJ_DIR)/v4bx-armv4t-$(SAMPLE_GCC_TAG).o: $(SAMPLE_OBJ_DIR)/v4bx-arm.S | toolchain
+	$(CROSS)gcc -c -march=armv4t -mfloat-abi=soft -marm -Wa,--fix-v4bx $< -o $@
+$(SAMPLE_OBJ_DIR)/cfunc-arm-$(SAMPLE_GCC_TAG).o: $(SAMPLE_OBJ_DIR)/cfunc.c | toolchain
+	$(CROSS)gcc $(SAMPLE_CFLAGS) -marm $< -o $@
+$(SAMPLE_OBJ_DIR)/cfunc-thumb2-$(SAMPLE_GCC_TAG).o: $(SAMPLE_OBJ_DIR)/cfunc.c | toolchain
+	$(CROSS)gcc $(SAMPLE_CFLAGS) -mthumb $< -o $@
