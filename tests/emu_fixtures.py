@@ -27,6 +27,7 @@ import struct
 
 import numpy as np
 from capstone import CS_ARCH_ARM, CS_MODE_ARM, CS_MODE_THUMB, Cs
+from capstone.arm import ARM_INS_B, ARM_INS_BL, ARM_INS_BLX
 from keystone import KS_ARCH_ARM, KS_MODE_ARM, KS_MODE_THUMB, Ks
 
 from armload.config import KernelConfig
@@ -195,12 +196,12 @@ def build_module(functions: dict[str, str], *, thumb: bool = False, rodata: dict
     md = Cs(CS_ARCH_ARM, CS_MODE_THUMB if thumb else CS_MODE_ARM)
     rows = []
     for insn in md.disasm(bytes(image[:text_size]), text_addr):
-        if insn.mnemonic.split(".")[0] not in ("b", "bl", "blx") or not insn.op_str.startswith("#"):
+        if insn.id not in (ARM_INS_B, ARM_INS_BL, ARM_INS_BLX) or not insn.op_str.startswith("#"):
             continue
         tgt = int(insn.op_str[1:], 0)
         if insn.size == 2:
             continue       # narrow branches carry no relocation the kernel handles
-        is_call = insn.mnemonic.startswith("bl")
+        is_call = insn.id in (ARM_INS_BL, ARM_INS_BLX)
         rtype = (R_ARM_THM_CALL if is_call else R_ARM_THM_JUMP24) if thumb else (R_ARM_CALL if is_call else R_ARM_JUMP24)
         if tgt in slot_sym:
             nm = slot_sym[tgt]
