@@ -650,8 +650,10 @@ def table_from_image(path: str, *, use_cache: bool = True) -> "KallsymsTable":
             with open(cpath, "rb") as f:
                 d = pickle.load(f)
             if d.get("key") == key:
-                return KallsymsTable.from_parsed(d["parsed"], source=path, decode_seconds=d.get("decode_seconds"),
-                                                 cached=True)
+                t = KallsymsTable.from_parsed(d["parsed"], source=path, decode_seconds=d.get("decode_seconds"),
+                                              cached=True)
+                t.cache_path = cpath
+                return t
         except Exception:
             pass
     t0 = time.perf_counter()
@@ -675,6 +677,7 @@ def table_from_image(path: str, *, use_cache: bool = True) -> "KallsymsTable":
     table.decode_seconds = t2 - t0
     table.timing = parsed["timing"]
     if use_cache and cpath:
+        table.cache_path = cpath
         try:
             os.makedirs(os.path.dirname(cpath), exist_ok=True)
             tmp = cpath + f".{os.getpid()}.tmp"
@@ -684,6 +687,20 @@ def table_from_image(path: str, *, use_cache: bool = True) -> "KallsymsTable":
         except OSError:
             pass
     return table
+
+
+def _cache_store_extra(cpath: str, **extra) -> None:
+    """Add derived data (e.g. the recovered pair table) to an existing decode-cache entry."""
+    try:
+        with open(cpath, "rb") as f:
+            d = pickle.load(f)
+        d["parsed"].update(extra)
+        tmp = cpath + f".{os.getpid()}.tmp"
+        with open(tmp, "wb") as f:
+            pickle.dump(d, f, protocol=4)
+        os.replace(tmp, cpath)
+    except (OSError, pickle.PickleError, EOFError, KeyError, TypeError):
+        pass
 
 
 def _cache_dir() -> str | None:

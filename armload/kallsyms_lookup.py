@@ -71,6 +71,8 @@ class KallsymsTable:
         self._pairs: list | None = None
         self._types: bytes | None = None
         self.pair_ambiguities: list[int] = []
+        self.pairs_source = "derived from the expanded tokens"
+        self.cache_path: str | None = None
 
     # --- construction ------------------------------------------------------------------------
     @classmethod
@@ -81,6 +83,9 @@ class KallsymsTable:
                 labels=parsed.get("labels"))
         t.decode_seconds = decode_seconds
         t.timing = parsed.get("timing", {})
+        if parsed.get("pairs") is not None:
+            t._pairs = list(parsed["pairs"])
+            t.pairs_source = "decode cache (from a verified rebuild)"
         t.cached = cached
         return t
 
@@ -236,6 +241,24 @@ class KallsymsTable:
             made.setdefault(e, s)
         return pairs
 
+    def _pairs_from_rebuild(self) -> None:
+        """Resolve ambiguous pair splits exactly: rerun scripts/kallsyms' compression over the
+        decoded symbols. Accepted only if it reproduces this table's tokens and names byte for
+        byte (it does for Debian's 6.1 image); the result is written to the decode cache."""
+        from .kallsyms import build_tables
+        try:
+            b = build_tables(list(self), all_symbols=True)
+        except ValueError:
+            return
+        if b.token_table == self.token_table and b.names == self.names:
+            self._pairs = list(b.best_table)
+            self.pairs_source = "rebuilt (scripts/kallsyms compression rerun, identical tables)"
+            self.pair_ambiguities_resolved = list(self.pair_ambiguities)
+            self.pair_ambiguities = []
+            if getattr(self, "cache_path", None):
+                from .kallsyms import _cache_store_extra
+                _cache_store_extra(self.cache_path, pairs=self._pairs)
+
     def _adjacent_pairs(self) -> set:
         seen = set()
         off = 0
@@ -247,6 +270,8 @@ class KallsymsTable:
     def _compressor(self):
         if self._pairs is None:
             self._pairs = self._derive_pairs()
+            if self.pair_ambiguities:
+                self._pairs_from_rebuild()
         if getattr(self, "_steps", None) is None:
             self._steps = [(bytes(p), bytes((s,))) for s in range(255, -1, -1)
                            if isinstance(p := self._pairs[s], tuple)]
@@ -288,6 +313,43 @@ class KallsymsTable:
                 return self.addresses[i]
             off += n
         return None
+
+    # --- (a)/(b) for many queries in one pass (same per-record work, first match wins) -------
+    def lookup_linear_many(self, names) -> list[int | None]:
+        """(a) for a list of names in one scan: expand each record once, first match per name.
+
+        Same answers as calling lookup_linear per name (the scan order is the address order, so
+        the first match is the lowest address); used to check every symbol in reasonable time.
+        """
+        want = {n.encode("latin-1") for n in names if n}
+        found: dict[bytes, int] = {}
+        addrs = self.addresses
+        off = 0
+        for i in range(self.num_syms):
+            s, off = self.expand(off)
+            k = s[1:]
+            if k in want and k not in found:
+                found[k] = addrs[i]
+        return [found.get(n.encode("latin-1")) if n else None for n in names]
+
+    def lookup_compressed_many(self, names) -> list[int | None]:
+        """(b) for a list of names in one scan over the compressed records (first match wins)."""
+        self._compressor()
+        want: dict[bytes, str] = {}
+        for n in names:
+            if n:
+                q = n.encode("latin-1")
+                for t in self._types:
+                    want.setdefault(self.compress(bytes((t,)) + q), n)
+        found: dict[str, int] = {}
+        addrs = self.addresses
+        off = 0
+        for i in range(self.num_syms):
+            data, off = self._record(off)
+            n = want.get(data)
+            if n is not None and n not in found:
+                found[n] = addrs[i]
+        return [found.get(n) if n else None for n in names]
 
     # --- (c) binary search with full expansion ---------------------------------------------
     def _name_at(self, k: int) -> bytes:

@@ -81,6 +81,9 @@ class Kernel:
         except OSError as e:
             raise KernelFileError(f"{path}: cannot read kernel file: {e.strerror}", file=path) from None
         first = next((ln for ln in text.splitlines() if ln.strip()), "")
+        if "real System.map is in" in first:
+            raise KernelFileError(f"{path}: this System.map is Debian's placeholder ({first.split(' ', 2)[2]!r}); "
+                                  f"use the kernel image (vmlinuz) or Module.symvers instead", file=path)
         if _SYMVERS_RE.match(first):
             self._parse_symvers(path, text)
         elif _MAP_RE.match(first):
@@ -146,7 +149,8 @@ class Kernel:
         """The export a module may link against, or None (kernel has no such export)."""
         e = self.exports.get(name)
         if e is not None:
-            return e
+            # Module.symvers also lists modules' exports: those exist only once that module is loaded.
+            return e if e.owner == "vmlinux" else None
         if self.default:
             return Export(name=name, addr=None, owner="vmlinux")
         if not self.exports and name in self.symbols:
@@ -154,6 +158,11 @@ class Kernel:
             ks = self.symbols[name]
             return Export(name=name, addr=ks.addr, kind=_kind_of(ks.type))
         return None
+
+    def exporting_module(self, name: str) -> str | None:
+        """The module that Module.symvers says exports `name` (for error hints)."""
+        e = self.exports.get(name)
+        return e.owner if e is not None and e.owner != "vmlinux" else None
 
     def address_of(self, export: Export, kind_hint: str) -> tuple[int, str]:
         """The export's address and where it came from ("vmlinux" or "simulated")."""

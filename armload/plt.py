@@ -1,0 +1,377 @@
+"""Stage 4: count and emit module PLT entries (arch/arm/kernel/module-plts.c), three generations.
+
+* legacy  (v4.0): no sort; branches to SHN_UNDEF symbols; O(n^2) scan for an earlier
+  identical r_info with the same masked instruction word; one `.plt`; emission walks
+  every group and reuses any equal literal.
+* sorted  (2016 series): each exec REL section sorted by (type, sym) with lib/sort.c's
+  heapsort; SHN_UNDEF targets only; bitwise zero-addend test against the previous entry;
+  one `.plt`; emission reuses only the last entry.
+* v6      (6.1): as sorted, but skips only symbols defined in the target section, counts
+  core and init separately (`.plt`, `.init.plt`), and starts each at the fixed ftrace entries.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .config import KernelConfig
+from .constants import BRANCH_TYPES, SHF_EXECINSTR, SHN_UNDEF, SHT_NOBITS, SHT_REL, THUMB_BRANCHES, R
+from .elf import ObjectFile
+from .model import PltCounts, PltEntry
+
+PLT_ENT_SIZE = 8
+_BRANCH_ARR = np.array([int(t) for t in BRANCH_TYPES], dtype=np.uint32)
+_THUMB_ARR = np.array([int(t) for t in THUMB_BRANCHES], dtype=np.uint32)
+
+
+# --- the kernel's sort ---------------------------------------------------------------
+def heapsort_order(keys: list[int], variant: str = "v6") -> list[int]:
+    """Permutation that lib/sort.c's heapsort applies to `keys` (ties keep heap order).
+
+    variant "v6": the bottom-up heapsort of lib/sort.c since v5.2 (used by 6.1);
+    variant "sorted": the classic heapsort lib/sort.c had in 2016.
+    """
+    a = list(range(len(keys)))
+    k = list(keys)
+    n = len(a)
+    if n < 2:
+        return a
+
+    def swap(i, j):
+        a[i], a[j] = a[j], a[i]
+        k[i], k[j] = k[j], k[i]
+
+    if variant == "sorted":
+        def sift(r, end):
+            while r * 2 + 1 < end:
+                c = r * 2 + 1
+                if c < end - 1 and k[c] < k[c + 1]:
+                    c += 1
+                if k[r] >= k[c]:
+                    break
+                swap(r, c)
+                r = c
+        for i in range(n // 2 - 1, -1, -1):
+            sift(i, n)
+        for i in range(n - 1, 0, -1):
+            swap(0, i)
+            sift(0, i)
+        return a
+
+    # Bottom-up variant: find the leaf path with one compare per level, then backtrack.
+    i = n // 2
+    end = n
+    while True:
+        if i:
+            i -= 1
+        else:
+            end -= 1
+            if end == 0:
+                break
+            swap(0, end)
+        b = i
+        while True:
+            c = 2 * b + 1
+            d = c + 1
+            if d >= end:
+                break
+            b = c if k[c] >= k[d] else d
+        if d == end:
+            b = c
+        while b != i and k[i] >= k[b]:     # cmp(a, b) >= 0: keep climbing
+            b = (b - 1) // 2
+        c = b
+        while b != i:
+            b = (b - 1) // 2
+            swap(b, c)
+    return a
+
+
+def sort_keys(r_info: np.ndarray) -> np.ndarray:
+    """cmp_rel: by type, then symbol index."""
+    return ((r_info & 0xFF).astype(np.uint64) << np.uint64(24)) | (r_info >> 8).astype(np.uint64)
+
+
+def kernel_order(r_info: np.ndarray, words: np.ndarray, variant: str, exact: bool = False) -> np.ndarray:
+    """Index order of a REL table after the kernel's in-place sort.
+
+    Ties only matter when entries with the same (type, sym) carry different addends, so a
+    stable numpy sort is used unless such a tie exists (or `exact` is asked for), in which
+    case lib/sort.c is replayed.
+    """
+    keys = sort_keys(r_info)
+    if not exact:
+        order = np.argsort(keys, kind="stable")
+        ks = keys[order]
+        same = ks[1:] == ks[:-1]
+        if not same.any():
+            return order
+        # Only branches care about order (PLT counting and slot reuse); compare their addend bits.
+        w = words[order]
+        rtype = (keys[order] >> np.uint64(24)).astype(np.uint32)
+        mask = np.where(np.isin(rtype, _THUMB_ARR), np.uint32(0x2FFF07FF), np.uint32(0x00FFFFFF))
+        addend = w & mask
+        differs = same & np.isin(rtype[1:], _BRANCH_ARR) & (addend[1:] != addend[:-1])
+        if not differs.any():
+            return order
+    return np.array(heapsort_order(keys.tolist(), variant), dtype=np.int64)
+
+
+def zero_addend(words: np.ndarray, rtype: np.ndarray) -> np.ndarray:
+    """is_zero_addend_relocation(): bitwise test including the PC bias (-8 ARM, -4 Thumb)."""
+    thumb = np.isin(rtype, _THUMB_ARR)
+    upper = words & np.uint32(0xFFFF)
+    lower = words >> np.uint32(16)
+    tz = ((upper & np.uint32(0x7FF)) == 0x7FF) & ((lower & np.uint32(0x2FFF)) == 0x2FFE)
+    az = (words & np.uint32(0x00FFFFFF)) == 0x00FFFFFE
+    return np.where(thumb, tz, az)
+
+
+def gather_words(data: bytes, sec_offset: int, sec_size: int, nobits: bool, r_offset: np.ndarray) -> np.ndarray:
+    """The u32 at each r_offset of a section in the file (0 past its end, as a safe stand-in)."""
+    out = np.zeros(len(r_offset), dtype=np.uint32)
+    if nobits or len(r_offset) == 0:
+        return out
+    b = np.frombuffer(data, dtype=np.uint8, count=sec_size, offset=sec_offset) if sec_size else np.zeros(0, np.uint8)
+    ok = r_offset.astype(np.int64) + 4 <= sec_size
+    o = r_offset[ok].astype(np.int64)
+    out[ok] = (b[o].astype(np.uint32) | (b[o + 1].astype(np.uint32) << 8) |
+               (b[o + 2].astype(np.uint32) << 16) | (b[o + 3].astype(np.uint32) << 24))
+    return out
+
+
+@dataclass
+class RelTable:
+    """One REL section that targets an executable section, as the counting pass sees it."""
+    relsec: int
+    dstsec: int
+    dstname: str
+    r_info: np.ndarray
+    r_offset: np.ndarray
+    words: np.ndarray      # instruction word at each r_offset (from the file)
+
+
+def exec_rel_tables(obj: ObjectFile) -> list[RelTable]:
+    out = []
+    n = len(obj.sections)
+    for idx, rel in obj.rels.items():
+        s = obj.sections[idx]
+        if s.sh_info >= n:
+            continue
+        dst = obj.sections[s.sh_info]
+        if not (dst.sh_flags & SHF_EXECINSTR):
+            continue
+        words = gather_words(obj.data, dst.sh_offset, dst.sh_size, dst.sh_type == SHT_NOBITS, rel["r_offset"])
+        out.append(RelTable(idx, dst.index, dst.name, rel["r_info"], rel["r_offset"], words))
+    return out
+
+
+def sym_shndx(obj: ObjectFile) -> np.ndarray:
+    """st_shndx per symbol index, with the one-past-the-end entry the kernel accepts."""
+    sh = obj.symtab["st_shndx"].astype(np.int64)
+    return np.concatenate([sh, [_phantom_shndx(obj)]])
+
+
+def _phantom_shndx(obj: ObjectFile) -> int:
+    st = obj.sections[obj.symtab_index]
+    off = st.sh_offset + st.sh_size + 14
+    return int.from_bytes(obj.data[off:off + 2], "little") if off + 2 <= len(obj.data) else 0
+
+
+def _count_sorted(t: RelTable, order: np.ndarray, shndx: np.ndarray, same_section_rule: bool) -> int:
+    r_info = t.r_info[order]
+    words = t.words[order]
+    rtype = r_info & np.uint32(0xFF)
+    rsym = (r_info >> np.uint32(8)).astype(np.int64)
+    cand = np.isin(rtype, _BRANCH_ARR)
+    if not cand.any():
+        return 0
+    sh = shndx[np.minimum(rsym, len(shndx) - 1)]
+    cand &= (sh != t.dstsec) if same_section_rule else (sh == SHN_UNDEF)
+    zero = zero_addend(words, rtype)
+    dup = np.zeros(len(r_info), dtype=bool)
+    dup[1:] = (r_info[1:] == r_info[:-1]) & zero[:-1]
+    return int((cand & ~(zero & dup)).sum())
+
+
+def _legacy_candidates(t: RelTable, shndx: np.ndarray, thumb2: bool):
+    rtype = t.r_info & np.uint32(0xFF)
+    rsym = (t.r_info >> np.uint32(8)).astype(np.int64)
+    cand = np.isin(rtype, _BRANCH_ARR) & (shndx[np.minimum(rsym, len(shndx) - 1)] == SHN_UNDEF)
+    mask = np.uint32(0x2FFF07FF if thumb2 else 0x00FFFFFF)
+    return cand, t.words & mask
+
+
+def count_legacy_quadratic(t: RelTable, shndx: np.ndarray, thumb2: bool) -> int:
+    """v4.0 count_plts exactly as written: for each candidate, scan all earlier entries."""
+    cand, masked = _legacy_candidates(t, shndx, thumb2)
+    r_info = t.r_info.tolist()
+    m = masked.tolist()
+    ret = 0
+    for i in np.flatnonzero(cand).tolist():
+        ri, mi = r_info[i], m[i]
+        for j in range(i):
+            if r_info[j] == ri and m[j] == mi:
+                break
+        else:
+            ret += 1
+    return ret
+
+
+def count_legacy(t: RelTable, shndx: np.ndarray, thumb2: bool) -> int:
+    """Same result as count_legacy_quadratic: an entry counts iff no earlier entry matches,
+    i.e. the number of distinct (r_info, masked word) pairs among candidates."""
+    cand, masked = _legacy_candidates(t, shndx, thumb2)
+    if not cand.any():
+        return 0
+    key = (t.r_info[cand].astype(np.uint64) << np.uint64(32)) | masked[cand].astype(np.uint64)
+    return int(len(np.unique(key)))
+
+
+def plt_size(count: int, config: KernelConfig) -> int:
+    """round_up(count * PLT_ENT_SIZE, sizeof(struct plt_entries))."""
+    group = 2 * config.plt_stride
+    return (count * PLT_ENT_SIZE + group - 1) // group * group
+
+
+@dataclass
+class PltPlan:
+    counts: dict[str, PltCounts]          # all three algorithms
+    orders: dict[int, np.ndarray]         # REL section index -> application order (chosen algorithm)
+    sizes: dict[str, int]                 # "core"/"init" -> sh_size for the chosen algorithm
+
+
+def plan_plts(obj: ObjectFile, config: KernelConfig, *, init_section=None, exact_sort: bool = False) -> PltPlan:
+    """module_frob_arch_sections for all three generations; sizes/order for config.plt_algorithm."""
+    from .layout import init_layout_section
+    is_init = init_section or (lambda name: init_layout_section(name, config))
+    tables = exec_rel_tables(obj)
+    shndx = sym_shndx(obj)
+    counts = {}
+    orders_by_alg: dict[str, dict[int, np.ndarray]] = {"legacy": {}, "sorted": {}, "v6": {}}
+    # legacy: unsorted, one PLT
+    counts["legacy"] = PltCounts("legacy", sum(count_legacy(t, shndx, config.thumb2) for t in tables), 0)
+    for t in tables:
+        orders_by_alg["legacy"][t.relsec] = np.arange(len(t.r_info))
+    for alg in ("sorted", "v6"):
+        core = init = 0
+        for t in tables:
+            order = kernel_order(t.r_info, t.words, alg, exact=exact_sort)
+            orders_by_alg[alg][t.relsec] = order
+            n = _count_sorted(t, order, shndx, same_section_rule=(alg == "v6"))
+            if alg == "v6" and is_init(t.dstname):
+                init += n
+            else:
+                core += n
+        if alg == "v6":
+            core += config.n_fixed_plts
+            init += config.n_fixed_plts
+        counts[alg] = PltCounts(alg, core, init)
+    chosen = counts[config.plt_algorithm]
+    sizes = {"core": plt_size(chosen.core, config)}
+    if config.plt_algorithm == "v6":
+        sizes["init"] = plt_size(chosen.init, config)
+    return PltPlan(counts=counts, orders=orders_by_alg[config.plt_algorithm], sizes=sizes)
+
+
+# --- emission ------------------------------------------------------------------------------
+class PltSection:
+    """One PLT section being filled (`struct mod_plt_sec`)."""
+
+    def __init__(self, name: str, base: int, size: int, config: KernelConfig, fixed: tuple[int, ...]):
+        self.name = name
+        self.base = base
+        self.size = size
+        self.n = config.plt_ent_count
+        self.stride = config.plt_stride
+        self.ldr = config.plt_ldr
+        self.fixed = fixed
+        self.count = 0
+        self.lits: list[int] = []             # literal per entry index
+        self.started = False
+
+    def slot(self, idx) -> int:
+        return self.base + (idx // self.n) * 2 * self.stride + (idx % self.n) * 4
+
+    def _prealloc(self):
+        if not self.started:
+            self.started = True
+            if self.fixed and self.count == 0:
+                self.lits = list(self.fixed)
+                self.count = len(self.fixed)
+
+    def get_many_last(self, vals: np.ndarray) -> tuple[np.ndarray, int]:
+        """get_module_plt (sorted/v6) for a run of values in order. Returns slot addresses and
+        the position of the first value that overflowed the section (-1 if none)."""
+        self._prealloc()
+        vals = vals.astype(np.uint32)
+        idx = np.empty(len(vals), dtype=np.int64)
+        fixed_hit = np.zeros(len(vals), dtype=bool)
+        for fi, fv in enumerate(self.fixed):
+            hit = (vals == np.uint32(fv)) & ~fixed_hit
+            idx[hit] = fi
+            fixed_hit |= hit
+        rest = np.flatnonzero(~fixed_hit)
+        v = vals[rest]
+        if len(v):
+            new = np.empty(len(v), dtype=bool)
+            new[0] = self.count == 0 or self.lits[-1] != int(v[0])
+            new[1:] = v[1:] != v[:-1]
+            entry = self.count + np.cumsum(new) - 1
+            idx[rest] = entry
+            cap = self.size // PLT_ENT_SIZE
+            over = np.flatnonzero(entry >= cap)
+            if len(over):
+                return idx, int(rest[over[0]])
+            self.lits.extend(v[new].tolist())
+            self.count = int(entry[-1]) + 1
+        return self.base + (idx // self.n) * 2 * self.stride + (idx % self.n) * 4, -1
+
+    def get_legacy(self, val: int) -> int | None:
+        """v4.0 get_module_plt: walk every group; None when the kernel would BUG()."""
+        ngroups = self.size // (2 * self.stride)
+        c = self.count
+        for g in range(ngroups):
+            base_idx = g * self.n
+            if c == 0:
+                self._ensure(base_idx + self.n)
+                self.lits[base_idx] = val
+                self.count += 1
+                return self.slot(base_idx)
+            for i in range(self.n):
+                j = base_idx + i
+                self._ensure(j + 1)
+                if self.lits[j] == 0:
+                    self.lits[j] = val
+                    self.count += 1
+                if self.lits[j] == val:
+                    return self.slot(j)
+            c -= self.n
+        return None
+
+    def _ensure(self, n):
+        if len(self.lits) < n:
+            self.lits.extend([0] * (n - len(self.lits)))
+
+    def image(self) -> bytes:
+        """Section bytes: groups of identical LDR words followed by a line of literals."""
+        words = np.zeros(self.size // 4, dtype=np.uint32)
+        if self.started or self.lits:
+            used = len(self.lits)
+            ngroups = min((used + self.n - 1) // self.n, self.size // (2 * self.stride))
+            for g in range(ngroups):
+                w0 = g * 2 * self.n
+                words[w0:w0 + self.n] = self.ldr
+                chunk = self.lits[g * self.n:(g + 1) * self.n]
+                words[w0 + self.n:w0 + self.n + len(chunk)] = chunk
+        return words.astype("<u4").tobytes()
+
+    def entries(self, names: dict[int, str]) -> list[PltEntry]:
+        out = []
+        for i, lit in enumerate(self.lits):
+            if lit == 0 and i >= len(self.fixed):
+                continue
+            out.append(PltEntry(addr=self.slot(i), target=lit, plt=self.name,
+                                symbol=names.get(lit), fixed=i < len(self.fixed)))
+        return out

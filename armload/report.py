@@ -1,0 +1,140 @@
+"""Human-readable and JSON reports of loaded modules."""
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from .constants import SHF_ALLOC, SHF_EXECINSTR, SHF_WRITE, reloc_name
+from .model import LoadedModule
+
+
+def _flags(f: int) -> str:
+    return ("A" if f & SHF_ALLOC else "-") + ("W" if f & SHF_WRITE else "-") + ("X" if f & SHF_EXECINSTR else "-")
+
+
+def table(rows: list[list[str]], header: list[str], align: str | None = None) -> str:
+    """A plain aligned text table; `align` is a string of 'l'/'r' per column."""
+    cols = len(header)
+    align = align or "l" * cols
+    widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(cols)]
+    def fmt(r):
+        return "  ".join(str(c).rjust(w) if a == "r" else str(c).ljust(w)
+                         for c, w, a in zip(r, widths, align)).rstrip()
+    sep = "  ".join("-" * w for w in widths)
+    return "\n".join([fmt(header), sep] + [fmt(r) for r in rows])
+
+
+def branch_summary(mod: LoadedModule) -> dict:
+    b = mod.branches
+    via = int((b["plt"] != 0).sum()) if len(b) else 0
+    return {"sites": int(len(b)), "direct": int(len(b) - via), "via_plt": via}
+
+
+def plt_usage(mod: LoadedModule) -> dict:
+    c = Counter(e.plt for e in mod.plt_entries if not e.fixed)
+    size = {s.name: s.size for s in mod.sections if s.name in (".plt", ".init.plt")}
+    return {"core_used": c.get("core", 0), "init_used": c.get("init", 0),
+            "fixed": sum(1 for e in mod.plt_entries if e.fixed),
+            "core_size": size.get(".plt", 0), "init_size": size.get(".init.plt", 0)}
+
+
+def symbolize(mod: LoadedModule, addr: int | None) -> str:
+    if addr is None:
+        return "-"
+    s = mod.symbolize(addr & ~1)
+    return f"{addr:#010x}" + (f" <{s}>" if s else "") + (" (Thumb)" if addr & 1 else "")
+
+
+def to_dict(mod: LoadedModule, kernel_desc: str | None = None, placement=None) -> dict:
+    cfg = mod.config
+    by_source = Counter(r.source.split(":")[0] for r in mod.resolved.values())
+    return {
+        "module": mod.name,
+        "file": mod.path,
+        "kernel": kernel_desc,
+        "config": {"thumb2": cfg.thumb2, "l1_cache_bytes": cfg.l1_cache_bytes,
+                   "dynamic_ftrace": cfg.dynamic_ftrace, "module_unload": cfg.module_unload,
+                   "plt_algorithm": cfg.plt_algorithm, "layout": cfg.layout,
+                   "placement": placement if isinstance(placement, str) or placement is None else hex(placement)},
+        "regions": [{"name": r.name, "base": r.base, "size": r.size, "init": r.init} for r in mod.regions],
+        "sections": [{"name": s.name, "index": s.index, "addr": s.addr, "size": s.size, "mem": s.mem,
+                      "flags": _flags(s.flags)} for s in mod.sections],
+        "relocations": mod.reloc_counts,
+        "relocations_total": sum(mod.reloc_counts.values()),
+        "plt_counts": {k: {"core": v.core, "init": v.init, "total": v.total} for k, v in mod.plt_counts.items()},
+        "plt": plt_usage(mod),
+        "plt_entries": [{"addr": e.addr, "target": e.target, "plt": e.plt, "symbol": e.symbol, "fixed": e.fixed}
+                        for e in mod.plt_entries],
+        "branches": branch_summary(mod),
+        "symbols_resolved": {name: {"addr": r.addr, "source": r.source, "kind": r.kind, "crc_checked": r.crc_checked}
+                             for name, r in sorted(mod.resolved.items())},
+        "symbols_by_source": dict(by_source),
+        "init": mod.init_addr,
+        "exit": mod.exit_addr,
+        "exports": [{"name": e.name, "addr": e.addr, "crc": e.crc, "gpl": e.gpl} for e in mod.exports],
+        "modinfo": {k: v for k, v in mod.modinfo.items() if k in ("name", "license", "vermagic", "depends",
+                                                                  "description", "author", "version")},
+        "warnings": mod.warnings,
+        "timings_ms": {k: round(v * 1000, 3) for k, v in mod.timings.items()},
+    }
+
+
+def format_text(mod: LoadedModule, kernel_desc: str | None = None, placement=None, verbose: bool = False) -> str:
+    d = to_dict(mod, kernel_desc, placement)
+    cfg = mod.config
+    out = []
+    out.append(f"module {mod.name}  ({mod.path})")
+    out.append(f"kernel: {kernel_desc or '-'}")
+    out.append(f"config: {'Thumb-2' if cfg.thumb2 else 'ARM'} kernel, L1 {cfg.l1_cache_bytes} B, "
+               f"ftrace {'on' if cfg.dynamic_ftrace else 'off'}, unload {'on' if cfg.module_unload else 'off'}, "
+               f"PLT rules {cfg.plt_algorithm}, layout {cfg.layout}, placement {d['config']['placement']}")
+    out.append("")
+    out.append("memory:")
+    out.append(table([[r.name, f"{r.base:#010x}", f"{r.end:#010x}", f"{r.size:#x}"] for r in mod.regions],
+                     ["region", "start", "end", "size"], "lllr"))
+    out.append("")
+    rows = [[s.name, s.mem, f"{s.addr:#010x}", f"{s.size:#x}", _flags(s.flags)]
+            for s in mod.sections if s.size or verbose]
+    out.append(table(rows, ["section", "class", "address", "size", "flags"], "lllrl"))
+    out.append("")
+    rel = sorted(mod.reloc_counts.items(), key=lambda kv: -kv[1])
+    out.append(table([[k, str(v)] for k, v in rel] + [["total", str(d["relocations_total"])]],
+                     ["relocation type", "applied"], "lr"))
+    out.append("")
+    pc = mod.plt_counts
+    rows = []
+    for alg, label in (("legacy", "legacy (v4.0, O(n^2) scan)"), ("sorted", "sorted (2016 series)"),
+                       ("v6", "v6 (6.1, default)")):
+        c = pc[alg]
+        mark = " *" if alg == cfg.plt_algorithm else ""
+        rows.append([label + mark, str(c.core), str(c.init), str(c.total)])
+    out.append(table(rows, ["PLT counting rules", "core", "init", "total"], "lrrr"))
+    u = d["plt"]
+    b = d["branches"]
+    out.append(f"(* = in use; v6 counts include {cfg.n_fixed_plts} fixed ftrace entries per PLT)")
+    out.append(f"PLT entries used: core {u['core_used']} (.plt {u['core_size']} bytes), "
+               f"init {u['init_used']} (.init.plt {u['init_size']} bytes)")
+    out.append(f"branch sites: {b['sites']} ({b['direct']} direct, {b['via_plt']} through PLT veneers)")
+    out.append("")
+    src = ", ".join(f"{v} from {k}" for k, v in sorted(d["symbols_by_source"].items()))
+    out.append(f"undefined symbols resolved: {len(mod.resolved)}" + (f" ({src})" if src else ""))
+    if "simulated" in d["symbols_by_source"]:
+        out.append("  note: no real address known for some symbols; they were given simulated kernel addresses")
+    limit = None if verbose else 12
+    items = sorted(mod.resolved.values(), key=lambda r: r.name)
+    rows = [[r.name, f"{r.addr:#010x}", r.kind, r.source, "ok" if r.crc_checked else "-"] for r in items[:limit]]
+    if rows:
+        out.append(table(rows, ["symbol", "address", "kind", "from", "crc"]))
+        if limit and len(items) > limit:
+            out.append(f"  ... {len(items) - limit} more (--verbose lists all)")
+    out.append("")
+    out.append(f"init: {symbolize(mod, mod.init_addr)}")
+    out.append(f"exit: {symbolize(mod, mod.exit_addr)}")
+    if mod.exports:
+        out.append(f"exports: " + ", ".join(f"{e.name}{' (GPL)' if e.gpl else ''}" for e in mod.exports))
+    for w in mod.warnings:
+        out.append(f"warning: {w}")
+    t = d["timings_ms"]
+    out.append("time: " + ", ".join(f"{k} {v:.1f} ms" for k, v in t.items()))
+    return "\n".join(out)
