@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 
 from . import __version__
@@ -51,6 +52,13 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except Exception as e:  # a bug in armload, not in the input: say so without a traceback
+        import traceback
+        if os.environ.get("ARMLOAD_DEBUG"):
+            traceback.print_exc()
+        print(f"armload: internal error: {type(e).__name__}: {e} (set ARMLOAD_DEBUG=1 for a traceback)",
+              file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

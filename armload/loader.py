@@ -99,7 +99,8 @@ def _load_object(obj: ObjectFile, session: Session) -> LoadedModule:
         t = time.perf_counter()
         mems, regions = _allocate_memory(obj, layout)
         plts = _plt_sections(layout, config, session.kernel)
-        router = PltRouter(plts.get("core"), plts.get("init"), layout.within_init, config.plt_algorithm)
+        router = PltRouter(*(plts[k].plt if k in plts else None for k in ("core", "init")),
+                           layout.within_init, config.plt_algorithm)
         counts, branches = _apply_all(obj, layout, plan, syms, mems, config, router)
         for name, sec in plts.items():
             p = layout.places[sec.index]
@@ -139,7 +140,8 @@ def _plt_sections(layout: Layout, config: KernelConfig, kernel: Kernel) -> dict[
         if idx is None or idx not in layout.places:
             continue
         p = layout.places[idx]
-        out[key] = _PltSec(idx, PltSection(key, p.addr, p.size, config, fixed))
+        out[key] = _PltSec(idx, PltSection(key, p.addr, p.size, config, fixed,
+                                           ("ftrace_caller", "__gnu_mcount_nc") if fixed else ()))
     return out
 
 

@@ -279,7 +279,8 @@ def plan_plts(obj: ObjectFile, config: KernelConfig, *, init_section=None, exact
 class PltSection:
     """One PLT section being filled (`struct mod_plt_sec`)."""
 
-    def __init__(self, name: str, base: int, size: int, config: KernelConfig, fixed: tuple[int, ...]):
+    def __init__(self, name: str, base: int, size: int, config: KernelConfig, fixed: tuple[int, ...],
+                 fixed_names: tuple[str, ...] = ()):
         self.name = name
         self.base = base
         self.size = size
@@ -287,6 +288,7 @@ class PltSection:
         self.stride = config.plt_stride
         self.ldr = config.plt_ldr
         self.fixed = fixed
+        self.fixed_names = fixed_names
         self.count = 0
         self.lits: list[int] = []             # literal per entry index
         self.started = False
@@ -372,6 +374,7 @@ class PltSection:
         for i, lit in enumerate(self.lits):
             if lit == 0 and i >= len(self.fixed):
                 continue
-            out.append(PltEntry(addr=self.slot(i), target=lit, plt=self.name,
-                                symbol=names.get(lit), fixed=i < len(self.fixed)))
+            fixed = i < len(self.fixed)
+            name = self.fixed_names[i] if fixed and i < len(self.fixed_names) else names.get(lit)
+            out.append(PltEntry(addr=self.slot(i), target=lit, plt=self.name, symbol=name, fixed=fixed))
         return out
