@@ -332,9 +332,12 @@ class Machine:
             modules = [modules]
         if not modules:
             raise EmulationError("nothing to run: no module loaded")
-        self.modules: list[LoadedModule] = list(modules)
+        self._all_modules: list[LoadedModule] = list(modules)
+        self.modules: list[LoadedModule] = []          # mapped, in load order
+        self.pending: list[LoadedModule] = []          # waiting for an earlier init to be freed
+        self._module_pages_all: set[int] = set()
         self.kernel = kernel
-        self.config = self.modules[0].config
+        self.config = self._all_modules[0].config
         self.stubs = stubs if stubs is not None else default_library()
         self.budget = budget
         self.timeout = timeout
@@ -359,10 +362,10 @@ class Machine:
                 self.uc.ctl_set_cpu_model(A.UC_CPU_ARM_CORTEX_A15)
             except Exception:
                 pass
+            self.heap = Heap(self)
             self._build()
         except UcError as e:
             raise EmulationError(f"cannot build the emulated machine: {e}") from None
-        self.heap = Heap(self)
 
     # --- memory map -------------------------------------------------------------------
     def _module_pages(self, m: LoadedModule) -> dict[int, int]:
@@ -386,101 +389,124 @@ class Machine:
         return pages
 
     def _build(self) -> None:
-        pages: dict[int, int] = {}
-        module_pages: set[int] = set()
-        for m in self.modules:
-            for p, prot in self._module_pages(m).items():
-                pages[p] = pages.get(p, 0) | prot
-                module_pages.add(p)
-
-        # kernel functions and data the modules resolved against
-        funcs: dict[int, tuple[str, bool]] = {}
-        datas: dict[int, str] = {}
-        for m in self.modules:
-            for rs in m.resolved.values():
-                if rs.addr == 0:
-                    continue
-                a = rs.addr & ~1
-                if (a & ~(PAGE - 1)) in module_pages or self._in_module(a):
-                    continue
-                if rs.kind == "data":
-                    datas.setdefault(a, rs.name)
-                else:
-                    thumb = bool(rs.addr & 1) or self.config.thumb2
-                    funcs.setdefault(a, (rs.name, thumb))
-                self._names_at.setdefault(a, rs.name)
-        sorted_funcs = sorted(funcs)
-        text_pages: set[int] = set()
-        for a in sorted_funcs:
-            for p in range(a & ~(PAGE - 1), (a + 16 + PAGE - 1) & ~(PAGE - 1), PAGE):
-                text_pages.add(p)
-        data_pages: set[int] = set()
-        sim_data = self._sim_data_range()
-        for a, name in datas.items():
-            size = 0x10000 if sim_data[0] <= a < sim_data[1] else 0x4000
-            self._data_at.append((a, size, name))
-            for p in range(a & ~(PAGE - 1), (a + size + PAGE - 1) & ~(PAGE - 1), PAGE):
-                if p not in module_pages:
-                    data_pages.add(p)
-        for p in text_pages:
-            if p in module_pages:
-                continue
-            pages[p] = pages.get(p, 0) | UC_PROT_READ | UC_PROT_EXEC
-        for p in data_pages:
-            pages[p] = pages.get(p, 0) | UC_PROT_READ | UC_PROT_WRITE
-
         # stack (with a guard page below), current task, sentinel page
+        fixed: dict[int, int] = {}
         for p in range(STACK_BASE + PAGE, STACK_BASE + PAGE + THREAD_SIZE, PAGE):
-            pages[p] = UC_PROT_READ | UC_PROT_WRITE
+            fixed[p] = UC_PROT_READ | UC_PROT_WRITE
         for p in range(TASK_BASE, TASK_BASE + TASK_SIZE, PAGE):
-            pages[p] = UC_PROT_READ | UC_PROT_WRITE
-        pages[SENTINEL_PAGE] = UC_PROT_READ | UC_PROT_EXEC
-        for fixed in (STACK_BASE + PAGE, TASK_BASE, SENTINEL_PAGE, HEAP_BASE):
-            if fixed in module_pages:
-                raise EmulationError(f"module memory at {fixed:#010x} collides with the emulator's "
-                                     f"stack/heap area; choose another --placement")
+            fixed[p] = UC_PROT_READ | UC_PROT_WRITE
+        fixed[SENTINEL_PAGE] = UC_PROT_READ | UC_PROT_EXEC
+        self._map_pages(fixed)
+        self.uc.mem_write(SENTINEL_PAGE, ARM_UDF * (PAGE // 4))
+        self.uc.hook_add(UC_HOOK_MEM_INVALID, self._on_invalid)
+        self.uc.hook_add(UC_HOOK_INTR, self._on_intr)
+        for m in self._all_modules:
+            if not self._try_map(m):
+                self.pending.append(m)
 
-        # map runs of equal permissions
-        self._perm = pages
-        run_start = prev = None
-        run_prot = None
-        for p in sorted(pages):
-            prot = pages[p]
-            if run_start is not None and p == prev + PAGE and prot == run_prot:
+    def _map_pages(self, pages: dict[int, int]) -> None:
+        """Map new pages (runs of equal permissions); widen permissions of mapped ones."""
+        new = {}
+        for p, prot in pages.items():
+            old = self._perm.get(p)
+            if old is None:
+                new[p] = prot
+            elif old | prot != old:
+                self._perm[p] = old | prot
+                self.uc.mem_protect(p, PAGE, old | prot)
+        run_start = prev = run_prot = None
+        for p in sorted(new) + [None]:
+            prot = new.get(p)
+            if p is not None and run_start is not None and p == prev + PAGE and prot == run_prot:
                 prev = p
                 continue
             if run_start is not None:
                 self.uc.mem_map(run_start, prev + PAGE - run_start, run_prot)
             run_start, prev, run_prot = p, p, prot
-        if run_start is not None:
-            self.uc.mem_map(run_start, prev + PAGE - run_start, run_prot)
+        self._perm.update(new)
 
-        # contents: module bytes, BUG-filled kernel text, stub code
-        for m in self.modules:
-            for r in m.regions:
-                self.uc.mem_write(r.base, bytes(r.data))
-        for p in text_pages:
-            if p in module_pages or p in data_pages:
+    def _try_map(self, m: LoadedModule) -> bool:
+        """Map a module and the kernel symbols it uses. False when its memory still overlaps
+        the init memory of an earlier module (mapped later, once that init has been freed)."""
+        mp = self._module_pages(m)
+        for p in mp:
+            if p in self._perm:
+                owner = self._in_module(p)
+                r = owner.region_of(p) if owner is not None else None
+                if r is not None and r.init:
+                    return False
+                what = f"module {owner.name}" if owner is not None else "the emulator's own memory"
+                raise EmulationError(f"{m.name}: module memory at {p:#010x} overlaps {what}; "
+                                     f"choose another --placement")
+        self._map_pages(mp)
+        for r in m.regions:
+            self.uc.mem_write(r.base, bytes(r.data))
+        self.modules.append(m)
+        self._module_pages_all.update(mp)
+
+        funcs: dict[int, tuple[str, bool]] = {}
+        datas: dict[int, str] = {}
+        for rs in m.resolved.values():
+            if rs.addr == 0:
                 continue
-            self.uc.mem_write(p, (THUMB_UDF * 2 if self.config.thumb2 else ARM_UDF) * (PAGE // 4))
-        self.uc.mem_write(SENTINEL_PAGE, ARM_UDF * (PAGE // 4))
-        for i, a in enumerate(sorted_funcs):
+            a = rs.addr & ~1
+            if (a & ~(PAGE - 1)) in self._module_pages_all or self._in_module(a):
+                continue
+            self._names_at.setdefault(a, rs.name)
+            if rs.kind == "data":
+                if all(d[0] != a for d in self._data_at):
+                    datas[a] = rs.name
+            elif a not in self._stub_at:
+                funcs[a] = (rs.name, bool(rs.addr & 1) or self.config.thumb2)
+        pages: dict[int, int] = {}
+        sim_data = self._sim_data_range()
+        data_pages = set()
+        for a, name in datas.items():
+            size = 0x10000 if sim_data[0] <= a < sim_data[1] else 0x4000
+            self._data_at.append((a, size, name))
+            for p in range(a & ~(PAGE - 1), (a + size + PAGE - 1) & ~(PAGE - 1), PAGE):
+                if p not in self._module_pages_all:
+                    pages[p] = UC_PROT_READ | UC_PROT_WRITE
+                    data_pages.add(p)
+        text_pages = set()
+        for a in funcs:
+            for p in range(a & ~(PAGE - 1), (a + 16 + PAGE - 1) & ~(PAGE - 1), PAGE):
+                if p not in self._module_pages_all:
+                    pages[p] = pages.get(p, 0) | UC_PROT_READ | UC_PROT_EXEC
+                    text_pages.add(p)
+        fresh = {p for p in pages if p not in self._perm}
+        self._map_pages(pages)
+        fill = (THUMB_UDF * 2 if self.config.thumb2 else ARM_UDF) * (PAGE // 4)
+        for p in fresh:
+            if p in text_pages and p not in data_pages:
+                self.uc.mem_write(p, fill)
+        known = sorted(set(self._stub_at) | set(funcs))
+        for a in sorted(funcs):
             name, thumb = funcs[a]
             stub = self.stubs.get(name)
             code = THUMB_BX_LR if thumb else ARM_BX_LR
             if stub is not None and stub.code is not None:
                 special = stub.code[1] if thumb else stub.code[0]
-                nxt = sorted_funcs[i + 1] if i + 1 < len(sorted_funcs) else None
+                i = known.index(a)
+                nxt = known[i + 1] if i + 1 < len(known) else None
                 if nxt is None or a + len(special) <= nxt:
                     code = special
             self.uc.mem_write(a, code)
             self._stub_at[a] = (name, stub)
-        if sorted_funcs:
-            lo = sorted_funcs[0]
-            hi = sorted_funcs[-1] + 16
-            self.uc.hook_add(UC_HOOK_CODE, self._on_stub, begin=lo, end=hi - 1)
-        self.uc.hook_add(UC_HOOK_MEM_INVALID, self._on_invalid)
-        self.uc.hook_add(UC_HOOK_INTR, self._on_intr)
+        if funcs:
+            self.uc.hook_add(UC_HOOK_CODE, self._on_stub, begin=min(funcs), end=max(funcs) + 15)
+        return True
+
+    def _ensure_mapped(self, m: LoadedModule) -> None:
+        if m in self.pending:
+            try:
+                ok = self._try_map(m)
+            except UcError as e:
+                raise EmulationError(f"{m.name}: cannot map module memory: {e}") from None
+            if not ok:
+                raise EmulationError(f"{m.name}: its memory overlaps the init memory of an earlier module "
+                                     f"that has not been freed (that module's init has not succeeded)")
+            self.pending.remove(m)
 
     def _sim_data_range(self) -> tuple[int, int]:
         try:
@@ -507,16 +533,14 @@ class Machine:
             [uc.reg_read(r) for r in (A.UC_ARM_REG_R0, A.UC_ARM_REG_R1, A.UC_ARM_REG_R2,
                                       A.UC_ARM_REG_R3, A.UC_ARM_REG_LR, A.UC_ARM_REG_SP)]
         lr, sp = regs[4], regs[5]
-        if name == "__gnu_mcount_nc":
-            # the instrumented function's own return address is the word pushed before the call
-            pass
         call = StubCall(self, name, address, list(regs[:4]), lr, sp, stub)
         rec = CallRecord(name, address, [], None, lr, "")
         try:
             rec.args = describe_args(stub, call)
         except Exception:
             rec.args = list(regs[:4])
-        rec.caller_sym = self.symbolize((lr & ~1) - 4 if lr else 0)
+        rec.caller_sym = ("tail call (returns straight to the caller of the entry function)"
+                          if lr == SENTINEL else self.symbolize((lr & ~1) - 4 if lr else 0))
         ret = 0
         hi = None
         try:
@@ -675,11 +699,15 @@ class Machine:
     # --- running ------------------------------------------------------------------------
     def _find_module(self, module) -> LoadedModule:
         if module is None:
-            return self.modules[-1]
+            return self._all_modules[-1]
         if isinstance(module, LoadedModule):
+            if module not in self._all_modules:
+                raise EmulationError(f"module {module.name} is not part of this machine")
+            self._ensure_mapped(module)
             return module
-        for m in self.modules:
+        for m in self._all_modules:
             if m.name == module:
+                self._ensure_mapped(m)
                 return m
         raise EmulationError(f"no module named {module!r} in this machine")
 
@@ -722,6 +750,8 @@ class Machine:
                     continue
                 for p in range(base, end, PAGE):
                     self._perm.pop(p, None)
+                    self._module_pages_all.discard(p)
+        m.regions_freed = True
 
     def call(self, entry, args=(), *, name: str | None = None, module=None,
              budget: int | None = None, timeout: float | None = None) -> RunResult:

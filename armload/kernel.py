@@ -177,6 +177,8 @@ class Kernel:
         else:
             addr = self.config.page_offset + SIM_TEXT_BASE_OFFSET + self._next_text * SIM_TEXT_SLOT
             self._next_text += 1
+            if self.config.thumb2:
+                addr |= 1           # a Thumb-2 kernel's functions are Thumb: bit 0 set
         self.simulated[export.name] = addr
         self._sorted = None
         return addr, "simulated"

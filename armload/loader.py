@@ -337,7 +337,8 @@ def _read_exports(obj: ObjectFile, layout: Layout, regions: list[MemRegion], ses
             out.append(Export(name=name, addr=value, crc=crc, owner=obj.name, gpl=gpl, namespace=ns or ""))
     for e in out:
         owner = None
-        if e.name in session.kernel.exports:
+        k = session.kernel.exports.get(e.name)
+        if k is not None and k.owner == "vmlinux":
             owner = "vmlinux"
         else:
             owner = next((t.module for t in session.export_tables if e.name in t.exports), None)

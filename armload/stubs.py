@@ -519,7 +519,7 @@ def _h_bug(call):
     call.fault(f"{call.name} called from {call.symbolize(call.lr)}", "bug")
 
 
-@stub("__gnu_mcount_nc", kind="ftrace", code=(ARM_MCOUNT, THUMB_MCOUNT))
+@stub("__gnu_mcount_nc", nargs=0, kind="ftrace", code=(ARM_MCOUNT, THUMB_MCOUNT))
 def _h_mcount(call):
     # The real code at the stub pops the caller's lr; r0 (a live argument of the traced
     # function) must be preserved, so this handler returns r0 unchanged.

@@ -1,0 +1,48 @@
+"""`armload disasm`: the loaded code at its final addresses, annotated."""
+from __future__ import annotations
+
+import json
+import sys
+
+from ..errors import EmulationError
+from .run import add_module_args, load_all
+
+
+def register(sub) -> None:
+    p = sub.add_parser("disasm", help="disassemble the loaded module at its final addresses",
+                       description="Disassemble the executable sections of the loaded module(s) with "
+                                   "capstone, ARM/Thumb/data by the $a/$t/$d mapping symbols, annotated "
+                                   "with symbols, branch relocations and PLT entries. When several modules "
+                                   "are given they are loaded in order and the last one is shown.",
+                       conflict_handler="resolve")
+    p.add_argument("modules", nargs="+", metavar="MODULE.ko")
+    add_module_args(p)
+    p.add_argument("--function", "-f", metavar="NAME", help="only this function")
+    # `--plt` here means "show the PLTs"; the load option of that name (PLT algorithm) is
+    # available as --plt-algorithm.
+    p.add_argument("--plt", dest="plt_only", action="store_true", help="only the PLT sections (.plt, .init.plt)")
+    p.add_argument("--plt-algorithm", dest="plt", default="v6", choices=("legacy", "sorted", "v6"),
+                   help="PLT counting/emission rules (the load command's --plt)")
+    p.set_defaults(plt="v6")
+    p.add_argument("--json", action="store_true", help="machine-readable listing on stdout")
+    p.set_defaults(func=cmd_disasm)
+
+
+def cmd_disasm(args) -> int:
+    from ..disasm import disassemble, format_listing
+    session, modules = load_all(args)
+    m = modules[-1]
+    if args.function and args.plt_only:
+        raise EmulationError("--function and --plt cannot be combined")
+    blocks = disassemble(m, session.kernel, function=args.function, plt=args.plt_only)
+    if args.json:
+        json.dump({"ok": True, "module": m.name,
+                   "blocks": [{"title": t, "lines": [ln.to_dict() for ln in lines]} for t, lines in blocks]},
+                  sys.stdout, indent=2)
+        print()
+        return 0
+    if not blocks:
+        print(f"{m.name}: no {'PLT ' if args.plt_only else ''}code to show")
+        return 0
+    print(format_listing(m, blocks, session.kernel))
+    return 0

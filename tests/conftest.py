@@ -1,0 +1,36 @@
+import glob
+import os
+import shutil
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SAMPLES = os.path.join(ROOT, "sample_modules")
+OBJS = os.path.join(SAMPLES, "obj")
+SYMVERS = os.path.join(SAMPLES, "Module.symvers")
+CROSS = os.environ.get("CROSS", "arm-linux-gnueabihf-")
+
+
+def sample(name: str) -> str:
+    p = os.path.join(SAMPLES, name)
+    assert os.path.exists(p), f"missing sample {p} (make samples)"
+    return p
+
+
+def obj(name: str) -> str:
+    p = os.path.join(OBJS, name)
+    assert os.path.exists(p), f"missing object {p} (make samples-objs)"
+    return p
+
+
+def all_kos():
+    return sorted(glob.glob(os.path.join(SAMPLES, "*.ko")))
+
+
+@pytest.fixture(scope="session")
+def binutils():
+    """GNU binutils for ARM, the independent oracle (installed by `make toolchain` / .ci/run)."""
+    ld = shutil.which(CROSS + "ld")
+    if ld is None:
+        pytest.fail(f"{CROSS}ld not found: run `make toolchain` (apt-get install binutils-arm-linux-gnueabihf)")
+    return CROSS
