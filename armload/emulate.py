@@ -517,7 +517,7 @@ class Machine:
             return 0, 0
 
     def _in_module(self, addr: int) -> LoadedModule | None:
-        for m in self.modules:
+        for m in reversed(self.modules):      # newest first: it may reuse freed init memory
             if m.region_of(addr) is not None:
                 return m
         return None
@@ -658,11 +658,16 @@ class Machine:
         """`name+0xoff/0xsize [module]`, a kernel symbol, a heap object, or the bare address."""
         if addr == SENTINEL:
             return "ret_from_initcall (sentinel)"
-        for m in self.modules:
+        owner = self._in_module(addr)
+        if owner is not None:
+            s = owner.symbolize(addr)
+            if s:
+                return s
+        for m in reversed(self.modules):
             s = m.symbolize(addr)
             if s:
                 return s
-        for m in self.modules:
+        for m in reversed(self.modules):
             if m.region_of(addr) is not None:
                 sec = m.section_at(addr)
                 if sec is not None:
@@ -699,6 +704,7 @@ class Machine:
     # --- running ------------------------------------------------------------------------
     def _find_module(self, module) -> LoadedModule:
         if module is None:
+            self._ensure_mapped(self._all_modules[-1])
             return self._all_modules[-1]
         if isinstance(module, LoadedModule):
             if module not in self._all_modules:
@@ -751,7 +757,7 @@ class Machine:
                 for p in range(base, end, PAGE):
                     self._perm.pop(p, None)
                     self._module_pages_all.discard(p)
-        m.regions_freed = True
+
 
     def call(self, entry, args=(), *, name: str | None = None, module=None,
              budget: int | None = None, timeout: float | None = None) -> RunResult:
