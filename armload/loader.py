@@ -216,7 +216,7 @@ def _apply_all(obj, layout, plan, syms, mems, config, router):
         rname = _region_name(layout, p.addr)
         tgt = SectionTarget(dst.index, dst.name, p.addr, dst.sh_size, mems[rname][0],
                             p.addr - _region_base(layout, p.addr))
-        if has_overlaps(rel["r_offset"]):
+        if has_overlaps(rel["r_offset"], rel["r_info"]):
             parts = [(i, rel[i:i + 1]) for i in range(len(rel))]
         else:
             parts = [(0, rel)]

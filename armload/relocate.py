@@ -445,7 +445,8 @@ def apply_rel_section(modname: str, relidx: int, relname: str, r_offset: np.ndar
                      f"(section {tgt.name} is {tgt.size} bytes){where(i)}")
 
     # Write back; a place touched twice must see the first write (the kernel is sequential).
-    _scatter(m, mo, new)
+    live = rtype != R.R_ARM_NONE                    # R_ARM_NONE writes nothing (often shares a place)
+    _scatter(m, mo[live], new[live])
     counts = dict(zip(*np.unique(rtype, return_counts=True)))
     return AppliedSection(counts={int(k): int(v) for k, v in counts.items()}, branches=br_rows)
 
@@ -458,9 +459,10 @@ def _scatter(m: np.ndarray, mo: np.ndarray, words: np.ndarray) -> None:
     m[mo + 3] = (w >> 24).astype(np.uint8)
 
 
-def has_overlaps(r_offset: np.ndarray) -> bool:
-    """Two entries whose 4-byte places overlap need sequential application."""
-    if len(r_offset) < 2:
+def has_overlaps(r_offset: np.ndarray, r_info: np.ndarray) -> bool:
+    """Two entries whose 4-byte places overlap need sequential application (R_ARM_NONE aside)."""
+    o = r_offset[(r_info & U32(0xFF)) != R.R_ARM_NONE]
+    if len(o) < 2:
         return False
-    o = np.sort(r_offset.astype(np.int64))
+    o = np.sort(o.astype(np.int64))
     return bool((np.diff(o) < 4).any())
