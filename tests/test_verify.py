@@ -1,0 +1,118 @@
+"""Branch-reach verification must pass on correct images and fail on corrupted ones."""
+import os
+import struct
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from emu_fixtures import build_module, corrupt_word, read_word  # noqa: E402
+
+from armload.verify import verify_module  # noqa: E402
+
+EXTERNS = {"_printk": "func", "kmalloc": "func", "kfree": "func"}
+ARM = {"init_module": """
+    push {r4, lr}
+    bl {plt:_printk}
+    bl {kmalloc}
+    bl {helper}
+    cmp r0, #0
+    bne {plt:kfree}
+    b {plt:kfree}
+""", "helper": "mov r0, #0\nbx lr"}
+THUMB = {"init_module": """
+    push {r4, lr}
+    bl {plt:_printk}
+    bl {kmalloc}
+    bl {helper}
+    b.w {plt:kfree}
+""", "helper": "movs r0, #0\nbx lr"}
+
+
+def _mod(thumb):
+    return build_module(THUMB if thumb else ARM, externs=EXTERNS, thumb=thumb)
+
+
+@pytest.mark.parametrize("thumb", [False, True])
+def test_clean_image_verifies(thumb):
+    mod, k = _mod(thumb)
+    r = verify_module(mod, k)
+    assert r.ok, r.format()
+    assert r.branches_total == len(mod.branches) == (4 if thumb else 5)
+    assert r.plt_total == 2 and r.plt_ok == 2
+    assert r.summary() == f"branches verified: {r.branches_total}/{r.branches_total}, PLT entries verified: 2/2"
+
+
+@pytest.mark.parametrize("thumb", [False, True])
+def test_corrupted_plt_literal_is_caught(thumb):
+    mod, k = _mod(thumb)
+    e = mod.plt_entries[0]
+    corrupt_word(mod, e.addr + mod.config.plt_stride, e.target + 0x40)
+    r = verify_module(mod, k)
+    assert not r.ok
+    assert [f.slot for f in r.plt_failures] == [e.addr]
+    assert r.plt_failures[0].actual & ~1 == (e.target & ~1) + 0x40
+    # the branch that goes through that slot fails too, naming the site and the symbol
+    bf = [f for f in r.branch_failures if f.symbol == e.symbol]
+    assert bf and bf[0].via_plt == e.addr and "via PLT" in bf[0].format()
+    assert f"PLT entries verified: 1/2" in r.summary()
+
+
+@pytest.mark.parametrize("thumb", [False, True])
+def test_corrupted_branch_offset_is_caught(thumb):
+    mod, k = _mod(thumb)
+    row = next(b for b in mod.branches if not int(b["plt"]))
+    place = int(row["place"])
+    w = read_word(mod, place)
+    corrupt_word(mod, place, w + ((1 << 16) if thumb else 1))   # imm + 1 (ARM: +4 bytes, Thumb: +2)
+    r = verify_module(mod, k)
+    assert len(r.branch_failures) == 1
+    f = r.branch_failures[0]
+    assert f.site == place and f.expected & ~1 == int(row["target"]) & ~1
+    assert f.actual & ~1 == (int(row["target"]) & ~1) + (2 if thumb else 4)
+    assert f"branches verified: {r.branches_total - 1}/{r.branches_total}" in r.summary()
+
+
+def test_wrong_instruction_set_is_caught():
+    # an ARM-kernel PLT literal with bit 0 set would switch to Thumb: the entry must fail
+    mod, k = _mod(False)
+    e = mod.plt_entries[1]
+    corrupt_word(mod, e.addr + 64, e.target | 1)
+    r = verify_module(mod, k)
+    assert any(f.slot == e.addr for f in r.plt_failures)
+    bf = [f for f in r.branch_failures if f.via_plt == e.addr]
+    assert bf and "instruction set" in bf[0].reason
+
+
+def test_conditional_branch_is_taken():
+    mod, k = _mod(False)
+    bne = [b for b in mod.branches if read_word(mod, int(b["place"])) >> 28 == 0x1]
+    assert bne
+    assert verify_module(mod, k).ok
+
+
+# --- real samples -----------------------------------------------------------------------------
+@pytest.mark.parametrize("placement", ["window", "vmalloc"])
+@pytest.mark.parametrize("thumb", [False, True])
+def test_samples_verify_and_corruption_fails(thumb, placement):
+    loader = pytest.importorskip("armload.loader")
+    from armload.config import DEBIAN_ARMMP
+    root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "sample_modules")
+    path = os.path.join(root, f"regdev-{'thumb2' if thumb else 'arm'}.ko")
+    if not os.path.exists(path):
+        pytest.skip("samples not built")
+    cfg = DEBIAN_ARMMP.with_(thumb2=thumb)
+    mod = loader.Session(None, cfg, placement).load(path)
+    r = verify_module(mod)
+    assert r.ok, r.format()
+    assert r.branches_total == len(mod.branches) > 0
+    if placement == "vmalloc":
+        assert r.plt_total > 0 and r.via_plt > 0
+        e = next(e for e in mod.plt_entries if not e.fixed)
+        corrupt_word(mod, e.addr + cfg.plt_stride, e.target ^ 0x100)
+        r2 = verify_module(mod)
+        assert not r2.ok and r2.plt_failures
+    row = mod.branches[0]
+    place = int(row["place"])
+    corrupt_word(mod, place, read_word(mod, place) + ((1 << 16) if thumb else 1))
+    assert not verify_module(mod).ok
