@@ -93,29 +93,36 @@ def sort_keys(r_info: np.ndarray) -> np.ndarray:
     return ((r_info & 0xFF).astype(np.uint64) << np.uint64(24)) | (r_info >> 8).astype(np.uint64)
 
 
+def stable_key_order(r_info: np.ndarray) -> np.ndarray:
+    """Stable argsort by (type, sym): two LSD radix passes when symbol indices fit 16 bits."""
+    rsym = r_info >> np.uint32(8)
+    if len(r_info) and int(rsym.max()) < 65536:
+        o1 = np.argsort(rsym.astype(np.uint16), kind="stable")
+        return o1[np.argsort((r_info[o1] & np.uint32(0xFF)).astype(np.uint8), kind="stable")]
+    return np.argsort(sort_keys(r_info), kind="stable")
+
+
 def kernel_order(r_info: np.ndarray, words: np.ndarray, variant: str, exact: bool = False) -> np.ndarray:
     """Index order of a REL table after the kernel's in-place sort.
 
-    Ties only matter when entries with the same (type, sym) carry different addends, so a
-    stable numpy sort is used unless such a tie exists (or `exact` is asked for), in which
-    case lib/sort.c is replayed.
+    Ties only matter when branches with the same (type, sym) carry different addends, so a
+    stable sort is used unless such a tie exists (or `exact` is asked for), in which case
+    lib/sort.c is replayed.
     """
-    keys = sort_keys(r_info)
     if not exact:
-        order = np.argsort(keys, kind="stable")
-        ks = keys[order]
-        same = ks[1:] == ks[:-1]
+        order = stable_key_order(r_info)
+        ri = r_info[order]
+        same = ri[1:] == ri[:-1]
         if not same.any():
             return order
         # Only branches care about order (PLT counting and slot reuse); compare their addend bits.
-        w = words[order]
-        rtype = (keys[order] >> np.uint64(24)).astype(np.uint32)
-        mask = np.where(np.isin(rtype, _THUMB_ARR), np.uint32(0x2FFF07FF), np.uint32(0x00FFFFFF))
-        addend = w & mask
-        differs = same & np.isin(rtype[1:], _BRANCH_ARR) & (addend[1:] != addend[:-1])
-        if not differs.any():
+        t = ri & np.uint32(0xFF)
+        thumb = (t == R.R_ARM_THM_CALL) | (t == R.R_ARM_THM_JUMP24)
+        branch = thumb | (t == R.R_ARM_CALL) | (t == R.R_ARM_JUMP24) | (t == R.R_ARM_PC24)
+        addend = words[order] & np.where(thumb, np.uint32(0x2FFF07FF), np.uint32(0x00FFFFFF))
+        if not (same & branch[1:] & (addend[1:] != addend[:-1])).any():
             return order
-    return np.array(heapsort_order(keys.tolist(), variant), dtype=np.int64)
+    return np.array(heapsort_order(sort_keys(r_info).tolist(), variant), dtype=np.int64)
 
 
 def zero_addend(words: np.ndarray, rtype: np.ndarray) -> np.ndarray:
