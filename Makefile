@@ -7,7 +7,7 @@ CACHE  ?= .cache
 CROSS  ?= arm-linux-gnueabihf-
 
 .DEFAULT_GOAL := demo
-.PHONY: demo test venv toolchain bench clean
+.PHONY: demo test test-inputs venv toolchain bench clean
 
 # Stage-specific rules (samples, corpus, kallsyms) live in mk/*.mk
 -include mk/*.mk
@@ -28,11 +28,24 @@ toolchain:
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq binutils-arm-linux-gnueabihf gcc-arm-linux-gnueabihf >/dev/null; \
 	  else echo "need binutils-arm-linux-gnueabihf and gcc-arm-linux-gnueabihf (apt-get install as root)" >&2; exit 1; fi; }
 
+# The main job on a bundled sample: load far from the kernel (so every kernel call goes through
+# an LDR veneer), report, then run init_module in Unicorn and verify every branch.
 demo: venv
-	$(ARMLOAD) load sample_modules/hello-arm.ko --kernel sample_modules/Module.symvers
+	$(ARMLOAD) load sample_modules/hello-arm.ko --kernel sample_modules/Module.symvers --placement vmalloc
+	@echo
+	$(ARMLOAD) run sample_modules/hello-arm.ko --kernel sample_modules/Module.symvers --placement vmalloc
 
-test: venv toolchain
+# Real Debian inputs for the tests (kernel image, headers, kbuild): fetched once into $(CACHE).
+# Best effort: without network the tests that need them say so and skip.
+test-inputs:
+	@scripts/fetch-debs.sh $(CACHE) linux-image-6.1.0-50-armmp:armhf linux-headers-6.1.0-50-armmp:armhf \
+	  linux-kbuild-6.1=6.1.176-1 || echo "!!! could not fetch the Debian armhf packages: tests that need them will skip !!!" >&2
+
+test: venv toolchain test-inputs
 	$(PY) -m pytest -q
+
+bench: venv
+	$(ARMLOAD) bench all
 
 clean:
 	rm -rf $(VENV) build *.egg-info
