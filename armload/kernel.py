@@ -48,6 +48,7 @@ class Kernel:
     _next_text: int = 0
     _next_data: int = 0
     _sorted: list | None = None
+    kallsyms: object | None = None     # KallsymsTable when the kernel came from an image
 
     # --- construction --------------------------------------------------------
     @classmethod
@@ -72,8 +73,10 @@ class Kernel:
             raise KernelFileError(f"{path}: cannot read kernel file: {e.strerror}", file=path) from None
         if _looks_like_image(head):
             from . import kallsyms  # only needed for kernel images
-            for addr, typ, name in kallsyms.symbols_from_image(path):
+            table = kallsyms.table_from_image(path)
+            for addr, typ, name in table:
                 self._add_symbol(name, addr, typ)
+            self.kallsyms = table           # symbolize() uses the kernel's own rules through it
             self.sources.append(f"{path} (kallsyms)")
             return
         try:
@@ -193,6 +196,10 @@ class Kernel:
 
     def symbolize(self, addr: int) -> str | None:
         """`name+0xoff/0xsize` for a kernel address (like %pS), or None."""
+        if self.kallsyms is not None and addr not in self.simulated.values():
+            hit = self.kallsyms.addr_to_name(addr)
+            if hit:
+                return hit
         if self._sorted is None:
             pairs = {a: n for n, a in self.simulated.items()}
             for ks in self.symbols.values():
