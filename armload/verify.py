@@ -11,6 +11,7 @@ symbol": the image bytes decide where the CPU actually goes.
 """
 from __future__ import annotations
 
+import bisect
 import time
 from dataclasses import dataclass, field
 
@@ -170,21 +171,32 @@ class _Stepper:
         return pc | (1 if cpsr & 0x20 else 0), ""
 
 
-def _expected_thumb(module: LoadedModule, target: int, kernel_thumb: bool) -> bool:
-    """Instruction set of the code at `target`: bit 0, the mapping symbols inside the module,
-    or (outside it) the kernel's instruction set."""
-    if target & 1:
-        return True
-    if module.region_of(target) is not None:
-        best = None
+class _IsaMap:
+    """Instruction set at an address: bit 0, the module's mapping symbols, or the kernel's ISA."""
+
+    def __init__(self, module: LoadedModule, kernel_thumb: bool):
+        self.m = module
+        self.kernel_thumb = kernel_thumb
+        marks = []
         for s in module.symbols:
-            if s.stype == "notype" and s.name[:2] in ("$a", "$t", "$d") and (s.addr & ~1) <= target:
-                sec = module.section_at(s.addr & ~1)
-                if sec is not None and sec.addr <= target < sec.addr + sec.size:
-                    if best is None or (s.addr & ~1) > (best.addr & ~1):
-                        best = s
-        return best is not None and best.name.startswith("$t")
-    return kernel_thumb
+            if s.stype == "notype" and s.name[:2] in ("$a", "$t", "$d"):
+                marks.append((s.addr & ~1, s.name.startswith("$t")))
+        marks.sort()
+        self.addrs = [a for a, _ in marks]
+        self.thumb = [t for _, t in marks]
+
+    def is_thumb(self, target: int) -> bool:
+        if target & 1:
+            return True
+        if self.m.region_of(target) is None:
+            return self.kernel_thumb
+        i = bisect.bisect_right(self.addrs, target) - 1
+        if i < 0:
+            return False
+        sec = self.m.section_at(self.addrs[i])
+        if sec is None or not (sec.addr <= target < sec.addr + sec.size):
+            return False
+        return self.thumb[i]
 
 
 def verify_module(module: LoadedModule, kernel=None) -> VerifyResult:
@@ -194,6 +206,7 @@ def verify_module(module: LoadedModule, kernel=None) -> VerifyResult:
     except UcError as e:
         raise EmulationError(f"{module.name}: cannot map the module for verification: {e}") from None
     thumb_kernel = bool(module.config.thumb2)
+    isa = _IsaMap(module, thumb_kernel)
 
     def sym(addr: int) -> str:
         s = module.symbolize(addr & ~1)
@@ -237,7 +250,7 @@ def verify_module(module: LoadedModule, kernel=None) -> VerifyResult:
                                               None, plt, "site outside the module image"))
                 continue
             flags = _COND_FLAGS[word >> 28]
-        exp_thumb = _expected_thumb(module, target, thumb_kernel)
+        exp_thumb = isa.is_thumb(target)
         expected = (target & ~1) | (1 if exp_thumb else 0)
         arrive, err = st.step(place, thumb, flags)
         rname = RTYPE_NAMES.get(rtype, str(rtype))
