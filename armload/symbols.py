@@ -141,12 +141,14 @@ def resolve_undefined(obj: ObjectFile, kernel: Kernel, providers: list[ExportTab
 
 def _find(name: str, kernel: Kernel, providers: list[ExportTable], gplok: bool) -> tuple[Export | None, str]:
     e = kernel.find_export(name)
-    if e is not None and (gplok or not e.gpl):
+    if e is not None and (gplok or not e.gpl) and not (kernel.default and name not in kernel.exports):
         return e, "vmlinux"
     for t in providers:                      # newest first
-        e = t.exports.get(name)
-        if e is not None and (gplok or not e.gpl):
-            return e, f"module:{t.module}"
+        m = t.exports.get(name)
+        if m is not None and (gplok or not m.gpl):
+            return m, f"module:{t.module}"
+    if e is not None:                        # the built-in kernel simulates what no module exports
+        return e, "vmlinux"
     return None, ""
 
 

@@ -18,12 +18,7 @@ def register(sub) -> None:
     p.add_argument("modules", nargs="+", metavar="MODULE.ko")
     add_module_args(p)
     p.add_argument("--function", "-f", metavar="NAME", help="only this function")
-    # `--plt` here means "show the PLTs"; the load option of that name (PLT algorithm) is
-    # available as --plt-algorithm.
     p.add_argument("--plt", dest="plt_only", action="store_true", help="only the PLT sections (.plt, .init.plt)")
-    p.add_argument("--plt-algorithm", dest="plt", default="v6", choices=("legacy", "sorted", "v6"),
-                   help="PLT counting/emission rules (the load command's --plt)")
-    p.set_defaults(plt="v6")
     p.add_argument("--json", action="store_true", help="machine-readable listing on stdout")
     p.set_defaults(func=cmd_disasm)
 
