@@ -536,18 +536,6 @@ def failing_apis(records: list[dict], top: int = 20) -> list[tuple[str, int, Cou
 # --------------------------------------------------------------------------------------------
 # Kernel
 # --------------------------------------------------------------------------------------------
-class _VmlinuxExports(dict):
-    """Module.symvers lists modules' exports too. The loader's duplicate-export check asks
-    `name in kernel.exports`; only vmlinux-owned names may answer yes there (a module's own
-    export is not a duplicate of itself). Lookups (`get`, `[]`) are unchanged."""
-
-    def __contains__(self, name) -> bool:
-        e = dict.get(self, name)
-        return e is not None and e.owner == "vmlinux"
-
-
 def build_kernel(paths: list[str], config):
     from .kernel import Kernel
-    k = Kernel.from_files(list(paths), config)
-    k.exports = _VmlinuxExports(k.exports)
-    return k
+    return Kernel.from_files(list(paths), config)
