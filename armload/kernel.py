@@ -49,6 +49,7 @@ class Kernel:
     _next_data: int = 0
     _sorted: list | None = None
     kallsyms: object | None = None     # KallsymsTable when the kernel came from an image
+    vermagic: str | None = None        # VERMAGIC_STRING; None: not checked
 
     # --- construction --------------------------------------------------------
     @classmethod

@@ -59,6 +59,23 @@ def load_module(path: str, *, kernel: Kernel | None = None, config: KernelConfig
     return Session(kernel, config, placement).load(path, data)
 
 
+def check_modinfo(obj: ObjectFile, kernel: Kernel, modversions: bool) -> None:
+    """check_modinfo()/same_magic(): with modversions the release (first word) may differ."""
+    if kernel.vermagic is None or not obj.is_module:
+        return
+    have = (obj.modinfo.get("vermagic") or [None])[0]
+    if have is None:
+        raise ArmloadError(f"{obj.name}: no vermagic in .modinfo; the kernel refuses it without "
+                           f"MODULE_FORCE_LOAD", file=obj.path, errno=-ENOEXEC)
+    want = kernel.vermagic
+    a, b = have, want
+    if modversions and obj.section_by_name("__versions") is not None:
+        a, b = a.split(" ", 1)[-1], b.split(" ", 1)[-1]
+    if a != b:
+        raise ArmloadError(f"{obj.name}: version magic '{have}' should be '{want}'", file=obj.path,
+                           errno=-ENOEXEC)
+
+
 def _ensure_plt_sections(obj: ObjectFile, config: KernelConfig) -> None:
     """A .ko gets .plt/.init.plt from the module linker script; a plain .o gets them here."""
     if not config.module_plts:
@@ -80,6 +97,7 @@ def _ensure_plt_sections(obj: ObjectFile, config: KernelConfig) -> None:
 
 def _load_object(obj: ObjectFile, session: Session) -> LoadedModule:
     config = session.config
+    check_modinfo(obj, session.kernel, session.modversions)
     timings = {}
     t = time.perf_counter()
     _ensure_plt_sections(obj, config)
