@@ -103,11 +103,12 @@ def test_object_matches_ld(name, placement, tmp_path, binutils):
     assert compare(mod, linked, thumb) > 0
 
 
+@pytest.mark.parametrize("layout", ["6.1", "6.4"])
 @pytest.mark.parametrize("path", [p for p in all_kos() if "debug" not in p], ids=os.path.basename)
-def test_sample_ko_matches_ld(path, tmp_path, binutils):
+def test_sample_ko_matches_ld(path, layout, tmp_path, binutils):
     """Real kbuild modules: every allocated byte equals GNU ld's link at the same addresses."""
     thumb = "thumb2" in path
-    cfg = KernelConfig(thumb2=thumb)
+    cfg = KernelConfig(thumb2=thumb, layout=layout)
     session = Session(Kernel.from_files([SYMVERS], cfg), cfg)
     if "importer" in path:
         session.load(path.replace("importer", "exporter"))
