@@ -181,7 +181,6 @@ def _check_header(path: str, data: bytes) -> None:
 
 
 def _check_sections(path, data, raw, shstrndx) -> list[Section]:
-    n = len(raw)
     s0 = raw[0]
     if s0["sh_type"] != SHT_NULL or s0["sh_size"] != 0 or s0["sh_addr"] != 0:
         raise _fail(path, f"ELF Spec violation: section 0 type({s0['sh_type']})!=SH_NULL or non-zero len or addr")

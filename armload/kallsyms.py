@@ -17,7 +17,6 @@ Errors are `KernelFileError` naming what was not found; every walk over image by
 """
 from __future__ import annotations
 
-import gzip
 import hashlib
 import lzma
 import os

@@ -2,10 +2,8 @@
 sequence of modules loaded into one simulated kernel (a Session)."""
 from __future__ import annotations
 
-import os
 import struct
 import time
-from dataclasses import replace
 
 import numpy as np
 
@@ -13,7 +11,7 @@ from .config import DEBIAN_ARMMP, KernelConfig
 from .constants import (SHF_ALLOC, SHF_EXECINSTR, SHN_UNDEF, SHT_NOBITS, SHT_PROGBITS, SHT_REL, SHT_RELA,
                         STB_GLOBAL, STB_LOCAL, STB_WEAK, R, reloc_name)
 from .elf import ObjectFile, Section, read_object
-from .errors import EEXIST, ENOEXEC, ArmloadError, ElfFormatError, PltError, RelocationError
+from .errors import EEXIST, ENOEXEC, ArmloadError, PltError, RelocationError
 from .kernel import Kernel
 from .layout import Layout, ModuleAllocator, layout_module
 from .model import (BRANCH_DTYPE, Export, LoadedModule, LoadedSection, MemRegion, ModuleSymbol, PltEntry)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .config import KernelConfig
-from .constants import BRANCH_TYPES, SHF_EXECINSTR, SHN_UNDEF, SHT_NOBITS, SHT_REL, THUMB_BRANCHES, R
+from .constants import BRANCH_TYPES, SHF_EXECINSTR, SHN_UNDEF, SHT_NOBITS, THUMB_BRANCHES, R
 from .elf import ObjectFile
 from .model import PltCounts, PltEntry
 

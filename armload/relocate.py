@@ -13,7 +13,7 @@ from typing import Callable
 import numpy as np
 
 from .config import KernelConfig
-from .constants import BRANCH_TYPES, STT_FUNC, THUMB_BRANCHES, R, reloc_name
+from .constants import STT_FUNC, THUMB_BRANCHES, R, reloc_name
 from .errors import PltError, RelocationError
 
 U32 = np.uint32
@@ -342,7 +342,6 @@ def apply_rel_section(modname: str, relidx: int, relname: str, r_offset: np.ndar
     specs = {t: spec_for(t, config) for t in np.unique(rtype).tolist()}
     unknown = np.isin(rtype, [t for t, s in specs.items() if s is None])
     pre = bad_sym | oob | unknown
-    first = int(np.argmax(pre)) if pre.any() else n
 
     safe_sym = np.minimum(rsym, symcount)
     S = syms.value[safe_sym].astype(np.int64)

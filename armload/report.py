@@ -3,9 +3,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-import numpy as np
 
-from .constants import SHF_ALLOC, SHF_EXECINSTR, SHF_WRITE, reloc_name
+from .constants import SHF_ALLOC, SHF_EXECINSTR, SHF_WRITE
 from .model import LoadedModule
 
 
@@ -132,7 +131,7 @@ def format_text(mod: LoadedModule, kernel_desc: str | None = None, placement=Non
     out.append(f"init: {symbolize(mod, mod.init_addr)}")
     out.append(f"exit: {symbolize(mod, mod.exit_addr)}")
     if mod.exports:
-        out.append(f"exports: " + ", ".join(f"{e.name}{' (GPL)' if e.gpl else ''}" for e in mod.exports))
+        out.append("exports: " + ", ".join(f"{e.name}{' (GPL)' if e.gpl else ''}" for e in mod.exports))
     for w in mod.warnings:
         out.append(f"warning: {w}")
     t = d["timings_ms"]

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import fnmatch
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 from .errors import EmulationError

@@ -1,7 +1,6 @@
 """Bad input: one clear kernel-style error naming file, section, index and symbol; no traceback;
 non-zero exit; the input file untouched."""
 import hashlib
-import os
 import struct
 import subprocess
 import sys

@@ -7,7 +7,6 @@ import os
 import random
 import re
 import shutil
-import struct
 import subprocess
 
 import pytest

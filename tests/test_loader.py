@@ -7,7 +7,7 @@ from armload.config import KernelConfig
 from armload.errors import ArmloadError, SymbolError
 from armload.image import write_image
 from armload.kernel import Kernel
-from armload.loader import Session, load_module
+from armload.loader import Session
 
 from conftest import SYMVERS, sample
 

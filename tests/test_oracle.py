@@ -13,7 +13,7 @@ from armload.kernel import Kernel
 from armload.layout import TEMP_COPY_BASE
 from armload.loader import Session
 
-from conftest import OBJS, SAMPLES, SYMVERS, all_kos
+from conftest import OBJS, SYMVERS, all_kos
 
 ARM_OBJS = ["relocs-arm-gcc12.o", "cfunc-arm-gcc12.o", "group-arm-gcc12.o", "v4bx-armv4t-gcc12.o"]
 THUMB_OBJS = ["relocs-thumb2-gcc12.o", "cfunc-thumb2-gcc12.o"]
@@ -156,5 +156,4 @@ def test_far_placement_routes_through_ldr_veneers(name):
         sym = mod.sym_names[int(row["sym"])]
         if sym in mod.resolved:
             bias_free = (lit - mod.resolved[sym].addr) & 0xFFFFFFFF
-            addend = int.from_bytes(read_object(mod.path).data[0:0], "little")  # addend checked below
-            assert bias_free < 0x1000 or bias_free > 0xFFFFF000
+            assert bias_free < 0x2000, f"literal {lit:#x} is not {sym} (+ a small addend)"

@@ -7,7 +7,6 @@ import pytest
 from armload.config import KernelConfig
 from armload.constants import R
 from armload.elf import read_object
-from armload.errors import PltError
 from armload.kernel import Kernel
 from armload.loader import Session
 from armload.plt import (PltSection, _count_sorted, count_legacy, count_legacy_quadratic, exec_rel_tables,

@@ -2,7 +2,6 @@
 import os
 import sys
 
-import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 from emu_fixtures import build_module  # noqa: E402

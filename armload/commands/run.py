@@ -5,7 +5,7 @@ import argparse
 import json
 import sys
 
-from ..errors import ArmloadError, EmulationError
+from ..errors import EmulationError
 
 DESCRIPTION = """\
 Load one or more modules (in order; later ones may import from earlier ones), check that every
@@ -82,7 +82,7 @@ def register(sub) -> None:
 
 
 def cmd_run(args) -> int:
-    from ..emulate import Machine, format_log_line
+    from ..emulate import Machine
     from ..verify import verify_module
 
     if args.budget <= 0:
