@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import struct
-import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -217,6 +216,7 @@ _WORKER: dict = {}
 def set_worker_context(kernel, config, options: CheckOptions, plan: Plan) -> None:
     """Called in the parent before forking (workers inherit it) or directly for jobs=1."""
     _WORKER.update(kernel=kernel, config=config, options=options, plan=plan)
+    _STACK.__init__()
 
 
 def _err_dict(e) -> dict:
@@ -229,9 +229,67 @@ def _err_dict(e) -> dict:
     return {k: v for k, v in d.items() if isinstance(v, (str, int, float, bool, type(None)))}
 
 
+class _Stack:
+    """A worker's Session with a dependency closure loaded, reused between modules.
+
+    Modules are checked in an order where neighbours share closure prefixes; moving from one
+    closure to the next unloads (LIFO) what is not shared and loads the rest. Because the
+    module allocator is first fit and every later allocation is freed again, each module gets
+    exactly the addresses it would get in a fresh Session loaded with its closure alone."""
+
+    def __init__(self):
+        self.session = None
+        self.names: list[str] = []
+        self.mods: list = []
+
+    def reset(self, ctx) -> None:
+        from .loader import Session
+        opts = ctx["options"]
+        self.session = Session(ctx["kernel"], ctx["config"], opts.placement, modversions=opts.modversions)
+        self.names, self.mods = [], []
+
+    def enter(self, ctx, closure: list[str]):
+        """Make the session hold exactly `closure`; returns (dep name, error) on failure."""
+        if self.session is None:
+            self.reset(ctx)
+        i = 0
+        while i < len(self.names) and i < len(closure) and self.names[i] == closure[i]:
+            i += 1
+        while len(self.names) > i:
+            unload_last(self.session, self.mods.pop())
+            self.names.pop()
+        plan = ctx["plan"]
+        for d in closure[i:]:
+            try:
+                m = self.session.load(plan.modules[d].path)
+            except Exception as e:
+                return d, e
+            self.names.append(d)
+            self.mods.append(m)
+        return None
+
+
+def unload_last(session, mod) -> None:
+    """delete_module() for the most recently loaded module of a Session: its exports go, its
+    core allocation is freed (init was freed after init). Needs Session internals; a public
+    Session.unload() would be the right home for this."""
+    assert session.modules and session.modules[-1] is mod
+    session.modules.pop()
+    session.export_tables.pop(0)
+    for r in mod.regions:
+        if not r.init and r.name != "percpu":
+            session.allocator.free(r.base)
+
+
+_STACK = _Stack()
+
+
+def check_group(names: list[str]) -> list[dict]:
+    return [check_one(n) for n in names]
+
+
 def check_one(name: str) -> dict:
     """The full pipeline for one module; returns a JSON-ready record. Never raises."""
-    from .loader import Session
     ctx = _WORKER
     plan: Plan = ctx["plan"]
     opts: CheckOptions = ctx["options"]
@@ -239,16 +297,19 @@ def check_one(name: str) -> dict:
     rec: dict = {"module": name, "path": info.path, "size": info.size, "depends": info.depends,
                  "status": "ok", "stage": None, "error": None}
     t0 = time.perf_counter()
-    session = Session(ctx["kernel"], ctx["config"], opts.placement, modversions=opts.modversions)
-    deps = []
-    for d in plan.closure[name]:
-        try:
-            deps.append(session.load(plan.modules[d].path))
-        except Exception as e:                 # normally caught by the parent's skip logic
-            rec.update(status="skipped", stage="dependency", skipped_because=d,
-                       error={"message": f"dependency {d} failed to load: {_err_dict(e)['message']}"})
-            rec["time"] = {"total": time.perf_counter() - t0}
-            return rec
+    try:
+        bad = _STACK.enter(ctx, plan.closure[name])
+    except Exception as e:                     # a bug: start over with a fresh session
+        _STACK.reset(ctx)
+        bad = ("?", e)
+    if bad is not None:                        # normally caught by the parent's skip logic
+        d, e = bad
+        rec.update(status="skipped", stage="dependency", skipped_because=d,
+                   error={"message": f"{name}: dependency {d} failed to load: {_err_dict(e)['message']}"})
+        rec["time"] = {"total": time.perf_counter() - t0}
+        return rec
+    session = _STACK.session
+    deps = list(_STACK.mods)
     t_deps = time.perf_counter()
     try:
         mod = session.load(info.path)
@@ -258,6 +319,10 @@ def check_one(name: str) -> dict:
                        "total": time.perf_counter() - t0}
         return rec
     t_load = time.perf_counter()
+    try:
+        unload_last(session, mod)
+    except Exception:
+        _STACK.reset(ctx)
     rec.update(_module_record(mod))
     times = {"deps": t_deps - t0, "load": t_load - t_deps}
     times.update({f"load.{k}": v for k, v in mod.timings.items()})
@@ -316,6 +381,7 @@ def _module_record(mod) -> dict:
                     "weak_undefined": weak, "crc_checked": crc_checked,
                     "from_modules": {k: sorted(v) for k, v in sorted(from_modules.items())}},
         "image_bytes": int(sum(r.size for r in mod.regions)),
+        "regions": {r.name: r.base for r in mod.regions},
         "has_init": mod.init_addr is not None,
         "warnings": len(mod.warnings),
     }
@@ -404,7 +470,7 @@ def skip_record(name: str, plan: Plan, reason: str, because: str | None = None) 
 
 
 def run_checks(plan: Plan, kernel, config, options: CheckOptions, *, jobs: int = 1, names=None,
-               progress=None) -> RunStats:
+               progress=None, chunk: int = 24) -> RunStats:
     """Check `names` (default: every module in plan.order). progress(done, total, failures, rec)."""
     names = list(plan.order if names is None else names)
     set_worker_context(kernel, config, options, plan)
@@ -429,10 +495,14 @@ def run_checks(plan: Plan, kernel, config, options: CheckOptions, *, jobs: int =
     t0 = time.perf_counter()
     if progress:
         progress(done, total, failures, None)
-    # Biggest first so that the longest tasks do not end up last (dependency closure size
-    # is a good proxy for cost together with the file size).
-    weight = {n: plan.modules[n].size + sum(plan.modules[d].size for d in plan.closure[n]) for n in todo}
-    todo.sort(key=lambda n: -weight[n])
+    # Neighbours share dependency-closure prefixes (the workers' sessions are reused); groups of
+    # neighbours go to the workers, heaviest groups first so that no long task comes last.
+    pos = {n: i for i, n in enumerate(plan.order)}
+    todo.sort(key=lambda n: ([pos[d] for d in plan.closure[n]], pos[n]))
+    size = max(1, min(chunk, len(todo) // (jobs * 4) or 1))
+    groups = [todo[i:i + size] for i in range(0, len(todo), size)]
+    weight = lambda g: sum(plan.modules[n].size for n in g)
+    groups.sort(key=lambda g: -weight(g))
 
     def take(rec):
         nonlocal done, failures
@@ -443,15 +513,17 @@ def run_checks(plan: Plan, kernel, config, options: CheckOptions, *, jobs: int =
         if progress:
             progress(done, total, failures, rec)
 
-    if jobs <= 1 or len(todo) <= 1:
-        for n in todo:
-            take(check_one(n))
+    if jobs <= 1 or len(groups) <= 1:
+        for g in groups:
+            for n in g:
+                take(check_one(n))
     else:
         import multiprocessing as mp
         ctx = mp.get_context("fork")
-        with ctx.Pool(jobs, maxtasksperchild=200) as pool:
-            for rec in pool.imap_unordered(check_one, todo, chunksize=1):
-                take(rec)
+        with ctx.Pool(jobs) as pool:
+            for recs in pool.imap_unordered(check_group, groups, chunksize=1):
+                for rec in recs:
+                    take(rec)
     wall = time.perf_counter() - t0
     _apply_skips(plan, records)
     ordered = [records[n] for n in names]
