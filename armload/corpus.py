@@ -396,17 +396,24 @@ def _run_init(mod, deps, kernel, opts: CheckOptions) -> dict:
         out.update(outcome="not-run", error=_err_dict(e)["message"])
         return out
     dep_fail = None
-    if opts.dep_inits:
-        for d in deps:
+    for d in deps:
+        ok = False
+        if opts.dep_inits:
             try:
-                r = m.run_init(d, budget=min(opts.budget, DEP_BUDGET), timeout=opts.timeout)
+                r = m.run_init(d.name, budget=min(opts.budget, DEP_BUDGET), timeout=opts.timeout)
+                ok = r.ok
+                if not ok and dep_fail is None:
+                    dep_fail = r.summary()
             except Exception as e:
-                dep_fail = f"{d.name}: {_err_dict(e)['message']}"
-                continue
-            if not r.ok and dep_fail is None:
-                dep_fail = r.summary()
-        if dep_fail:
-            out["dependency_init"] = dep_fail
+                if dep_fail is None:
+                    dep_fail = f"{d.name}: {_err_dict(e)['message']}"
+        if not ok:
+            # The kernel frees init memory only after a successful init, and a later module may
+            # have been given those addresses; release it so that the module under test can be
+            # mapped (the dependency is then treated as loaded, its init as incomplete).
+            _release_init(m, d)
+    if dep_fail:
+        out["dependency_init"] = dep_fail
     try:
         r = m.run_init(mod)
     except Exception as e:
@@ -414,6 +421,18 @@ def _run_init(mod, deps, kernel, opts: CheckOptions) -> dict:
         return out
     out.update(_init_summary(r))
     return out
+
+
+def _release_init(machine, mod) -> None:
+    free = getattr(machine, "free_init_memory", None) or getattr(machine, "_free_init_memory", None)
+    if free is None or not any(r.init for r in mod.regions):
+        return
+    try:
+        if hasattr(machine, "_ensure_mapped"):
+            machine._ensure_mapped(mod)
+        free(mod)
+    except Exception:
+        pass
 
 
 def _quiet(*a, **k) -> None:
@@ -438,13 +457,10 @@ def _init_summary(r) -> dict:
         f = r.fault
         d["fault"] = {"kind": f.kind, "message": f.message, "pc": f.pc, "pc_sym": f.pc_sym,
                       "access_addr": f.access_addr, "access_type": f.access_type, "lr_sym": f.lr_sym}
-    if r.calls:
-        last = r.calls[-1]
+    real = [c for c in r.calls if c.name != "__gnu_mcount_nc"]
+    if real:
+        last = real[-1]
         d["last_call"] = {"name": last.name, "ret": last.ret, "caller_sym": last.caller_sym}
-        # the most recent kernel call that returned an error or NULL: the usual culprit
-        for c in reversed(r.calls):
-            if c.ret is not None and (c.ret == 0 or c.ret >= 0xFFFFF001):
-                pass
         errs = [c.name for c in r.calls if c.ret is not None and c.ret >= 0xFFFFF001]
         if errs:
             d["error_calls"] = errs[-3:]

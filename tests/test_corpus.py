@@ -1,0 +1,477 @@
+"""`armload check` over module trees, and the regression suite on Debian's 3,491 armhf modules.
+
+Three groups:
+* unit tests of the scanner and the dependency ordering (no corpus needed);
+* small temporary trees built from a few real Debian modules, including corrupted copies
+  (skipped with a reason when .cache lacks the corpus: run `make corpus`);
+* the regression assertions over a full `armload check --json` result (`make regress` sets
+  ARMLOAD_CORPUS_JSON; skipped otherwise), plus an independent recount of PLTs.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+
+import pytest
+
+from armload.corpus import ModuleInfo, plan_order, read_modinfo, scan_tree
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CACHE = os.environ.get("CACHE", os.path.join(ROOT, ".cache"))
+KREL = "6.1.0-50-armmp"
+CORPUS = os.path.join(CACHE, f"linux-image-{KREL}", "lib", "modules", KREL, "kernel")
+SYMVERS = os.path.join(CACHE, f"linux-headers-{KREL}", "usr", "src", f"linux-headers-{KREL}", "Module.symvers")
+VMLINUZ = os.path.join(CACHE, f"linux-image-{KREL}", "boot", f"vmlinuz-{KREL}")
+BASELINE = os.path.join(ROOT, "tests", "corpus_baseline.json")
+
+have_corpus = os.path.isdir(CORPUS) and os.path.isfile(SYMVERS)
+needs_corpus = pytest.mark.skipif(not have_corpus, reason=f"Debian armhf corpus not in {CACHE} (run `make corpus`)")
+
+
+def _m(name, *deps):
+    return ModuleInfo(f"/x/{name}.ko", name, list(deps), None, 100)
+
+
+# --------------------------------------------------------------------------------------------
+# Ordering (no corpus needed)
+# --------------------------------------------------------------------------------------------
+def test_order_puts_dependencies_first():
+    plan = plan_order([_m("c", "b"), _m("b", "a"), _m("a"), _m("d", "a", "c")])
+    pos = {n: i for i, n in enumerate(plan.order)}
+    assert pos["a"] < pos["b"] < pos["c"] < pos["d"]
+    assert plan.closure["d"] == ["a", "b", "c"]
+    assert plan.closure["a"] == []
+    assert not plan.blocked
+
+
+def test_missing_dependency_and_dependents_blocked():
+    plan = plan_order([_m("a", "ghost"), _m("b", "a"), _m("c")])
+    assert "ghost" in plan.blocked["a"] and "not found" in plan.blocked["a"]
+    assert plan.blocked["b"].startswith("skipped: dependency a")
+    assert "c" not in plan.blocked
+
+
+def test_cycle_detected():
+    plan = plan_order([_m("a", "b"), _m("b", "a"), _m("c", "a"), _m("d")])
+    assert "dependency cycle" in plan.blocked["a"]
+    assert "a -> b -> a" in plan.blocked["a"] or "b -> a -> b" in plan.blocked["b"]
+    assert "c" in plan.blocked and "d" not in plan.blocked
+    assert set(plan.order) == {"a", "b", "c", "d"}
+
+
+def test_read_modinfo_of_sample():
+    info, err = read_modinfo(os.path.join(ROOT, "sample_modules", "importer-arm.ko"))
+    assert err is None
+    assert info["name"] == ["importer"]
+    assert "exporter" in info["depends"][0].split(",")
+    assert info["vermagic"][0].startswith("6.1.0-50-armmp")
+
+
+def test_read_modinfo_of_garbage(tmp_path):
+    p = tmp_path / "junk.ko"
+    p.write_bytes(b"\x7fELF" + b"\0" * 20)
+    info, err = read_modinfo(str(p))
+    assert info == {} and err
+
+
+def test_progress_plain_lines():
+    import io
+    from armload.commands.check import Progress
+    buf = io.StringIO()
+    pr = Progress(buf, every=0.0)
+    pr(0, 2, 0, None)
+    pr(2, 2, 1, None)
+    out = buf.getvalue().splitlines()
+    assert out[-1].startswith("check: 2/2 modules (100%), 1 failed")
+    assert "\r" not in buf.getvalue()
+
+
+# --------------------------------------------------------------------------------------------
+# Small trees of real modules (corpus needed)
+# --------------------------------------------------------------------------------------------
+TREE = {"netfs": "fs/netfs/netfs.ko", "fscache": "fs/fscache/fscache.ko", "9pnet": "net/9p/9pnet.ko",
+        "9p": "fs/9p/9p.ko", "9pnet_fd": "net/9p/9pnet_fd.ko"}
+
+
+def _tree(tmp_path, corrupt=None):
+    root = tmp_path / "tree"
+    for name, rel in TREE.items():
+        dst = root / os.path.dirname(rel)
+        dst.mkdir(parents=True, exist_ok=True)
+        shutil.copy(os.path.join(CORPUS, rel), dst)
+    if corrupt:
+        corrupt(root)
+    return root
+
+
+def _check(root, *extra):
+    from armload.cli import main
+    out = str(root.parent / "check.json")
+    rc = main(["check", str(root), "--kernel", SYMVERS, "--jobs", "2", "--json", out, "-q", *extra])
+    with open(out) as f:
+        doc = json.load(f)
+    return rc, {r["module"]: r for r in doc["modules"]}, doc
+
+
+def _truncate(root, name="9pnet", keep=5000):
+    p = root / TREE[name]
+    data = p.read_bytes()
+    p.write_bytes(data[:keep])
+
+
+def _bad_symbol_index(root, name="netfs"):
+    """Point the first relocation of .rel.text past the end of the symbol table."""
+    from elftools.elf.elffile import ELFFile
+    p = root / TREE[name]
+    data = bytearray(p.read_bytes())
+    with open(p, "rb") as f:
+        elf = ELFFile(f)
+        symcount = elf.get_section_by_name(".symtab").num_symbols()
+        rel = elf.get_section_by_name(".rel.text")
+        off = rel["sh_offset"]
+    r_off, r_info = struct.unpack_from("<II", data, off)
+    struct.pack_into("<II", data, off, r_off, ((symcount + 1000) << 8) | (r_info & 0xFF))
+    p.write_bytes(bytes(data))
+
+
+@needs_corpus
+def test_small_tree_all_ok(tmp_path):
+    rc, recs, doc = _check(_tree(tmp_path))
+    assert rc == 0, [r["error"] for r in recs.values() if r["status"] != "ok"]
+    assert set(recs) == set(TREE)
+    order = [r["module"] for r in doc["modules"]]
+    assert order.index("9pnet") < order.index("9p") and order.index("netfs") < order.index("fscache")
+    r = recs["9p"]
+    assert r["status"] == "ok" and r["verify"]["ok"]
+    assert set(r["symbols"]["from_modules"]) == {"9pnet", "fscache", "netfs"}
+    assert "p9_client_create" in r["symbols"]["from_modules"]["9pnet"]
+    assert r["symbols"]["crc_checked"] == r["symbols"]["undefined"]
+    assert r["init"]["outcome"] in ("returned-0", "returned-error", "fault", "budget", "timeout")
+    assert recs["9pnet"]["init"]["outcome"] == "returned-0"
+    assert doc["summary"]["loaded"] == 5
+
+
+@needs_corpus
+def test_closure_reuse_gives_fresh_session_addresses(tmp_path):
+    """Each module's addresses equal those of a fresh Session loaded with its closure alone."""
+    from armload.config import DEBIAN_ARMMP
+    from armload.kernel import Kernel
+    from armload.loader import Session
+    root = _tree(tmp_path)
+    rc, recs, doc = _check(root, "--no-emulate", "--no-verify", "--jobs", "1")
+    plan = plan_order(scan_tree(str(root)))
+    kernel = Kernel.from_files([SYMVERS], DEBIAN_ARMMP)
+    for name in TREE:
+        s = Session(kernel, DEBIAN_ARMMP)
+        for d in plan.closure[name]:
+            s.load(plan.modules[d].path)
+        m = s.load(plan.modules[name].path)
+        assert {r.name: r.base for r in m.regions} == {k: v for k, v in recs[name]["regions"].items()}, name
+
+
+@needs_corpus
+def test_truncated_module_fails_and_dependents_skipped(tmp_path):
+    rc, recs, doc = _check(_tree(tmp_path, _truncate))
+    assert rc != 0
+    bad = recs["9pnet"]
+    assert bad["status"] == "load-failed"
+    assert bad["error"]["error"] == "ElfFormatError"
+    assert "9pnet.ko" in bad["error"]["message"]
+    for dep in ("9p", "9pnet_fd"):
+        assert recs[dep]["status"] == "skipped"
+        assert recs[dep]["skipped_because"] == "9pnet"
+        assert "9pnet" in recs[dep]["error"]["message"]
+    assert recs["netfs"]["status"] == "ok" and recs["fscache"]["status"] == "ok"
+    assert doc["summary"]["load_failed"] == 1 and doc["summary"]["skipped"] == 2
+
+
+@needs_corpus
+def test_bad_symbol_index_fails_and_dependents_skipped(tmp_path):
+    rc, recs, doc = _check(_tree(tmp_path, _bad_symbol_index), "--no-emulate")
+    assert rc != 0
+    bad = recs["netfs"]
+    assert bad["status"] == "load-failed"
+    assert "netfs" in bad["error"]["message"] and "sym" in bad["error"]["message"]
+    assert bad["error"]["errno_name"] == "ENOEXEC"
+    assert recs["fscache"]["status"] == "skipped" and recs["fscache"]["skipped_because"] == "netfs"
+    assert recs["9p"]["status"] == "skipped"
+    assert recs["9pnet"]["status"] == "ok" and recs["9pnet_fd"]["status"] == "ok"
+
+
+@needs_corpus
+def test_cli_text_report(tmp_path):
+    root = _tree(tmp_path, _truncate)
+    p = subprocess.run([sys.executable, "-m", "armload", "check", str(root), "--kernel", SYMVERS,
+                        "--jobs", "1", "--no-emulate"], capture_output=True, text=True)
+    assert p.returncode == 1
+    assert "skipped (dependency)" in p.stdout and "failures (3):" in p.stdout
+    assert "9p: skipped" in p.stdout
+    assert "check: 5/5 modules (100%), 3 failed" in p.stderr      # not a TTY: plain lines
+
+
+# --------------------------------------------------------------------------------------------
+# An independent PLT count: a literal port of arch/arm/kernel/module-plts.c (v6.1) and
+# lib/sort.c, over relocations read with pyelftools. Deliberately shares no code with armload.
+# --------------------------------------------------------------------------------------------
+R_ARM_PC24, R_ARM_CALL, R_ARM_JUMP24, R_ARM_THM_CALL, R_ARM_THM_JUMP24 = 1, 28, 29, 10, 30
+SHF_EXECINSTR = 0x4
+SHT_REL = 9
+SHN = {"SHN_UNDEF": 0, "SHN_ABS": 0xFFF1, "SHN_COMMON": 0xFFF2}
+FIXED_PLTS = 2                     # CONFIG_DYNAMIC_FTRACE: FTRACE_ADDR, MCOUNT_ADDR
+
+
+def ELF32_R_TYPE(i):
+    return i & 0xFF
+
+
+def ELF32_R_SYM(i):
+    return i >> 8
+
+
+def cmp_3way(a, b):
+    return -1 if a < b else (1 if a > b else 0)
+
+
+def cmp_rel(x, y):
+    i = cmp_3way(ELF32_R_TYPE(x[1]), ELF32_R_TYPE(y[1]))
+    if i == 0:
+        i = cmp_3way(ELF32_R_SYM(x[1]), ELF32_R_SYM(y[1]))
+    return i
+
+
+def kernel_sort(rels, size=8):
+    """lib/sort.c sort_r(), bottom-up heapsort, on byte offsets exactly as in C."""
+    def parent(i, lsbit, size):
+        i -= size
+        i -= size & -(i & lsbit)
+        return i // 2
+
+    def at(off):
+        return rels[off // size]
+
+    def swap(a, b):
+        rels[a // size], rels[b // size] = rels[b // size], rels[a // size]
+
+    num = len(rels)
+    n = num * size
+    a = (num // 2) * size
+    lsbit = size & -size
+    if not a:
+        return
+    while True:
+        if a:
+            a -= size
+        else:
+            n -= size
+            if n:
+                swap(0, n)
+            else:
+                break
+        b = a
+        while True:
+            c = 2 * b + size
+            d = c + size
+            if not d < n:
+                break
+            b = c if cmp_rel(at(c), at(d)) >= 0 else d
+        if d == n:
+            b = c
+        while b != a and cmp_rel(at(a), at(b)) >= 0:
+            b = parent(b, lsbit, size)
+        c = b
+        while b != a:
+            b = parent(b, lsbit, size)
+            swap(b, c)
+
+
+def is_zero_addend_relocation(base, rel):
+    r_offset, r_info = rel
+    t = ELF32_R_TYPE(r_info)
+    if t in (R_ARM_THM_CALL, R_ARM_THM_JUMP24):
+        upper = struct.unpack_from("<H", base, r_offset)[0]
+        lower = struct.unpack_from("<H", base, r_offset + 2)[0]
+        return (upper & 0x7FF) == 0x7FF and (lower & 0x2FFF) == 0x2FFE
+    if t in (R_ARM_CALL, R_ARM_PC24, R_ARM_JUMP24):
+        return (struct.unpack_from("<I", base, r_offset)[0] & 0xFFFFFF) == 0xFFFFFE
+    raise AssertionError("BUG()")
+
+
+def duplicate_rel(base, rel, num):
+    if not num:
+        return False
+    prev = rel[num - 1]
+    return cmp_rel(rel[num], prev) == 0 and is_zero_addend_relocation(base, prev)
+
+
+def count_plts(syms_shndx, base, rel, num, dstidx):
+    ret = 0
+    for i in range(num):
+        if ELF32_R_TYPE(rel[i][1]) in (R_ARM_CALL, R_ARM_PC24, R_ARM_JUMP24, R_ARM_THM_CALL, R_ARM_THM_JUMP24):
+            if syms_shndx[ELF32_R_SYM(rel[i][1])] == dstidx:
+                continue
+            if not is_zero_addend_relocation(base, rel[i]) or not duplicate_rel(base, rel, i):
+                ret += 1
+    return ret
+
+
+def kernel_plt_counts(path):
+    """module_frob_arch_sections(): (core_plts, init_plts) for a 6.1 armmp kernel."""
+    from elftools.elf.elffile import ELFFile
+    with open(path, "rb") as f:
+        elf = ELFFile(f)
+        secs = list(elf.iter_sections())
+        symtab = next(s for s in secs if s["sh_type"] == "SHT_SYMTAB")
+        shndx = []
+        for sym in symtab.iter_symbols():
+            v = sym["st_shndx"]
+            shndx.append(SHN.get(v, v) if isinstance(v, str) else v)
+        core_plts = init_plts = FIXED_PLTS
+        for idx, s in enumerate(secs):
+            if idx == 0 or s["sh_type"] != "SHT_REL":
+                continue
+            dst = secs[s["sh_info"]]
+            if not (dst["sh_flags"] & SHF_EXECINSTR):
+                continue
+            rels = [(r["r_offset"], r["r_info"]) for r in s.iter_relocations()]
+            kernel_sort(rels)
+            base = dst.data()
+            n = count_plts(shndx, base, rels, len(rels), s["sh_info"])
+            if not dst.name.startswith(".init"):
+                core_plts += n
+            else:
+                init_plts += n
+    return core_plts, init_plts
+
+
+def test_kernel_sort_matches_sorted_keys():
+    import random
+    rng = random.Random(4)
+    rels = [(i * 4, (rng.randrange(20) << 8) | rng.choice([28, 29, 2])) for i in range(500)]
+    mine = list(rels)
+    kernel_sort(mine)
+    key = lambda r: (ELF32_R_TYPE(r[1]), ELF32_R_SYM(r[1]))
+    assert [key(r) for r in mine] == sorted(key(r) for r in rels)
+    assert sorted(mine) == sorted(rels)
+
+
+def _plt_sample():
+    paths = sorted(m.path for m in scan_tree(CORPUS))
+    sample = paths[::97]
+    for big in ("fs/btrfs/btrfs.ko", "fs/xfs/xfs.ko"):
+        p = os.path.join(CORPUS, big)
+        if os.path.exists(p) and p not in sample:
+            sample.append(p)
+    return sample
+
+
+@needs_corpus
+def test_plt_counts_equal_literal_kernel_port():
+    """armload's v6 count equals the literal port on a sample of real modules (~40)."""
+    from armload.config import DEBIAN_ARMMP
+    from armload.elf import read_object
+    from armload.plt import plan_plts
+    bad = []
+    sample = _plt_sample()
+    for p in sample:
+        want = kernel_plt_counts(p)
+        c = plan_plts(read_object(p), DEBIAN_ARMMP).counts["v6"]
+        if (c.core, c.init) != want:
+            bad.append((os.path.relpath(p, CORPUS), (c.core, c.init), want))
+    assert not bad, f"armload v6 PLT counts differ from the kernel's algorithm: {bad}"
+    assert len(sample) >= 30
+
+
+# --------------------------------------------------------------------------------------------
+# Regression assertions over a full `armload check --json` result (make regress)
+# --------------------------------------------------------------------------------------------
+RESULT = os.environ.get("ARMLOAD_CORPUS_JSON")
+needs_result = pytest.mark.skipif(not (RESULT and os.path.exists(RESULT)),
+                                  reason="no corpus check result (make regress sets ARMLOAD_CORPUS_JSON)")
+
+
+@pytest.fixture(scope="module")
+def result():
+    with open(RESULT) as f:
+        return json.load(f)
+
+
+@pytest.fixture(scope="module")
+def baseline():
+    with open(BASELINE) as f:
+        return json.load(f)
+
+
+@needs_result
+def test_regress_all_modules_load_and_relocate(result, baseline):
+    recs = result["modules"]
+    assert len(recs) == baseline["modules"]
+    bad = [(r["module"], r["status"], (r.get("error") or {}).get("message")) for r in recs
+           if r["status"] in ("load-failed", "skipped")]
+    assert not bad, bad[:20]
+    assert sum(r["relocations"] for r in recs) == baseline["relocations"]
+
+
+@needs_result
+def test_regress_no_unresolved_symbol_no_crc_mismatch(result):
+    bad = []
+    for r in result["modules"]:
+        s = r["symbols"]
+        if s["simulated"] and not result["kernel"].count("kallsyms"):
+            continue
+        if s["crc_checked"] + s["weak_undefined"] != s["undefined"]:
+            bad.append((r["module"], s))
+    assert not bad, bad[:10]
+
+
+@needs_result
+def test_regress_every_branch_verified(result):
+    if not result["options"]["verify"]:
+        pytest.skip("check ran with --no-verify")
+    bad = [(r["module"], r["verify"]) for r in result["modules"]
+           if not r["verify"]["ok"] or r["verify"]["branches_verified"] != r["verify"]["branches"]
+           or r["verify"]["plt_verified"] != r["verify"]["plt_entries"]]
+    assert not bad, bad[:10]
+    assert sum(r["verify"]["branches"] for r in result["modules"]) > 0
+
+
+@needs_result
+def test_regress_plt_emission_within_count(result):
+    bad = []
+    for r in result["modules"]:
+        p = r["plt"]
+        v6 = p["counts"]["v6"]
+        fixed = p["fixed_entries"]
+        if p["core_entries"] + fixed.get("core", 0) > v6["core"] or \
+           p["init_entries"] + fixed.get("init", 0) > v6["init"]:
+            bad.append((r["module"], p))
+    assert not bad, bad[:10]
+
+
+@needs_result
+@needs_corpus
+def test_regress_plt_counts_recorded_equal_kernel_port(result):
+    recs = {r["path"]: r for r in result["modules"]}
+    bad = []
+    for p in _plt_sample()[:12]:
+        r = next((v for k, v in recs.items() if os.path.samefile(k, p)), None)
+        assert r is not None, p
+        c = r["plt"]["counts"]["v6"]
+        if (c["core"], c["init"]) != kernel_plt_counts(p):
+            bad.append(r["module"])
+    assert not bad
+
+
+@needs_result
+def test_regress_init_share_not_below_baseline(result, baseline):
+    if not result["options"]["emulate"]:
+        pytest.skip("check ran with --no-emulate")
+    s = result["summary"]
+    share = s["init_returned_0"] / s["init_run"]
+    print(f"\ninit returned 0 for {s['init_returned_0']}/{s['init_run']} modules ({share:.2%}); "
+          f"baseline {baseline['init_returned_0_share']:.2%}")
+    assert share >= baseline["init_returned_0_share"] - 1e-9, \
+        f"init share {share:.2%} fell below the baseline {baseline['init_returned_0_share']:.2%}"
