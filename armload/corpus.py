@@ -407,11 +407,10 @@ def _run_init(mod, deps, kernel, opts: CheckOptions) -> dict:
             except Exception as e:
                 if dep_fail is None:
                     dep_fail = f"{d.name}: {_err_dict(e)['message']}"
-        if not ok:
-            # The kernel frees init memory only after a successful init, and a later module may
-            # have been given those addresses; release it so that the module under test can be
-            # mapped (the dependency is then treated as loaded, its init as incomplete).
-            _release_init(m, d)
+        # The kernel frees init memory after a successful init (and a later module may have been
+        # given those addresses). Release it whatever happened, so that the module under test
+        # can be mapped: a dependency whose init failed is treated as loaded, its init incomplete.
+        _release_init(m, d)
     if dep_fail:
         out["dependency_init"] = dep_fail
     try:

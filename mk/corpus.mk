@@ -15,6 +15,9 @@ CORPUS_STAMPS   := $(CORPUS_IMAGE)/.unpacked $(CACHE)/linux-headers-$(CORPUS_KRE
 REGRESS_JOBS    ?= 2
 REGRESS_JSON    ?= $(CACHE)/corpus-check.json
 REGRESS_ARGS    ?=
+CORPUS_VERMAGIC ?= $(CORPUS_KREL) SMP mod_unload modversions ARMv7 p2v8 
+CORPUS_CHECK    = $(ARMLOAD) check $(CORPUS_DIR) --kernel $(CORPUS_SYMVERS) --kernel $(CORPUS_VMLINUZ) \
+                  --vermagic "$(CORPUS_VERMAGIC)" --jobs $(REGRESS_JOBS) --json $(REGRESS_JSON) $(REGRESS_ARGS)
 
 .PHONY: corpus regress corpus-check
 
@@ -27,12 +30,10 @@ $(CORPUS_STAMPS):
 	       "(dpkg --add-architecture armhf, as root)." >&2; exit 3; }
 
 corpus-check: venv corpus
-	$(ARMLOAD) check $(CORPUS_DIR) --kernel $(CORPUS_SYMVERS) --kernel $(CORPUS_VMLINUZ) \
-	  --jobs $(REGRESS_JOBS) --json $(REGRESS_JSON) $(REGRESS_ARGS)
+	$(CORPUS_CHECK)
 
 # The check's own exit status is kept; the assertions then explain any failure in detail.
 regress: venv corpus
-	@st=0; $(ARMLOAD) check $(CORPUS_DIR) --kernel $(CORPUS_SYMVERS) --kernel $(CORPUS_VMLINUZ) \
-	  --jobs $(REGRESS_JOBS) --json $(REGRESS_JSON) $(REGRESS_ARGS) || st=$$?; \
+	@st=0; $(CORPUS_CHECK) || st=$$?; \
 	ARMLOAD_CORPUS_JSON=$(REGRESS_JSON) $(PY) -m pytest -q -rs tests/test_corpus.py || st=1; \
 	exit $$st

@@ -428,7 +428,7 @@ def test_regress_no_unresolved_symbol_no_crc_mismatch(result):
 
 
 @needs_result
-def test_regress_every_branch_verified(result):
+def test_regress_every_branch_verified(result, baseline):
     if not result["options"]["verify"]:
         pytest.skip("check ran with --no-verify")
     bad = [(r["module"], r["verify"]) for r in result["modules"]
@@ -436,6 +436,7 @@ def test_regress_every_branch_verified(result):
            or r["verify"]["plt_verified"] != r["verify"]["plt_entries"]]
     assert not bad, bad[:10]
     assert sum(r["verify"]["branches"] for r in result["modules"]) > 0
+    assert sum(r["verify"]["branches"] for r in result["modules"]) == baseline["branches"]
 
 
 @needs_result
@@ -473,5 +474,6 @@ def test_regress_init_share_not_below_baseline(result, baseline):
     share = s["init_returned_0"] / s["init_run"]
     print(f"\ninit returned 0 for {s['init_returned_0']}/{s['init_run']} modules ({share:.2%}); "
           f"baseline {baseline['init_returned_0_share']:.2%}")
-    assert share >= baseline["init_returned_0_share"] - 1e-9, \
+    slack = float(os.environ.get("ARMLOAD_INIT_SLACK", "0.001"))   # wall-clock limits on a busy machine
+    assert share >= baseline["init_returned_0_share"] - slack, \
         f"init share {share:.2%} fell below the baseline {baseline['init_returned_0_share']:.2%}"

@@ -80,14 +80,14 @@ class Progress:
 
 
 def run(args) -> int:
-    from ..corpus import (CheckOptions, DEFAULT_BUDGET, DEFAULT_TIMEOUT, build_kernel, failing_apis, plan_order,
+    from ..corpus import (CheckOptions, DEFAULT_BUDGET, DEFAULT_TIMEOUT, build_kernel, plan_order,
                           run_checks, scan_tree, summarize)
-    from ..report import table
     if not os.path.exists(args.tree):
         raise ArmloadError(f"{args.tree}: no such file or directory")
     config = config_from_args(args)
     t_start = time.perf_counter()
     kernel = build_kernel(args.kernel, config)
+    kernel.vermagic = getattr(args, "vermagic", None)
     mods = scan_tree(args.tree)
     if not mods:
         raise ArmloadError(f"{args.tree}: no .ko files found")
