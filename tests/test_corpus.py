@@ -388,15 +388,31 @@ def test_plt_counts_equal_literal_kernel_port():
 # --------------------------------------------------------------------------------------------
 # Regression assertions over a full `armload check --json` result (make regress)
 # --------------------------------------------------------------------------------------------
-RESULT = os.environ.get("ARMLOAD_CORPUS_JSON")
-needs_result = pytest.mark.skipif(not (RESULT and os.path.exists(RESULT)),
-                                  reason="no corpus check result (make regress sets ARMLOAD_CORPUS_JSON)")
+RESULTS = {"window": os.environ.get("ARMLOAD_CORPUS_JSON"),
+           "vmalloc": os.environ.get("ARMLOAD_CORPUS_JSON_VMALLOC")}
+_loaded: dict = {}
 
 
-@pytest.fixture(scope="module")
-def result():
-    with open(RESULT) as f:
-        return json.load(f)
+def _result_param(placement):
+    path = RESULTS[placement]
+    return pytest.param(placement, marks=pytest.mark.skipif(
+        not (path and os.path.exists(path)),
+        reason=f"no corpus check result for the {placement} placement (make regress sets "
+               f"ARMLOAD_CORPUS_JSON{'' if placement == 'window' else '_VMALLOC'})"))
+
+
+needs_result = pytest.mark.parametrize("result", [_result_param("window"), _result_param("vmalloc")],
+                                       indirect=True)
+needs_window_result = pytest.mark.parametrize("result", [_result_param("window")], indirect=True)
+
+
+@pytest.fixture
+def result(request):
+    path = RESULTS[request.param]
+    if path not in _loaded:
+        with open(path) as f:
+            _loaded[path] = json.load(f)
+    return _loaded[path]
 
 
 @pytest.fixture(scope="module")
@@ -452,7 +468,7 @@ def test_regress_plt_emission_within_count(result):
     assert not bad, bad[:10]
 
 
-@needs_result
+@needs_window_result
 @needs_corpus
 def test_regress_plt_counts_recorded_equal_kernel_port(result):
     recs = {r["path"]: r for r in result["modules"]}
@@ -466,7 +482,7 @@ def test_regress_plt_counts_recorded_equal_kernel_port(result):
     assert not bad
 
 
-@needs_result
+@needs_window_result
 def test_regress_init_share_not_below_baseline(result, baseline):
     if not result["options"]["emulate"]:
         pytest.skip("check ran with --no-emulate")
