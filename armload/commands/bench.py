@@ -43,7 +43,11 @@ def run(args) -> int:
         results["emulate"] = mod.run_benchmark()
         if not args.json:
             print()
-            print("emulation:", ", ".join(f"{k} {v}" for k, v in results["emulate"].items()))
+            e = results["emulate"]
+            print(f"emulation ({e.get('module')}, verification on): {e.get('instructions', 0):,} instructions in "
+                  f"{e.get('run_seconds', 0):.3f} s = {e.get('instructions_per_second', 0) / 1e6:.1f} M instructions/s; "
+                  f"machine setup {e.get('machine_setup_seconds', 0) * 1e3:.1f} ms, "
+                  f"verify {e.get('verify_seconds', 0) * 1e3:.1f} ms ({e.get('verify')})")
     if args.json:
         json.dump(results, sys.stdout, indent=2, default=str)
         print()
