@@ -205,6 +205,11 @@ def format_report(recs: list[dict], summ: dict, plan, opts, kernel_desc: str, to
                                  f"{r['time'].get('load', 0) * 1000:.0f}"] for r in big],
                                ["module", "bytes", "relocations", "branches", "v6 PLTs", "load ms"],
                                "lrrrrr"))
+    if len(recs) <= 20:
+        lines += ["", "modules:"]
+        lines.append(table([[r["module"], r["status"], str(r.get("relocations", "-")),
+                             str((r.get("branches") or {}).get("sites", "-")), _init_text(r)] for r in recs],
+                           ["module", "status", "relocations", "branches", "init"], "llrrl"))
     bad = [r for r in recs if r["status"] != "ok"]
     if bad:
         lines += ["", f"failures ({len(bad)}):"]
@@ -220,6 +225,21 @@ def format_report(recs: list[dict], summ: dict, plan, opts, kernel_desc: str, to
             lines.append(table([[k, str(n), ", ".join(f"{o} {c}" for o, c in v.most_common(3))]
                                 for k, n, v in rows], ["kernel function", "modules", "outcomes"], "lrl"))
     return "\n".join(lines)
+
+
+def _init_text(r: dict) -> str:
+    i = r.get("init")
+    if not i:
+        return "-"
+    o = i["outcome"]
+    if o == "returned-0":
+        return "returned 0"
+    if o == "returned-error":
+        return f"returned {i['retval']} ({i.get('errno_name', '')})"
+    if i.get("fault"):
+        f = i["fault"]
+        return f"{o}: {f['message']} (pc {f['pc_sym']})"
+    return o + (f": {i['error']}" if i.get("error") else "")
 
 
 def _ms(v) -> str:
