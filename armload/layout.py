@@ -20,6 +20,7 @@ PERCPU_SECTION = ".data..percpu"
 RO_AFTER_INIT_SECTIONS = (".data..ro_after_init", "__jump_table")
 TEMP_COPY_BASE = 0xE8000000        # where the kernel's temporary copy of the file "lives"
 PERCPU_BASE = 0xC1F00000           # simulated per-cpu area for .data..percpu
+PERCPU_RESERVED = 8 << 10          # PERCPU_MODULE_RESERVE (8 KiB without NEED_PER_CPU_KM)
 
 # (required flags, excluded flags) per row; ARCH_SHF_SMALL is 0 on ARM.
 MASKS = [
@@ -108,6 +109,7 @@ class ModuleAllocator:
         self.config = config
         self.placement = placement
         self.used: list[tuple[int, int]] = []          # (start, end incl. guard page)
+        self.percpu_used: list[tuple[int, int]] = []
         if isinstance(placement, int):
             if placement & (PAGE_SIZE - 1):
                 raise LayoutError(f"placement address {placement:#x} is not page aligned")
@@ -139,6 +141,24 @@ class ModuleAllocator:
 
     def free(self, base: int) -> None:
         self.used = [u for u in self.used if u[0] != base]
+
+    def alloc_percpu(self, size: int, align: int) -> int:
+        """The per-cpu reserved chunk (pcpu_alloc(size, align, true)): first fit, never shared."""
+        addr = PERCPU_BASE
+        for start, end in sorted(self.percpu_used):
+            a = (addr + max(align, 1) - 1) // max(align, 1) * max(align, 1)
+            if a + size <= start:
+                break
+            addr = max(addr, end)
+        addr = (addr + max(align, 1) - 1) // max(align, 1) * max(align, 1)
+        if addr + size > PERCPU_BASE + PERCPU_RESERVED:
+            raise LayoutError(f"cannot allocate {size:#x} bytes of per-cpu memory: the module reserve "
+                              f"({PERCPU_RESERVED // 1024} KiB) is exhausted", errno=-ENOMEM)
+        self.percpu_used.append((addr, addr + size))
+        return addr
+
+    def free_percpu(self, base: int) -> None:
+        self.percpu_used = [u for u in self.percpu_used if u[0] != base]
 
 
 def prepare_sections(obj: ObjectFile, config: KernelConfig, plt_sizes: dict[str, int]) -> tuple[list[Section], list[str]]:
@@ -253,6 +273,6 @@ def layout_module(obj: ObjectFile, config: KernelConfig, plt_sizes: dict[str, in
     percpu = None
     pc = next((s for s in obj.sections if s.name == PERCPU_SECTION and s.sh_size), None)
     if pc is not None:
-        percpu = SectionPlace(pc.index, pc.name, PERCPU_BASE, pc.sh_size, "percpu", pc.sh_flags,
-                              pc.sh_type == SHT_NOBITS)
+        percpu = SectionPlace(pc.index, pc.name, allocator.alloc_percpu(pc.sh_size, pc.sh_addralign),
+                              pc.sh_size, "percpu", pc.sh_flags, pc.sh_type == SHT_NOBITS)
     return Layout(sections=secs, places=places, regions=regions, percpu=percpu, notes=notes)

@@ -11,7 +11,7 @@ from .config import DEBIAN_ARMMP, KernelConfig
 from .constants import (SHF_ALLOC, SHF_EXECINSTR, SHN_UNDEF, SHT_NOBITS, SHT_PROGBITS, SHT_REL, SHT_RELA,
                         STB_GLOBAL, STB_LOCAL, STB_WEAK, R, reloc_name)
 from .elf import ObjectFile, Section, read_object
-from .errors import EEXIST, ENOEXEC, ArmloadError, PltError, RelocationError
+from .errors import EBUSY, EEXIST, ENOENT, ENOEXEC, ArmloadError, PltError, RelocationError
 from .kernel import Kernel
 from .layout import Layout, ModuleAllocator, layout_module
 from .model import (BRANCH_DTYPE, Export, LoadedModule, LoadedSection, MemRegion, ModuleSymbol, PltEntry)
@@ -49,6 +49,25 @@ class Session:
         self.modules.append(mod)
         self.export_tables.insert(0, ExportTable(mod.name, {e.name: e for e in mod.exports}))
         return mod
+
+
+    def unload(self, mod: LoadedModule) -> None:
+        """delete_module(): the module's exports disappear and its memory is freed. Like the
+        kernel, refuse while another loaded module uses one of its exports."""
+        if mod not in self.modules:
+            raise ArmloadError(f"{mod.name}: module is not loaded", file=mod.path, errno=-ENOENT)
+        users = [m.name for m in self.modules if m is not mod and
+                 any(r.source == f"module:{mod.name}" for r in m.resolved.values())]
+        if users:
+            raise ArmloadError(f"{mod.name}: module is in use by: {' '.join(users)}", file=mod.path,
+                               errno=-EBUSY)
+        self.modules.remove(mod)
+        self.export_tables = [t for t in self.export_tables if t.module != mod.name]
+        for r in mod.regions:
+            if r.name == "percpu":
+                self.allocator.free_percpu(r.base)
+            elif not r.init:                 # init memory was released when the load finished
+                self.allocator.free(r.base)
 
 
 def load_module(path: str, *, kernel: Kernel | None = None, config: KernelConfig = DEBIAN_ARMMP,
@@ -127,6 +146,8 @@ def _load_object(obj: ObjectFile, session: Session) -> LoadedModule:
     except BaseException:
         for r in layout.regions:
             session.allocator.free(r.base)
+        if layout.percpu is not None:
+            session.allocator.free_percpu(layout.percpu.addr)
         raise
     mod = _build_module(obj, layout, regions, syms, resolved, plan, counts, branches, plts, config, session)
     mod.timings.update(timings)
@@ -193,7 +214,7 @@ def _allocate_memory(obj: ObjectFile, layout: Layout):
         mems[r.name] = (np.frombuffer(buf, dtype=np.uint8), buf)
         regions.append(MemRegion(r.name, r.base, r.size, buf, r.init))
     if layout.percpu is not None:
-        size = (layout.percpu.size + 4095) & ~4095
+        size = (layout.percpu.size + 3) & ~3         # exact: modules' per-cpu areas may share a page
         buf = bytearray(size)
         mems["percpu"] = (np.frombuffer(buf, dtype=np.uint8), buf)
         regions.append(MemRegion("percpu", layout.percpu.addr, size, buf, False))

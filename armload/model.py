@@ -5,6 +5,7 @@ are numpy structured arrays, not lists of objects.
 """
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -124,6 +125,7 @@ class LoadedModule:
     thumb: bool                          # the module was built for a Thumb-2 kernel
     timings: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    _sym_index: tuple | None = field(default=None, repr=False, compare=False)
 
     def region_of(self, addr: int) -> MemRegion | None:
         for r in self.regions:
@@ -146,15 +148,20 @@ class LoadedModule:
 
     def symbolize(self, addr: int) -> str | None:
         """`name+0xoff/0xsize [module]` for an address inside a defined function or object."""
-        best = None
-        for s in self.symbols:
-            if s.stype not in ("func", "object") or not s.name:
-                continue
-            start = s.addr & ~1
-            if start <= addr < start + max(s.size, 1):
-                if best is None or start > (best.addr & ~1):
-                    best = s
-        if best is None:
-            return None
-        start = best.addr & ~1
-        return f"{best.name}+{addr - start:#x}/{best.size:#x} [{self.name}]"
+        if self._sym_index is None:
+            # Equal starts: the first symbol in table order wins (the local name before its alias).
+            named = sorted((s.addr & ~1, -i, i) for i, s in enumerate(self.symbols)
+                           if s.stype in ("func", "object") and s.name)
+            self._sym_index = ([a for a, _, _ in named], named)
+        starts, named = self._sym_index
+        # The innermost symbol containing addr: the latest start at or below it that still covers it.
+        i = bisect.bisect_right(starts, addr) - 1
+        while i >= 0:
+            start, _, k = named[i]
+            s = self.symbols[k]
+            if addr < start + max(s.size, 1):
+                return f"{s.name}+{addr - start:#x}/{s.size:#x} [{self.name}]"
+            if addr - start > 0x100000:       # nothing this far back can cover addr
+                break
+            i -= 1
+        return None

@@ -110,3 +110,34 @@ def test_seed_scale_synthetic_loads_with_plts():
     assert via > 200_000                                        # kernel calls all go through veneers
     used = len([e for e in mod.plt_entries if not e.fixed])
     assert used <= mod.plt_counts["v6"].total
+
+
+def test_unload_frees_memory_and_exports_and_refuses_while_used():
+    s = session()
+    exp = s.load(sample("exporter-arm.ko"))
+    imp = s.load(sample("importer-arm.ko"))
+    with pytest.raises(ArmloadError, match="in use by: importer") as e:
+        s.unload(exp)
+    assert e.value.errno == -16
+    s.unload(imp)
+    s.unload(exp)
+    assert not s.modules and not s.export_tables
+    again = s.load(sample("exporter-arm.ko"))
+    assert again.regions[0].base == exp.regions[0].base
+
+
+def test_percpu_areas_are_per_module():
+    from armload.layout import ModuleAllocator
+    a = ModuleAllocator(KernelConfig())
+    x = a.alloc_percpu(0x40, 8)
+    y = a.alloc_percpu(0x10, 64)
+    assert y >= x + 0x40 and y % 64 == 0
+    a.free_percpu(x)
+    assert a.alloc_percpu(0x20, 4) == x
+
+
+def test_symbolize_prefers_innermost_and_first_alias():
+    mod = session().load(sample("hello-arm.ko"))
+    init = mod.init_addr
+    assert mod.symbolize(init + 4).startswith("hello_init+0x4/")
+    assert mod.symbolize(0x1000) is None
