@@ -173,7 +173,7 @@ class RelocSpec:
 
 
 def _abs32(w, S, P):
-    return (w.astype(np.int64) + S).astype(np.int64).__and__(M32).astype(U32), None
+    return ((w.astype(np.int64) + S) & M32).astype(U32), None
 
 
 def _rel32(w, S, P):
