@@ -270,15 +270,10 @@ class _Stack:
 
 
 def unload_last(session, mod) -> None:
-    """delete_module() for the most recently loaded module of a Session: its exports go, its
-    core allocation is freed (init was freed after init). Needs Session internals; a public
-    Session.unload() would be the right home for this."""
+    """delete_module() for the most recently loaded module of a Session (LIFO, so nothing
+    still uses its exports): its exports go and its memory is freed."""
     assert session.modules and session.modules[-1] is mod
-    session.modules.pop()
-    session.export_tables.pop(0)
-    for r in mod.regions:
-        if not r.init and r.name != "percpu":
-            session.allocator.free(r.base)
+    session.unload(mod)
 
 
 _STACK = _Stack()
@@ -423,13 +418,11 @@ def _run_init(mod, deps, kernel, opts: CheckOptions) -> dict:
 
 
 def _release_init(machine, mod) -> None:
-    free = getattr(machine, "free_init_memory", None) or getattr(machine, "_free_init_memory", None)
-    if free is None or not any(r.init for r in mod.regions):
+    """Free a dependency's init memory (mapping it first if its init did not run)."""
+    if not any(r.init for r in mod.regions):
         return
     try:
-        if hasattr(machine, "_ensure_mapped"):
-            machine._ensure_mapped(mod)
-        free(mod)
+        machine.free_init_memory(mod)
     except Exception:
         pass
 

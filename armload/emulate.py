@@ -333,9 +333,12 @@ class Machine:
         if not modules:
             raise EmulationError("nothing to run: no module loaded")
         self._all_modules: list[LoadedModule] = list(modules)
-        self.modules: list[LoadedModule] = []          # mapped, in load order
-        self.pending: list[LoadedModule] = []          # waiting for an earlier init to be freed
+        self.modules: list[LoadedModule] = []          # mapped (strictly in load order, when run)
         self._module_pages_all: set[int] = set()
+        self._init_freed: set[int] = set()             # id() of modules whose init memory is freed
+        self._stub_hook = None                         # the one UC_HOOK_CODE over the stub range
+        self._stub_range: tuple[int, int] | None = None
+        self._caller_syms: dict[int, str] = {}         # lr -> symbolized call site (per mapping)
         self.kernel = kernel
         self.config = self._all_modules[0].config
         self.stubs = stubs if stubs is not None else default_library()
@@ -400,9 +403,8 @@ class Machine:
         self.uc.mem_write(SENTINEL_PAGE, ARM_UDF * (PAGE // 4))
         self.uc.hook_add(UC_HOOK_MEM_INVALID, self._on_invalid)
         self.uc.hook_add(UC_HOOK_INTR, self._on_intr)
-        for m in self._all_modules:
-            if not self._try_map(m):
-                self.pending.append(m)
+        # Modules are mapped lazily, strictly in load order (map_module): a module may reuse the
+        # init memory of an earlier one, which exists until that module's init has finished.
 
     def _map_pages(self, pages: dict[int, int]) -> None:
         """Map new pages (runs of equal permissions); widen permissions of mapped ones."""
@@ -425,32 +427,72 @@ class Machine:
             run_start, prev, run_prot = p, p, prot
         self._perm.update(new)
 
-    def _try_map(self, m: LoadedModule) -> bool:
-        """Map a module and the kernel symbols it uses. False when its memory still overlaps
-        the init memory of an earlier module (mapped later, once that init has been freed)."""
+    @property
+    def pending(self) -> list[LoadedModule]:
+        """Modules of this machine not mapped yet (they are mapped, in load order, when run)."""
+        return [m for m in self._all_modules if m not in self.modules]
+
+    def is_mapped(self, m: LoadedModule) -> bool:
+        return any(x is m for x in self.modules)
+
+    def init_freed(self, m: LoadedModule) -> bool:
+        return id(m) in self._init_freed
+
+    def map_module(self, m: LoadedModule) -> LoadedModule:
+        """Map `m` (and, first, every module loaded before it that is not mapped yet) with the
+        kernel functions and data it uses. Modules are mapped strictly in load order, so a module
+        placed in an earlier module's init memory is mapped only after that init memory has been
+        freed; otherwise this raises EmulationError."""
+        if not any(x is m for x in self._all_modules):
+            raise EmulationError(f"module {m.name} is not part of this machine")
+        for x in self._all_modules:
+            if not self.is_mapped(x):
+                try:
+                    self._map_one(x)
+                except UcError as e:
+                    raise EmulationError(f"{x.name}: cannot map module memory: {e}") from None
+            if x is m:
+                break
+        return m
+
+    def _live_regions(self, m: LoadedModule):
+        freed = id(m) in self._init_freed
+        return [r for r in m.regions if not (freed and r.init)]
+
+    def _map_one(self, m: LoadedModule) -> None:
+        """Map one module and the kernel symbols it uses (every earlier module is mapped)."""
+        for r in m.regions:
+            if r.size == 0:
+                continue
+            for o in self.modules:
+                for q in self._live_regions(o):
+                    if q.size and r.base < q.end and q.base < r.end:
+                        if q.init:
+                            raise EmulationError(
+                                f"{m.name}: its memory at {max(r.base, q.base):#010x} is the init memory "
+                                f"of {o.name}, which is freed only when {o.name}'s init has run "
+                                f"(run_init({o.name!r}) or free_init_memory() first)")
+                        raise EmulationError(f"{m.name}: module memory at {max(r.base, q.base):#010x} "
+                                             f"overlaps module {o.name}; choose another --placement")
         mp = self._module_pages(m)
         for p in mp:
-            if p in self._perm:
-                owner = self._in_module(p)
-                r = owner.region_of(p) if owner is not None else None
-                if r is not None and r.init:
-                    return False
-                what = f"module {owner.name}" if owner is not None else "the emulator's own memory"
-                raise EmulationError(f"{m.name}: module memory at {p:#010x} overlaps {what}; "
-                                     f"choose another --placement")
+            if p in self._perm and p not in self._module_pages_all:
+                raise EmulationError(f"{m.name}: module memory at {p:#010x} overlaps the emulator's own "
+                                     f"memory; choose another --placement")
         self._map_pages(mp)
         for r in m.regions:
             self.uc.mem_write(r.base, bytes(r.data))
         self.modules.append(m)
         self._module_pages_all.update(mp)
+        self._caller_syms.clear()
 
         funcs: dict[int, tuple[str, bool]] = {}
         datas: dict[int, str] = {}
         for rs in m.resolved.values():
-            if rs.addr == 0:
-                continue
+            if rs.addr == 0 or rs.source.startswith("module:"):
+                continue              # another module's symbol: that module's own code and data
             a = rs.addr & ~1
-            if (a & ~(PAGE - 1)) in self._module_pages_all or self._in_module(a):
+            if (a & ~(PAGE - 1)) in self._module_pages_all or self._owner_any(a) is not None:
                 continue
             self._names_at.setdefault(a, rs.name)
             if rs.kind == "data":
@@ -494,19 +536,27 @@ class Machine:
             self.uc.mem_write(a, code)
             self._stub_at[a] = (name, stub)
         if funcs:
-            self.uc.hook_add(UC_HOOK_CODE, self._on_stub, begin=min(funcs), end=max(funcs) + 15)
-        return True
+            self._cover_stubs(min(funcs), max(funcs) + 15)
 
-    def _ensure_mapped(self, m: LoadedModule) -> None:
-        if m in self.pending:
-            try:
-                ok = self._try_map(m)
-            except UcError as e:
-                raise EmulationError(f"{m.name}: cannot map module memory: {e}") from None
-            if not ok:
-                raise EmulationError(f"{m.name}: its memory overlaps the init memory of an earlier module "
-                                     f"that has not been freed (that module's init has not succeeded)")
-            self.pending.remove(m)
+    def _cover_stubs(self, lo: int, hi: int) -> None:
+        """Keep exactly one UC_HOOK_CODE, over every stub: widen its range when stubs are added
+        (one hook per module would run a shared kernel function's handler once per module)."""
+        if self._stub_range is not None:
+            olo, ohi = self._stub_range
+            if olo <= lo and hi <= ohi:
+                return
+            lo, hi = min(lo, olo), max(hi, ohi)
+            self.uc.hook_del(self._stub_hook)
+        self._stub_hook = self.uc.hook_add(UC_HOOK_CODE, self._on_stub, begin=lo, end=hi)
+        self._stub_range = (lo, hi)
+
+    def _owner_any(self, addr: int) -> LoadedModule | None:
+        """The module of this machine (mapped or not) whose live memory holds addr."""
+        for m in reversed(self._all_modules):
+            for r in self._live_regions(m):
+                if r.base <= addr < r.end:
+                    return m
+        return None
 
     def _sim_data_range(self) -> tuple[int, int]:
         try:
@@ -518,8 +568,9 @@ class Machine:
 
     def _in_module(self, addr: int) -> LoadedModule | None:
         for m in reversed(self.modules):      # newest first: it may reuse freed init memory
-            if m.region_of(addr) is not None:
-                return m
+            for r in self._live_regions(m):
+                if r.base <= addr < r.end:
+                    return m
         return None
 
     # --- hooks ---------------------------------------------------------------------------
@@ -539,8 +590,12 @@ class Machine:
             rec.args = describe_args(stub, call)
         except Exception:
             rec.args = list(regs[:4])
-        rec.caller_sym = ("tail call (returns straight to the caller of the entry function)"
-                          if lr == SENTINEL else self.symbolize((lr & ~1) - 4 if lr else 0))
+        csym = self._caller_syms.get(lr)
+        if csym is None:
+            csym = ("tail call (returns straight to the caller of the entry function)"
+                    if lr == SENTINEL else self.symbolize((lr & ~1) - 4 if lr else 0))
+            self._caller_syms[lr] = csym
+        rec.caller_sym = csym
         ret = 0
         hi = None
         try:
@@ -703,27 +758,25 @@ class Machine:
 
     # --- running ------------------------------------------------------------------------
     def _find_module(self, module) -> LoadedModule:
+        """The module named (a LoadedModule, a name, or None for the last one), mapped."""
         if module is None:
-            self._ensure_mapped(self._all_modules[-1])
-            return self._all_modules[-1]
+            return self.map_module(self._all_modules[-1])
         if isinstance(module, LoadedModule):
-            if module not in self._all_modules:
-                raise EmulationError(f"module {module.name} is not part of this machine")
-            self._ensure_mapped(module)
-            return module
+            return self.map_module(module)
         for m in self._all_modules:
             if m.name == module:
-                self._ensure_mapped(m)
-                return m
+                return self.map_module(m)
         raise EmulationError(f"no module named {module!r} in this machine")
 
     def run_init(self, module=None, *, budget: int | None = None, timeout: float | None = None) -> RunResult:
         m = self._find_module(module)
         if m.init_addr is None:
             return self._no_function(m, "init_module")
+        if id(m) in self._init_freed and any(r.init and r.base <= (m.init_addr & ~1) < r.end for r in m.regions):
+            raise EmulationError(f"{m.name}: init_module is in init memory, which has been freed")
         res = self.call(m.init_addr, name="init_module", module=m, budget=budget, timeout=timeout)
         if res.status == "returned" and res.retval == 0 and self.free_init:
-            self._free_init_memory(m)
+            self.free_init_memory(m)
         return res
 
     def run_exit(self, module=None, *, budget: int | None = None, timeout: float | None = None) -> RunResult:
@@ -733,10 +786,11 @@ class Machine:
         return self.call(m.exit_addr, name="cleanup_module", module=m, budget=budget, timeout=timeout)
 
     def function_address(self, name: str, module=None) -> int:
-        mods = [self._find_module(module)] if module is not None else list(reversed(self.modules))
+        mods = [self._find_module(module)] if module is not None else list(reversed(self._all_modules))
         for m in mods:
             for s in m.symbols:
                 if s.name == name and s.section and s.stype in ("func", "notype") and m.region_of(s.addr & ~1):
+                    self.map_module(m)
                     return s.addr
         raise EmulationError(f"no function {name!r} defined in "
                              f"{', '.join(m.name for m in mods)}")
@@ -744,20 +798,33 @@ class Machine:
     def _no_function(self, m, fname) -> RunResult:
         return RunResult(m.name, fname, 0, "no-function", 0, None, [], [], 0.0)
 
-    def _free_init_memory(self, m: LoadedModule) -> None:
-        """do_init_module frees the init allocations after a successful init."""
+    def free_init_memory(self, m: LoadedModule) -> None:
+        """What do_init_module does after a successful init: free the module's init memory
+        (.init.text, .init.data, the init PLTs). Maps the module first if it is not mapped yet
+        (it is then loaded with its init never run, as when a dependency's init failed).
+        Freeing twice is harmless. Later modules may then be mapped in those addresses."""
+        self.map_module(m)
+        if id(m) in self._init_freed:
+            return
+        self._init_freed.add(id(m))
+        keep: set[int] = set()            # pages still holding live memory of some module
+        for o in self.modules:
+            for r in self._live_regions(o):
+                if r.size:
+                    keep.update(range(r.base & ~(PAGE - 1), (r.end + PAGE - 1) & ~(PAGE - 1), PAGE))
         for r in m.regions:
-            if r.init:
-                base = r.base & ~(PAGE - 1)
-                end = (r.end + PAGE - 1) & ~(PAGE - 1)
+            if not r.init or not r.size:
+                continue
+            for p in range(r.base & ~(PAGE - 1), (r.end + PAGE - 1) & ~(PAGE - 1), PAGE):
+                if p in keep or p not in self._module_pages_all:
+                    continue
                 try:
-                    self.uc.mem_unmap(base, end - base)
+                    self.uc.mem_unmap(p, PAGE)
                 except UcError:
                     continue
-                for p in range(base, end, PAGE):
-                    self._perm.pop(p, None)
-                    self._module_pages_all.discard(p)
-
+                self._perm.pop(p, None)
+                self._module_pages_all.discard(p)
+        self._caller_syms.clear()
 
     def call(self, entry, args=(), *, name: str | None = None, module=None,
              budget: int | None = None, timeout: float | None = None) -> RunResult:
@@ -765,7 +832,12 @@ class Machine:
         if isinstance(entry, str):
             name = name or entry
             entry = self.function_address(entry, module)
-        m = self._find_module(module) if module is not None else (self._in_module(entry & ~1) or self.modules[-1])
+        if module is not None:
+            m = self._find_module(module)
+        else:
+            m = self._in_module(entry & ~1) or self._owner_any(entry & ~1)
+            m = self.map_module(m) if m is not None else (self.modules[-1] if self.modules else
+                                                           self.map_module(self._all_modules[-1]))
         fname = name or self.symbolize(entry & ~1)
         budget = self.budget if budget is None else budget
         timeout = self.timeout if timeout is None else timeout
