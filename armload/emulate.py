@@ -522,6 +522,10 @@ class Machine:
         for p in fresh:
             if p in text_pages and p not in data_pages:
                 self.uc.mem_write(p, fill)
+        for a, name in datas.items():
+            init = self.stubs.data(name) if hasattr(self.stubs, "data") else None
+            if init:
+                self.uc.mem_write(a, init)      # a kernel variable's boot-time value
         known = sorted(set(self._stub_at) | set(funcs))
         for a in sorted(funcs):
             name, thumb = funcs[a]

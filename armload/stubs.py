@@ -74,6 +74,7 @@ class StubLibrary:
     def __init__(self):
         self._exact: dict[str, Stub] = {}
         self._patterns: list[tuple[str, Stub]] = []
+        self._data: dict[str, bytes] = {}      # kernel data symbol -> initial contents
 
     def handler(self, *names: str, nargs: int = 4, kind: str = "call", varargs: int | None = None,
                 code: tuple[bytes, bytes] | None = None):
@@ -112,10 +113,18 @@ class StubLibrary:
                 return stub
         return None
 
+    def set_data(self, name: str, contents: bytes) -> None:
+        """Initial contents of a kernel data symbol (the rest of its object stays zero)."""
+        self._data[name] = bytes(contents)
+
+    def data(self, name: str) -> bytes | None:
+        return self._data.get(name)
+
     def copy(self) -> "StubLibrary":
         c = StubLibrary()
         c._exact = dict(self._exact)
         c._patterns = list(self._patterns)
+        c._data = dict(self._data)
         return c
 
     def names(self) -> list[str]:
@@ -1193,6 +1202,361 @@ def _h_clear_user(call):
     except Exception:
         return call.arg(1)
     return 0
+
+
+# --------------------------------------------------------------------------------------------
+# More kernel API (found by the corpus regression): objects, pages, per-cpu memory, locks
+# with state, list debugging, tty, netdev, bit counting, CRCs
+# --------------------------------------------------------------------------------------------
+def _obj(call, size: int, kind: str = "object") -> int:
+    return call.machine.heap.alloc(size, zero=True, kind=kind, caller=call.lr)
+
+
+def _h_constructor(size: int):
+    """Functions returning a new kernel object (NULL only when out of memory)."""
+    def h(call):
+        return _obj(call, size)
+    return h
+
+
+for _n, _sz in (("mempool_create", 64), ("mempool_create_node", 64), ("proc_create_seq_private", 128),
+                ("proc_create_single_data", 128), ("proc_create_net_data", 128),
+                ("proc_create_net_single", 128), ("proc_create_net_data_write", 128),
+                ("proc_create_net_single_write", 128), ("proc_create_seq", 128),
+                ("proc_create_single", 128), ("_proc_mkdir", 128), ("proc_mkdir_data", 128),
+                ("proc_mkdir_mode", 128), ("proc_symlink", 128), ("register_net_sysctl", 64),
+                ("register_sysctl", 64), ("register_sysctl_table", 64), ("register_sysctl_paths", 64),
+                ("kset_create_and_add", 128), ("prepare_kernel_cred", 128), ("textsearch_prepare", 64),
+                ("kthread_create_worker", 128), ("alloc_ordered_workqueue", 256)):
+    DEFAULT.set(_n, _h_constructor(_sz), kind="alloc")
+
+
+@stub("kstrndup", nargs=3, kind="alloc")
+def _h_kstrndup(call):
+    if not call.arg(0):
+        return 0
+    s = call.string(call.arg(0), call.arg(1)) + b"\0"
+    p = _alloc(call, len(s), call.arg(2))
+    if p:
+        call.write(p, s)
+    return p
+
+
+# struct page: the emulator keeps page -> memory; page_address() (HIGHMEM kernels call it)
+STRUCT_PAGE_SIZE = 32
+
+
+def _pages(call) -> dict:
+    m = call.machine
+    if not hasattr(m, "_page_mem"):
+        m._page_mem = {}
+    return m._page_mem
+
+
+@stub("__alloc_pages", "alloc_pages", "__folio_alloc", "folio_alloc", nargs=2, kind="alloc")
+def _h_alloc_pages(call):
+    order = call.arg(1)
+    if order > 10:
+        return 0
+    mem = _alloc(call, 0x1000 << order, call.arg(0), kind="pages")
+    if not mem:
+        return 0
+    page = _obj(call, STRUCT_PAGE_SIZE, kind="struct page")
+    if page:
+        _pages(call)[page] = (mem, order)
+    return page
+
+
+@stub("page_address", nargs=1, kind="call")
+def _h_page_address(call):
+    ent = _pages(call).get(call.arg(0))
+    return ent[0] if ent else 0
+
+
+@stub("__free_pages", "__folio_put", nargs=2, kind="free")
+def _h_free_pages_struct(call):
+    ent = _pages(call).pop(call.arg(0), None)
+    if ent is not None:
+        call.machine.heap.free(ent[0], caller=call.lr)
+        call.machine.heap.free(call.arg(0), caller=call.lr)
+    return 0
+
+
+# per-cpu memory: one possible CPU whose __per_cpu_offset is 0, so a per-cpu pointer is the
+# address of CPU 0's copy
+@stub("__alloc_percpu", "__alloc_percpu_gfp", "__alloc_reserved_percpu", nargs=2, kind="alloc")
+def _h_alloc_percpu(call):
+    return call.machine.heap.alloc(max(call.arg(0), 1), zero=True, kind="percpu", caller=call.lr)
+
+
+@stub("free_percpu", nargs=1, kind="free")
+def _h_free_percpu(call):
+    call.machine.heap.free(call.arg(0), caller=call.lr)
+    return 0
+
+
+# --- locks with state (SMP ticket spinlocks, mutex owner), so that assertions hold ------------
+def _spin_lock(call, lock: int) -> None:
+    v = call.u32(lock)
+    call.put_u32(lock, (v + 0x10000) & 0xFFFFFFFF)         # tickets.next++
+
+
+def _spin_unlock(call, lock: int) -> None:
+    v = call.u32(lock)
+    call.put_u32(lock, (v & 0xFFFF0000) | ((v + 1) & 0xFFFF))   # tickets.owner++
+
+
+for _n in ("_raw_spin_lock", "_raw_spin_lock_bh", "_raw_spin_lock_irq", "_raw_spin_lock_nested"):
+    DEFAULT.set(_n, lambda call: _spin_lock(call, call.arg(0)) or 0, nargs=1, kind="lock")
+for _n in ("_raw_spin_unlock", "_raw_spin_unlock_bh", "_raw_spin_unlock_irq"):
+    DEFAULT.set(_n, lambda call: _spin_unlock(call, call.arg(0)) or 0, nargs=1, kind="lock")
+
+
+@stub("_raw_spin_lock_irqsave", nargs=1, kind="lock")
+def _h_spin_irqsave(call):
+    _spin_lock(call, call.arg(0))
+    return 0x13          # saved flags: SVC mode, interrupts enabled
+
+
+@stub("_raw_spin_unlock_irqrestore", nargs=2, kind="lock")
+def _h_spin_irqrestore(call):
+    _spin_unlock(call, call.arg(0))
+    return 0
+
+
+@stub("_raw_spin_trylock", "_raw_spin_trylock_bh", nargs=1, kind="lock")
+def _h_spin_trylock(call):
+    v = call.u32(call.arg(0))
+    if (v >> 16) != (v & 0xFFFF):
+        return 0
+    _spin_lock(call, call.arg(0))
+    return 1
+
+
+def _current(call) -> int:
+    from .emulate import TASK_BASE
+    return TASK_BASE
+
+
+@stub("mutex_lock", "mutex_lock_nested", "mutex_lock_io", nargs=1, kind="lock")
+def _h_mutex_lock(call):
+    call.put_u32(call.arg(0), _current(call))               # mutex.owner = current
+    return 0
+
+
+@stub("mutex_lock_interruptible", "mutex_lock_killable", nargs=1, kind="lock")
+def _h_mutex_lock_int(call):
+    call.put_u32(call.arg(0), _current(call))
+    return 0
+
+
+@stub("mutex_trylock", nargs=1, kind="lock")
+def _h_mutex_trylock(call):
+    if call.u32(call.arg(0)) & ~7:
+        return 0
+    call.put_u32(call.arg(0), _current(call))
+    return 1
+
+
+@stub("mutex_unlock", nargs=1, kind="lock")
+def _h_mutex_unlock(call):
+    call.put_u32(call.arg(0), 0)
+    return 0
+
+
+@stub("mutex_is_locked", nargs=1, kind="lock")
+def _h_mutex_is_locked(call):
+    return 1 if call.u32(call.arg(0)) & ~7 else 0
+
+
+@stub("try_module_get", nargs=1, kind="lock")
+def _h_try_module_get(call):
+    return 1             # the module is live: a reference is taken
+
+
+# --- CONFIG_DEBUG_LIST checks: true when the list is consistent --------------------------
+LIST_POISON1, LIST_POISON2 = 0x100, 0x122
+
+
+@stub("__list_add_valid", nargs=3, kind="call")
+def _h_list_add_valid(call):
+    new, prev, nxt = call.arg(0), call.arg(1), call.arg(2)
+    try:
+        ok = call.u32(nxt + 4) == prev and call.u32(prev) == nxt and new not in (prev, nxt)
+    except StubFault:
+        ok = False
+    if not ok:
+        call.machine.log.printk(f"list_add corruption. new={new:#x} prev={prev:#x} next={nxt:#x}\n", 4)
+    return 1 if ok else 0
+
+
+@stub("__list_del_entry_valid", nargs=1, kind="call")
+def _h_list_del_valid(call):
+    e = call.arg(0)
+    try:
+        nxt, prev = call.u32(e), call.u32(e + 4)
+        ok = (nxt not in (0, LIST_POISON1) and prev not in (0, LIST_POISON2)
+              and call.u32(prev) == e and call.u32(nxt + 4) == e)
+    except StubFault:
+        ok = False
+    if not ok:
+        call.machine.log.printk(f"list_del corruption at {e:#x}\n", 4)
+    return 1 if ok else 0
+
+
+@stub("__init_waitqueue_head", nargs=3, kind="lock")
+def _h_init_waitqueue_head(call):
+    wq = call.arg(0)                                         # { spinlock_t lock; list_head head; }
+    call.write(wq, struct.pack("<III", 0, wq + 4, wq + 4))
+    return 0
+
+
+@stub("__init_swait_queue_head", nargs=3, kind="lock")
+def _h_init_swait_queue_head(call):
+    wq = call.arg(0)                                         # { raw_spinlock_t lock; list_head task_list; }
+    call.write(wq, struct.pack("<III", 0, wq + 4, wq + 4))
+    return 0
+
+
+# --- bit counting, CRCs --------------------------------------------------------------------
+@stub("__sw_hweight32", "__sw_hweight16", "__sw_hweight8", nargs=1, kind="math")
+def _h_hweight(call):
+    mask = {"__sw_hweight32": 0xFFFFFFFF, "__sw_hweight16": 0xFFFF, "__sw_hweight8": 0xFF}[call.name]
+    return bin(call.arg(0) & mask).count("1")
+
+
+@stub("__sw_hweight64", nargs=2, kind="math")
+def _h_hweight64(call):
+    return bin(call.arg(0)).count("1") + bin(call.arg(1)).count("1")
+
+
+@stub("crc32_le", nargs=3, kind="math")
+def _h_crc32_le(call):
+    import binascii
+    data = call.read(call.arg(1), call.arg(2)) if call.arg(2) else b""
+    return binascii.crc32(data, call.arg(0) ^ 0xFFFFFFFF) ^ 0xFFFFFFFF
+
+
+# --- block and char majors -------------------------------------------------------------------
+@stub("__register_blkdev", nargs=3, kind="register")
+def _h_register_blkdev(call):
+    major = call.arg(0)
+    name = _name_at(call, call.arg(1))
+    if major == 0:
+        m = call.machine
+        m._blk_major = getattr(m, "_blk_major", 255) - 1       # dynamic majors from 254 down
+        major = m._blk_major
+        call.machine.record("register_blkdev", name=name, major=major)
+        return major
+    call.machine.record("register_blkdev", name=name, major=major)
+    return 0
+
+
+# --- tty -------------------------------------------------------------------------------------
+TTY_DRIVER_SIZE = 128            # struct tty_driver (6.1, 32-bit)
+TTY_DRIVER_UNNUMBERED_NODE = 0x80
+TTY_DRIVER_DEVPTS_MEM = 0x10
+TTY_DRIVER_DYNAMIC_ALLOC = 0x40
+ENODEV = 19
+
+
+@stub("__tty_alloc_driver", nargs=3, kind="alloc")
+def _h_tty_alloc_driver(call):
+    lines, owner, flags = call.arg(0), call.arg(1), call.arg(2)
+    if not lines or (flags & TTY_DRIVER_UNNUMBERED_NODE and lines > 1):
+        return -EINVAL & 0xFFFFFFFF
+    drv = _obj(call, TTY_DRIVER_SIZE, kind="tty_driver")
+    if not drv:
+        return -ENOMEM & 0xFFFFFFFF
+    call.put_u32(drv, 1)                      # kref
+    call.put_u32(drv + 8, owner)
+    call.put_u32(drv + 32, lines)             # num
+    call.put_u32(drv + 84, flags)
+    if not flags & TTY_DRIVER_DEVPTS_MEM:
+        call.put_u32(drv + 96, _obj(call, 4 * lines))        # ttys
+        call.put_u32(drv + 104, _obj(call, 4 * lines))       # termios
+    if not flags & TTY_DRIVER_DYNAMIC_ALLOC:
+        call.put_u32(drv + 100, _obj(call, 4 * lines))       # ports
+        call.put_u32(drv + 4, _obj(call, 4 * lines))         # cdevs
+    call.machine.record("tty_alloc_driver", lines=lines, flags=flags, addr=drv)
+    return drv
+
+
+@stub("tty_kopen_exclusive", "tty_kopen_shared", nargs=1, kind="call")
+def _h_tty_kopen(call):
+    return -ENODEV & 0xFFFFFFFF              # no such tty device in the emulated machine
+
+
+@stub("tty_register_driver", nargs=1, kind="register")
+def _h_tty_register_driver(call):
+    call.machine.record("tty_register_driver", addr=call.arg(0))
+    return 0
+
+
+# --- netdev ----------------------------------------------------------------------------------
+NETDEV_SIZE = 0x640              # ALIGN(sizeof(struct net_device), NETDEV_ALIGN) on 6.1 armhf
+NETDEV_ALIGN = 32
+
+
+def _alloc_netdev(call, priv: int, name: int) -> int:
+    size = NETDEV_SIZE + priv + NETDEV_ALIGN - 1
+    p = call.machine.heap.alloc(size, zero=True, kind="net_device", caller=call.lr)
+    if not p:
+        return 0
+    dev = (p + NETDEV_ALIGN - 1) & ~(NETDEV_ALIGN - 1)
+    if name:
+        call.write(dev, call.string(name, 15) + b"\0")      # dev->name
+    call.machine.record(call.name, name=_name_at(call, name) if name else None, priv=priv, addr=dev)
+    return dev
+
+
+@stub("alloc_netdev_mqs", nargs=6, kind="alloc")
+def _h_alloc_netdev_mqs(call):
+    return _alloc_netdev(call, call.arg(0), call.arg(1))
+
+
+@stub("alloc_etherdev_mqs", nargs=3, kind="alloc")
+def _h_alloc_etherdev_mqs(call):
+    return _alloc_netdev(call, call.arg(0), 0)
+
+
+# --- simple_pin_fs: an internal mount of the filesystem -----------------------------------------
+@stub("simple_pin_fs", nargs=3, kind="register")
+def _h_simple_pin_fs(call):
+    fstype, mount, count = call.arg(0), call.arg(1), call.arg(2)
+    mnt = call.u32(mount)
+    if not mnt:
+        mnt = _obj(call, 32, kind="vfsmount")
+        sb = _obj(call, 1024, kind="super_block")
+        root = _obj(call, 256, kind="dentry")
+        inode = _obj(call, 512, kind="inode")
+        call.write(mnt, struct.pack("<II", root, sb))             # mnt_root, mnt_sb
+        call.put_u32(root + 16, root)                             # d_parent
+        call.put_u32(root + 40, inode)                            # d_inode
+        call.put_u32(mount, mnt)
+    call.put_u32(count, call.u32(count) + 1)
+    call.machine.record("simple_pin_fs", name=_struct_name(call, fstype), addr=mnt)
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+# Kernel data with its boot-time value (every other data symbol is zero-filled)
+# --------------------------------------------------------------------------------------------
+_U, _L, _D, _C, _P, _S, _X, _SP = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20, 0x40, 0x80
+_CTYPE = bytes([_C] * 9 + [_C | _S] * 5 + [_C] * 18 + [_S | _SP] + [_P] * 15 + [_D] * 10 + [_P] * 7
+               + [_U | _X] * 6 + [_U] * 20 + [_P] * 6 + [_L | _X] * 6 + [_L] * 20 + [_P] * 4 + [_C]
+               + [0] * 32 + [_S | _SP] + [_P] * 31 + [_U] * 23 + [_P] + [_U] * 7 + [_L] * 24 + [_P]
+               + [_L] * 8)
+assert len(_CTYPE) == 256
+
+for _n, _v in (("_ctype", _CTYPE),                              # lib/ctype.c
+               ("hrtimer_resolution", struct.pack("<I", 1)),  # high-resolution timers: 1 ns
+               ("nr_cpu_ids", struct.pack("<I", 1)),          # one possible CPU, number 0
+               ("__cpu_possible_mask", struct.pack("<I", 1)),
+               ("__cpu_online_mask", struct.pack("<I", 1)),
+               ("__cpu_present_mask", struct.pack("<I", 1)),
+               ("__cpu_active_mask", struct.pack("<I", 1))):
+    DEFAULT.set_data(_n, _v)
 
 
 def describe_args(stub: Stub | None, call: StubCall) -> list[int]:
