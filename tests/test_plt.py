@@ -154,3 +154,15 @@ def test_sorted_rules_fail_on_far_init_to_core_calls():
     session = Session(Kernel.from_files([SYMVERS], cfg), cfg, "vmalloc")
     mod = session.load(sample("initcore-arm.ko"))      # vmalloc: core and init are adjacent, still fine
     assert mod.plt_counts["sorted"].core >= 1
+
+
+def test_initcore_hand_counts():
+    """readelf -r initcore-arm.ko, branches only:
+    .rel.text       4 x CALL __gnu_mcount_nc                         (UND)
+    .rel.init.text  CALL __gnu_mcount_nc, _printk (UND); core_mix, initcore_checksum (.text)
+    .rel.exit.text  CALL core_sum (.text); JUMP24 _printk (UND)
+    legacy/sorted: UND only, duplicates once per section -> 1 + 2 + 1 = 4 (one .plt).
+    v6: core = .text 1 + .exit.text 2 (+2 fixed) = 5; init = 4 (+2 fixed) = 6."""
+    plan = plan_plts(read_object(sample("initcore-arm.ko")), KernelConfig())
+    assert plan.counts["legacy"].total == plan.counts["sorted"].total == 4
+    assert (plan.counts["v6"].core, plan.counts["v6"].init) == (5, 6)
