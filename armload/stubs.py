@@ -1296,14 +1296,32 @@ def _h_free_percpu(call):
 
 
 # --- locks with state (SMP ticket spinlocks, mutex owner), so that assertions hold ------------
+# Lock words are updated when they are writable. A lock reached through a pointer that only the
+# simulated kernel's zero-filled data makes NULL is left alone (the state is not tracked there).
+def _lock_word(call, lock: int) -> int | None:
+    try:
+        return call.u32(lock)
+    except StubFault:
+        return None
+
+
+def _set_lock_word(call, lock: int, value: int) -> None:
+    try:
+        call.put_u32(lock, value)
+    except StubFault:
+        pass
+
+
 def _spin_lock(call, lock: int) -> None:
-    v = call.u32(lock)
-    call.put_u32(lock, (v + 0x10000) & 0xFFFFFFFF)         # tickets.next++
+    v = _lock_word(call, lock)
+    if v is not None:
+        _set_lock_word(call, lock, (v + 0x10000) & 0xFFFFFFFF)          # tickets.next++
 
 
 def _spin_unlock(call, lock: int) -> None:
-    v = call.u32(lock)
-    call.put_u32(lock, (v & 0xFFFF0000) | ((v + 1) & 0xFFFF))   # tickets.owner++
+    v = _lock_word(call, lock)
+    if v is not None:
+        _set_lock_word(call, lock, (v & 0xFFFF0000) | ((v + 1) & 0xFFFF))   # tickets.owner++
 
 
 for _n in ("_raw_spin_lock", "_raw_spin_lock_bh", "_raw_spin_lock_irq", "_raw_spin_lock_nested"):
@@ -1326,7 +1344,7 @@ def _h_spin_irqrestore(call):
 
 @stub("_raw_spin_trylock", "_raw_spin_trylock_bh", nargs=1, kind="lock")
 def _h_spin_trylock(call):
-    v = call.u32(call.arg(0))
+    v = _lock_word(call, call.arg(0)) or 0
     if (v >> 16) != (v & 0xFFFF):
         return 0
     _spin_lock(call, call.arg(0))
@@ -1340,33 +1358,33 @@ def _current(call) -> int:
 
 @stub("mutex_lock", "mutex_lock_nested", "mutex_lock_io", nargs=1, kind="lock")
 def _h_mutex_lock(call):
-    call.put_u32(call.arg(0), _current(call))               # mutex.owner = current
+    _set_lock_word(call, call.arg(0), _current(call))       # mutex.owner = current
     return 0
 
 
 @stub("mutex_lock_interruptible", "mutex_lock_killable", nargs=1, kind="lock")
 def _h_mutex_lock_int(call):
-    call.put_u32(call.arg(0), _current(call))
+    _set_lock_word(call, call.arg(0), _current(call))
     return 0
 
 
 @stub("mutex_trylock", nargs=1, kind="lock")
 def _h_mutex_trylock(call):
-    if call.u32(call.arg(0)) & ~7:
+    if (_lock_word(call, call.arg(0)) or 0) & ~7:
         return 0
-    call.put_u32(call.arg(0), _current(call))
+    _set_lock_word(call, call.arg(0), _current(call))
     return 1
 
 
 @stub("mutex_unlock", nargs=1, kind="lock")
 def _h_mutex_unlock(call):
-    call.put_u32(call.arg(0), 0)
+    _set_lock_word(call, call.arg(0), 0)
     return 0
 
 
 @stub("mutex_is_locked", nargs=1, kind="lock")
 def _h_mutex_is_locked(call):
-    return 1 if call.u32(call.arg(0)) & ~7 else 0
+    return 1 if (_lock_word(call, call.arg(0)) or 0) & ~7 else 0
 
 
 @stub("try_module_get", nargs=1, kind="lock")
@@ -1537,6 +1555,58 @@ def _h_simple_pin_fs(call):
     call.put_u32(count, call.u32(count) + 1)
     call.machine.record("simple_pin_fs", name=_struct_name(call, fstype), addr=mnt)
     return 0
+
+
+# --- bitmap searches (arch/arm/lib/findbit.S and lib/find_bit.c): `size` when none is found ----
+def _bitmap(call, addr: int, nbits: int) -> int:
+    n = (nbits + 31) // 32
+    return int.from_bytes(call.read(addr, 4 * n), "little") if n else 0
+
+
+def _find(call, addr: int, size: int, start: int, want: int, addr2: int | None = None) -> int:
+    if start >= size:
+        return size
+    bits = _bitmap(call, addr, size)
+    if addr2 is not None:
+        bits &= _bitmap(call, addr2, size)
+    if not want:
+        bits = ~bits & ((1 << size) - 1)
+    bits >>= start
+    if bits == 0:
+        return size
+    return min(size, start + ((bits & -bits).bit_length() - 1))
+
+
+@stub("_find_first_bit_le", "_find_first_bit", nargs=2, kind="math")
+def _h_find_first_bit(call):
+    return _find(call, call.arg(0), call.arg(1), 0, 1)
+
+
+@stub("_find_next_bit_le", "_find_next_bit", nargs=3, kind="math")
+def _h_find_next_bit(call):
+    return _find(call, call.arg(0), call.arg(1), call.arg(2), 1)
+
+
+@stub("_find_first_zero_bit_le", "_find_first_zero_bit", nargs=2, kind="math")
+def _h_find_first_zero_bit(call):
+    return _find(call, call.arg(0), call.arg(1), 0, 0)
+
+
+@stub("_find_next_zero_bit_le", "_find_next_zero_bit", nargs=3, kind="math")
+def _h_find_next_zero_bit(call):
+    return _find(call, call.arg(0), call.arg(1), call.arg(2), 0)
+
+
+@stub("_find_next_and_bit", nargs=4, kind="math")
+def _h_find_next_and_bit(call):
+    return _find(call, call.arg(0), call.arg(2), call.arg(3), 1, addr2=call.arg(1))
+
+
+@stub("_find_last_bit", nargs=2, kind="math")
+def _h_find_last_bit(call):
+    size = call.arg(1)
+    bits = _bitmap(call, call.arg(0), size) & ((1 << size) - 1) if size else 0
+    return bits.bit_length() - 1 if bits else size
 
 
 # --------------------------------------------------------------------------------------------
