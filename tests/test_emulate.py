@@ -296,3 +296,78 @@ def test_cli_run_exit_status():
     import json
     d = json.loads(p.stdout)
     assert d["ok"] and d["modules"][0]["run"]["retval"] == 0
+
+
+# --- several modules in one machine ----------------------------------------------------------
+def test_shared_kernel_function_runs_its_handler_once_per_call():
+    # Two modules calling the same kernel function: one stub hook per machine, so each call runs
+    # the handler exactly once (one hook per module used to run it once per mapped module).
+    from armload.stubs import default_library
+    stubs = default_library()
+    seen = []
+
+    @stubs.handler("some_func", nargs=1)
+    def h(call):
+        seen.append(call.arg(0))
+        return call.arg(0) + 1
+    ext = dict(EXTERNS, some_func="func")
+    a, k = build_module({"init_module": "push {r4, lr}\nmov r0, #10\nbl {some_func}\npop {r4, pc}"},
+                        externs=ext, name="moda")
+    some_func = a.resolved["some_func"].addr
+    # b also uses two kernel functions a does not, below and above some_func: the range of
+    # b's new stubs spans a's
+    b, _ = build_module({"init_module": "push {r4, lr}\nbl {low_func}\nmov r0, #20\nbl {some_func}\n"
+                                        "sub r4, r0, #21\nbl {high_func}\nmov r0, r4\npop {r4, pc}"},
+                        externs=dict(ext, low_func="func", high_func="func"),
+                        extern_addrs={"some_func": some_func, "low_func": some_func - 0x100,
+                                      "high_func": some_func + 0x100},
+                        name="modb", base=0xBF100000)
+    m = Machine([a, b], k, stubs=stubs)
+    ra = m.run_init(a)
+    rb = m.run_init(b)
+    assert ra.retval == 11 and rb.retval == 0
+    assert seen == [10, 20]
+    assert [c.name for c in ra.calls] == ["some_func"]
+    assert [c.name for c in rb.calls] == ["low_func", "some_func", "high_func"]
+
+
+def test_modules_mapped_in_load_order_after_init_memory_is_freed():
+    # a: all init memory at X. b: loaded at X (a's init memory, freed after a's init) and exports
+    # b_func. c: calls b_func (resolved from module b): no kernel stub may be written there, and
+    # c must not be mapped before b.
+    from armload.model import ResolvedSymbol
+    base = 0xBF000000
+    a, k = build_module({"init_module": "mov r0, #0\nbx lr"}, externs=EXTERNS, name="a", init_section=True)
+    a.regions[0].init = True
+    b, _ = build_module({"init_module": "mov r0, #0\nbx lr", "b_func": "mov r0, #7\nbx lr"},
+                        externs=EXTERNS, name="b", base=base)
+    b_func = next(s.addr for s in b.symbols if s.name == "b_func")
+    c, _ = build_module({"init_module": "push {r4, lr}\nbl {b_func}\npop {r4, pc}"},
+                        externs=dict(EXTERNS, b_func="func"), extern_addrs={"b_func": b_func},
+                        name="c", base=0xBF100000)
+    c.resolved["b_func"] = ResolvedSymbol("b_func", b_func, "module:b", "func")
+    assert a.regions[0].base == b.regions[0].base
+    m = Machine([a, b, c], k)
+    assert m.modules == [] and len(m.pending) == 3      # nothing mapped before it runs
+    assert m.run_init(a).retval == 0                     # frees a's init memory
+    assert [x.name for x in m.modules] == ["a"]
+    assert b_func & ~1 not in m._stub_at
+    rc = m.run_init(c)                                   # maps b, then c
+    assert [x.name for x in m.modules] == ["a", "b", "c"]
+    assert rc.status == "returned" and rc.retval == 7, rc.fault and rc.fault.format()
+    assert [x.name for x in rc.calls] == []              # b_func is module code, not a kernel call
+    assert b_func & ~1 not in m._stub_at
+
+
+def test_module_in_unfreed_init_memory_is_not_mapped():
+    import pytest as _pt
+    from armload.errors import EmulationError
+    a, k = build_module({"init_module": "mov r0, #-19\nbx lr"}, externs=EXTERNS, name="a", init_section=True)
+    a.regions[0].init = True
+    b, _ = build_module({"init_module": "mov r0, #0\nbx lr"}, externs=EXTERNS, name="b")
+    m = Machine([a, b], k)
+    assert m.run_init(a).retval == -19                   # init failed: its memory is not freed
+    with _pt.raises(EmulationError, match="init memory of a"):
+        m.run_init(b)
+    m.free_init_memory(a)                                # public API (corpus check uses it)
+    assert m.run_init(b).retval == 0
