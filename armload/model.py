@@ -104,7 +104,7 @@ class PltCounts:
         return self.core + self.init
 
 
-@dataclass
+@dataclass(eq=False)          # identity: a module is itself, not its (numpy-holding) fields
 class LoadedModule:
     name: str
     path: str
