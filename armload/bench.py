@@ -9,7 +9,7 @@ from .config import KernelConfig
 from .elf import read_object
 from .kernel import Kernel
 from .loader import Session
-from .plt import count_legacy, count_legacy_quadratic, exec_rel_tables, plan_plts, sym_shndx
+from .plt import count_legacy, count_legacy_quadratic, count_plts, exec_rel_tables, plan_plts, sym_shndx
 from .report import table
 from .synth import DEFAULT_N_RELOCS, make_module
 
@@ -27,10 +27,7 @@ def _best(fn, repeat: int) -> float:
 
 def _v6_count_only(obj, cfg):
     """The v6 count by itself (no legacy/sorted side-by-side work)."""
-    from .plt import _count_sorted, kernel_order
-    shndx = sym_shndx(obj)
-    for t in exec_rel_tables(obj):
-        _count_sorted(t, kernel_order(t.r_info, t.words, "v6"), shndx, True)
+    return count_plts(obj, cfg, "v6")
 
 
 def bench_object(label: str, path: str, data: bytes | None, repeat: int = 3) -> dict:

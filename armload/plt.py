@@ -249,37 +249,43 @@ class PltPlan:
     sizes: dict[str, int]                 # "core"/"init" -> sh_size for the chosen algorithm
 
 
-def plan_plts(obj: ObjectFile, config: KernelConfig, *, init_section=None, exact_sort: bool = False) -> PltPlan:
-    """module_frob_arch_sections for all three generations; sizes/order for config.plt_algorithm."""
+def count_plts(obj: ObjectFile, config: KernelConfig, algorithm: str, *, tables: list[RelTable] | None = None,
+               exact_sort: bool = False) -> tuple[PltCounts, dict[int, np.ndarray]]:
+    """module_frob_arch_sections' count under one generation's rules, and the order in which
+    that kernel applies each exec REL section (legacy: unsorted)."""
     from .layout import init_layout_section
-    is_init = init_section or (lambda name: init_layout_section(name, config))
-    tables = exec_rel_tables(obj)
+    tables = exec_rel_tables(obj) if tables is None else tables
     shndx = sym_shndx(obj)
-    counts = {}
-    orders_by_alg: dict[str, dict[int, np.ndarray]] = {"legacy": {}, "sorted": {}, "v6": {}}
-    # legacy: unsorted, one PLT
-    counts["legacy"] = PltCounts("legacy", sum(count_legacy(t, shndx, config.thumb2) for t in tables), 0)
+    if algorithm == "legacy":
+        total = sum(count_legacy(t, shndx, config.thumb2) for t in tables)
+        return PltCounts("legacy", total, 0), {t.relsec: np.arange(len(t.r_info)) for t in tables}
+    core = init = 0
+    orders = {}
     for t in tables:
-        orders_by_alg["legacy"][t.relsec] = np.arange(len(t.r_info))
-    for alg in ("sorted", "v6"):
-        core = init = 0
-        for t in tables:
-            order = kernel_order(t.r_info, t.words, alg, exact=exact_sort)
-            orders_by_alg[alg][t.relsec] = order
-            n = _count_sorted(t, order, shndx, same_section_rule=(alg == "v6"))
-            if alg == "v6" and is_init(t.dstname):
-                init += n
-            else:
-                core += n
-        if alg == "v6":
-            core += config.n_fixed_plts
-            init += config.n_fixed_plts
-        counts[alg] = PltCounts(alg, core, init)
+        order = kernel_order(t.r_info, t.words, algorithm, exact=exact_sort)
+        orders[t.relsec] = order
+        n = _count_sorted(t, order, shndx, same_section_rule=(algorithm == "v6"))
+        if algorithm == "v6" and init_layout_section(t.dstname, config):
+            init += n
+        else:
+            core += n
+    if algorithm == "v6":
+        core += config.n_fixed_plts
+        init += config.n_fixed_plts
+    return PltCounts(algorithm, core, init), orders
+
+
+def plan_plts(obj: ObjectFile, config: KernelConfig, *, exact_sort: bool = False) -> PltPlan:
+    """All three generations' counts side by side; sizes and order for config.plt_algorithm."""
+    tables = exec_rel_tables(obj)
+    counts, orders = {}, {}
+    for alg in ("legacy", "sorted", "v6"):
+        counts[alg], orders[alg] = count_plts(obj, config, alg, tables=tables, exact_sort=exact_sort)
     chosen = counts[config.plt_algorithm]
     sizes = {"core": plt_size(chosen.core, config)}
     if config.plt_algorithm == "v6":
         sizes["init"] = plt_size(chosen.init, config)
-    return PltPlan(counts=counts, orders=orders_by_alg[config.plt_algorithm], sizes=sizes)
+    return PltPlan(counts=counts, orders=orders[config.plt_algorithm], sizes=sizes)
 
 
 # --- emission ------------------------------------------------------------------------------
