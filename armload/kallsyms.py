@@ -574,30 +574,21 @@ def _parse_around(data: bytes, tt: int, ti: int, toks: list[bytes], source: str)
 def _decompress_zimage(blob: bytes, path: str) -> bytes:
     """The payload of an ARM zImage: the first XZ (or gzip) stream that decodes completely."""
     tried = []
-    pos = blob.find(XZ_MAGIC)
-    while pos >= 0:
-        dec = lzma.LZMADecompressor(format=lzma.FORMAT_XZ)
-        try:
-            out = dec.decompress(blob[pos:], max_length=256 << 20)
-        except lzma.LZMAError as e:
-            tried.append(f"xz at {pos:#x}: {e}")
-        else:
-            if dec.eof:
-                return out
-            tried.append(f"xz at {pos:#x}: stream truncated after {len(out)} bytes")
-        pos = blob.find(XZ_MAGIC, pos + 1)
-    pos = blob.find(GZIP_MAGIC)
-    while pos >= 0:
-        dec = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        try:
-            out = dec.decompress(blob[pos:], 256 << 20)
-        except zlib.error as e:
-            tried.append(f"gzip at {pos:#x}: {e}")
-        else:
-            if dec.eof:
-                return out
-            tried.append(f"gzip at {pos:#x}: stream truncated")
-        pos = blob.find(GZIP_MAGIC, pos + 1)
+    codecs = (("xz", XZ_MAGIC, lambda: lzma.LZMADecompressor(format=lzma.FORMAT_XZ), lzma.LZMAError),
+              ("gzip", GZIP_MAGIC, lambda: zlib.decompressobj(16 + zlib.MAX_WBITS), zlib.error))
+    for name, magic, make, error in codecs:
+        pos = blob.find(magic)
+        while pos >= 0:
+            dec = make()
+            try:
+                out = dec.decompress(blob[pos:], 256 << 20)
+            except error as e:
+                tried.append(f"{name} at {pos:#x}: {e}")
+            else:
+                if dec.eof:
+                    return out
+                tried.append(f"{name} at {pos:#x}: stream truncated after {len(out)} bytes")
+            pos = blob.find(magic, pos + 1)
     detail = "; ".join(tried[:4]) if tried else "no XZ or gzip stream in the file"
     raise KernelFileError(f"{path}: ARM zImage but its compressed payload could not be decompressed ({detail})",
                           file=path)
