@@ -47,7 +47,7 @@ class Kernel:
     simulated: dict[str, int] = field(default_factory=dict)          # name -> simulated address
     _next_text: int = 0
     _next_data: int = 0
-    _sorted: list | None = None
+    _sorted: tuple | None = None
     kallsyms: object | None = None     # KallsymsTable when the kernel came from an image
     vermagic: str | None = None        # VERMAGIC_STRING; None: not checked
 
@@ -197,21 +197,22 @@ class Kernel:
 
     def symbolize(self, addr: int) -> str | None:
         """`name+0xoff/0xsize` for a kernel address (like %pS), or None."""
-        if self.kallsyms is not None and addr not in self.simulated.values():
-            hit = self.kallsyms.addr_to_name(addr)
-            if hit:
-                return hit
-        if self._sorted is None:
+        if self._sorted is None:             # (addresses, names, simulated addresses), built once
             pairs = {a: n for n, a in self.simulated.items()}
             for ks in self.symbols.values():
                 if ks.type in TEXT_TYPES or ks.type in DATA_TYPES:
                     pairs.setdefault(ks.addr, ks.name)
-            self._sorted = sorted(pairs.items())
-        keys = [a for a, _ in self._sorted]
+            items = sorted(pairs.items())
+            self._sorted = ([a for a, _ in items], [n for _, n in items], set(self.simulated.values()))
+        keys, names, sim_addrs = self._sorted
+        if self.kallsyms is not None and addr not in sim_addrs:
+            hit = self.kallsyms.addr_to_name(addr)
+            if hit:
+                return hit
         i = bisect.bisect_right(keys, addr) - 1
         if i < 0:
             return None
-        start, name = self._sorted[i]
+        start, name = keys[i], names[i]
         end = keys[i + 1] if i + 1 < len(keys) else start + 4
         if name in self.simulated:
             end = min(end, start + (SIM_DATA_SLOT if start >= self.config.page_offset + SIM_DATA_BASE_OFFSET
