@@ -6,14 +6,14 @@ layout_sections (five mask rows, index order per row), layout_symtab, and module
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from .config import PAGE_SIZE, KernelConfig
 from .constants import (SHF_ALLOC, SHF_EXECINSTR, SHF_RO_AFTER_INIT, SHF_WRITE, SHN_UNDEF, SHT_NOBITS)
 from .elf import ObjectFile, Section, SYM_DTYPE
-from .errors import LayoutError, ENOMEM
+from .errors import ENOMEM, ElfFormatError, LayoutError
 
 NOT_ALLOC_SECTIONS = ("__versions", "__version_ext_crcs", "__version_ext_names", ".modinfo")
 PERCPU_SECTION = ".data..percpu"
@@ -82,7 +82,6 @@ class Layout:
     places: dict[int, SectionPlace]         # ELF index -> final placement, ALLOC sections only
     regions: list[Region]
     percpu: SectionPlace | None = None
-    notes: list[str] = field(default_factory=list)
 
     def addr_of(self, index: int) -> int:
         """Final sh_addr: placed sections, per-cpu, or the temporary copy for the rest."""
@@ -161,9 +160,8 @@ class ModuleAllocator:
         self.percpu_used = [u for u in self.percpu_used if u[0] != base]
 
 
-def prepare_sections(obj: ObjectFile, config: KernelConfig, plt_sizes: dict[str, int]) -> tuple[list[Section], list[str]]:
+def prepare_sections(obj: ObjectFile, config: KernelConfig, plt_sizes: dict[str, int]) -> list[Section]:
     """rewrite_section_headers + module_frob_arch_sections sizing + rwx/ro_after_init marks."""
-    notes = []
     secs = [replace(s) for s in obj.sections]
     for s in secs:
         if s.name in NOT_ALLOC_SECTIONS or s.name == PERCPU_SECTION:
@@ -181,10 +179,9 @@ def prepare_sections(obj: ObjectFile, config: KernelConfig, plt_sizes: dict[str,
     if config.strict_rwx:
         for s in secs:
             if (s.sh_flags & SHF_WRITE) and (s.sh_flags & SHF_EXECINSTR):
-                from .errors import ElfFormatError
                 raise ElfFormatError(f"{obj.name}: section {s.name} (index {s.index}) has invalid WRITE|EXEC flags",
                                      file=obj.path, section=s.index)
-    return secs, notes
+    return secs
 
 
 def _core_symbols(obj: ObjectFile, secs: list[Section], init_idx: set[int], kallsyms_all: bool) -> tuple[int, int]:
@@ -208,7 +205,7 @@ def _core_symbols(obj: ObjectFile, secs: list[Section], init_idx: set[int], kall
 
 def layout_module(obj: ObjectFile, config: KernelConfig, plt_sizes: dict[str, int],
                   allocator: ModuleAllocator) -> Layout:
-    secs, notes = prepare_sections(obj, config, plt_sizes)
+    secs = prepare_sections(obj, config, plt_sizes)
     places: dict[int, SectionPlace] = {}
     # Offsets within each memory class, five rows, index order within a row.
     sizes: dict[str, int] = {}
@@ -275,4 +272,4 @@ def layout_module(obj: ObjectFile, config: KernelConfig, plt_sizes: dict[str, in
     if pc is not None:
         percpu = SectionPlace(pc.index, pc.name, allocator.alloc_percpu(pc.sh_size, pc.sh_addralign),
                               pc.sh_size, "percpu", pc.sh_flags, pc.sh_type == SHT_NOBITS)
-    return Layout(sections=secs, places=places, regions=regions, percpu=percpu, notes=notes)
+    return Layout(sections=secs, places=places, regions=regions, percpu=percpu)

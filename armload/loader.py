@@ -139,9 +139,8 @@ def _load_object(obj: ObjectFile, session: Session) -> LoadedModule:
         counts, branches = _apply_all(obj, layout, plan, syms, mems, config, router)
         for name, sec in plts.items():
             p = layout.places[sec.index]
-            m = mems[_region_name(layout, p.addr)]
-            off = p.addr - _region_base(layout, p.addr)
-            m[0][off:off + sec.plt.size] = np.frombuffer(sec.plt.image(), dtype=np.uint8)
+            name, base = _region_at(layout, p.addr)
+            mems[name][0][p.addr - base:p.addr - base + sec.plt.size] = np.frombuffer(sec.plt.image(), dtype=np.uint8)
         timings["relocate"] = time.perf_counter() - t
     except BaseException:
         for r in layout.regions:
@@ -191,18 +190,12 @@ def _ftrace_addr(kernel: Kernel, name: str) -> int:
     return kernel.address_of(e, "func")[0]
 
 
-def _region_name(layout: Layout, addr: int) -> str:
+def _region_at(layout: Layout, addr: int) -> tuple[str, int]:
+    """(name, base) of the allocation holding `addr`; the per-cpu area otherwise."""
     for r in layout.regions:
         if r.base <= addr < r.base + r.size:
-            return r.name
-    return "percpu"
-
-
-def _region_base(layout: Layout, addr: int) -> int:
-    for r in layout.regions:
-        if r.base <= addr < r.base + r.size:
-            return r.base
-    return layout.percpu.addr
+            return r.name, r.base
+    return "percpu", layout.percpu.addr
 
 
 def _allocate_memory(obj: ObjectFile, layout: Layout):
@@ -222,8 +215,8 @@ def _allocate_memory(obj: ObjectFile, layout: Layout):
         sec = layout.sections[idx]
         if sec.sh_type == SHT_NOBITS or p.size == 0:
             continue
-        name = _region_name(layout, p.addr)
-        off = p.addr - _region_base(layout, p.addr)
+        name, base = _region_at(layout, p.addr)
+        off = p.addr - base
         mems[name][0][off:off + p.size] = np.frombuffer(obj.data, np.uint8, p.size, sec.sh_offset)
     if layout.percpu is not None and obj.sections[layout.percpu.index].sh_type != SHT_NOBITS:
         s = obj.sections[layout.percpu.index]
@@ -250,9 +243,9 @@ def _apply_all(obj, layout, plan, syms, mems, config, router):
         if order is not None:
             rel = rel[order]
         p = layout.places[sec.sh_info]
-        rname = _region_name(layout, p.addr)
+        rname, rbase = _region_at(layout, p.addr)
         tgt = SectionTarget(dst.index, dst.name, p.addr, dst.sh_size, mems[rname][0],
-                            p.addr - _region_base(layout, p.addr))
+                            p.addr - rbase)
         if has_overlaps(rel["r_offset"], rel["r_info"]):
             parts = [(i, rel[i:i + 1]) for i in range(len(rel))]
         else:
@@ -292,7 +285,7 @@ def _build_module(obj, layout, regions, syms, resolved, plan, counts, branches, 
     sections = []
     by_region = {r.name: r for r in regions}
     for idx, p in sorted(layout.places.items(), key=lambda kv: kv[1].addr):
-        r = by_region[_region_name(layout, p.addr)]
+        r = by_region[_region_at(layout, p.addr)[0]]
         o = p.addr - r.base
         sections.append(LoadedSection(idx, p.name, p.addr, p.size, p.flags, layout.sections[idx].sh_type,
                                       p.mem, bytes(r.data[o:o + p.size])))
@@ -349,7 +342,7 @@ def _build_module(obj, layout, regions, syms, resolved, plan, counts, branches, 
         resolved=resolved, sym_names=syms.names, branches=branches, plt_entries=plt_entries,
         plt_counts=plan.counts, reloc_counts={reloc_name(k): v for k, v in sorted(counts.items())},
         init_addr=init_addr, exit_addr=exit_addr, exports=exports, modinfo=obj.modinfo, thumb=thumb,
-        warnings=list(obj.warnings) + list(layout.notes))
+        warnings=list(obj.warnings))
 
 
 def _read_exports(obj: ObjectFile, layout: Layout, regions: list[MemRegion], session: Session) -> list[Export]:

@@ -7,8 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .constants import (BRANCH_TYPES, SHN_ABS, SHN_COMMON, SHN_LIVEPATCH, SHN_LORESERVE, SHN_UNDEF,
-                        STB_WEAK, STT_FUNC)
+from .constants import BRANCH_TYPES, SHN_COMMON, SHN_LORESERVE, SHN_UNDEF, STB_WEAK
 from .elf import SYM_DTYPE, ObjectFile
 from .errors import EINVAL, ENOENT, ENOEXEC, SymbolError
 from .kernel import Kernel
@@ -195,5 +194,4 @@ def _phantom_name(obj: ObjectFile, ph) -> str:
     return ""
 
 
-__all__ = ["ExportTable", "resolve_undefined", "symbol_values", "versions_table", "STT_FUNC", "SHN_ABS",
-           "SHN_LIVEPATCH"]
+__all__ = ["ExportTable", "resolve_undefined", "symbol_values", "versions_table"]
