@@ -50,6 +50,9 @@ class Kernel:
     _sorted: tuple | None = None
     kallsyms: object | None = None     # KallsymsTable when the kernel came from an image
     vermagic: str | None = None        # VERMAGIC_STRING; None: not checked
+    image_path: str | None = None      # the kernel image whose code the emulator runs
+    simulate_all: bool = False         # built-in kernel: invent an address for any undefined symbol
+    known: frozenset = frozenset()     # built-in kernel: names armload simulates (models, real-code table)
 
     # --- construction --------------------------------------------------------
     @classmethod
@@ -62,9 +65,14 @@ class Kernel:
         return k
 
     @classmethod
-    def builtin(cls, config: KernelConfig) -> "Kernel":
-        """No kernel file: every undefined symbol resolves to a simulated address."""
-        return cls(config=config, default=True, sources=["built-in default kernel"])
+    def builtin(cls, config: KernelConfig, *, simulate_all: bool = False) -> "Kernel":
+        """No kernel file: the functions and data armload simulates get invented addresses
+        (`simulate_all`: any undefined symbol does); anything else is an Unknown symbol."""
+        from .emu.calls import known_names
+        what = ("every undefined symbol gets an invented address (--simulate-symbols)" if simulate_all else
+                "symbols armload models get invented addresses; others are unknown")
+        return cls(config=config, default=True, simulate_all=simulate_all, known=known_names(),
+                   sources=[f"built-in kernel: NO REAL KERNEL, {what}"])
 
     def add_file(self, path: str) -> None:
         try:
@@ -78,7 +86,21 @@ class Kernel:
             for addr, typ, name in table:
                 self._add_symbol(name, addr, typ)
             self.kallsyms = table           # symbolize() uses the kernel's own rules through it
-            self.sources.append(f"{path} (kallsyms)")
+            n = 0
+            if head[:4] != b"\x7fELF":      # the Image's __ksymtab: every export, data included
+                from .emu.image import load_image
+                img = load_image(path)
+                for name, addr in img.exports.items():
+                    e = self.exports.get(name)
+                    if e is None:
+                        self.exports[name] = Export(name=name, addr=addr, kind=_kind_of(self.symbols[name].type)
+                                                    if name in self.symbols else "data")
+                    elif e.addr is None:
+                        e.addr = addr
+                        e.kind = e.kind if e.kind != "unknown" else ("func" if name in self.symbols else "data")
+                    n += 1
+                self.image_path = path
+            self.sources.append(f"{path} (kallsyms" + (f", {n} exports from __ksymtab)" if n else ")"))
             return
         try:
             text = open(path, encoding="utf-8", errors="replace").read()
@@ -155,7 +177,7 @@ class Kernel:
         if e is not None:
             # Module.symvers also lists modules' exports: those exist only once that module is loaded.
             return e if e.owner == "vmlinux" else None
-        if self.default:
+        if self.default and (self.simulate_all or name in self.known):
             return Export(name=name, addr=None, owner="vmlinux")
         if not self.exports and name in self.symbols:
             # A bare System.map without __ksymtab_ entries: treat every symbol as exported.

@@ -1,0 +1,69 @@
+"""Boot-time kernel state: what a booted kernel's data holds when a module is loaded.
+
+The Image carries its static initial values; this adds what boot code would have set: the
+clock's jiffies, elf_hwcap for the emulated Cortex-A15 (VFPv4 + NEON), one possible/online CPU,
+loops_per_jiffy calibrated to the simulated clock, SYSTEM_RUNNING, the system workqueues.
+Without an image the same values go into the simulated data a module imports.
+"""
+from __future__ import annotations
+
+import struct
+
+# arch/arm/include/uapi/asm/hwcap.h; /proc/cpuinfo of a Cortex-A15 under Debian 6.1:
+# half thumb fastmult vfp edsp neon vfpv3 tls vfpv4 idiva idivt vfpd32 lpae evtstrm
+HWCAP = {"half": 1 << 1, "thumb": 1 << 2, "fastmult": 1 << 4, "vfp": 1 << 6, "edsp": 1 << 7,
+         "neon": 1 << 12, "vfpv3": 1 << 13, "tls": 1 << 15, "vfpv4": 1 << 16, "idiva": 1 << 17,
+         "idivt": 1 << 18, "vfpd32": 1 << 19, "lpae": 1 << 20, "evtstrm": 1 << 21}
+ELF_HWCAP = sum(HWCAP.values())
+SYSTEM_RUNNING = 3                # enum system_states
+CPU_MASKS = ("__cpu_possible_mask", "__cpu_online_mask", "__cpu_present_mask", "__cpu_active_mask")
+DELAY_LOOP_INSNS = 2              # __loop_delay: subs r0, r0, #1; bhi
+_U, _L, _D, _C, _P, _S, _X, _SP = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20, 0x40, 0x80
+CTYPE = bytes([_C] * 9 + [_C | _S] * 5 + [_C] * 18 + [_S | _SP] + [_P] * 15 + [_D] * 10 + [_P] * 7
+              + [_U | _X] * 6 + [_U] * 20 + [_P] * 6 + [_L | _X] * 6 + [_L] * 20 + [_P] * 4 + [_C]
+              + [0] * 32 + [_S | _SP] + [_P] * 31 + [_U] * 23 + [_P] + [_U] * 7 + [_L] * 24 + [_P]
+              + [_L] * 8)                # lib/ctype.c, for machines without the image's copy
+
+
+def _words(machine) -> dict[str, bytes]:
+    lpj = machine.clock.insns_per_tick // DELAY_LOOP_INSNS
+    out = {"elf_hwcap": struct.pack("<I", ELF_HWCAP), "elf_hwcap2": struct.pack("<I", 0),
+           "nr_cpu_ids": struct.pack("<I", 1), "system_state": struct.pack("<I", SYSTEM_RUNNING),
+           "loops_per_jiffy": struct.pack("<I", lpj),
+           "hrtimer_resolution": struct.pack("<I", 1)}          # high-resolution mode: 1 ns
+    for m in CPU_MASKS:
+        out[m] = struct.pack("<I", 1)
+    return out
+
+
+def setup(machine) -> None:
+    """Write boot-time values into the mapped Image (nothing to do without one)."""
+    img = machine.image
+    if img is None:
+        return
+    for name, value in _words(machine).items():
+        a = img.exports.get(name)
+        if a is not None:
+            machine.uc.mem_write(a, value)
+    j = img.exports.get("jiffies_64") or img.exports.get("jiffies")
+    if j is not None:
+        machine.clock.bind_jiffies(j)
+    from .models.sched import create_system_workqueues
+    create_system_workqueues(machine, {n: a for n, a in img.exports.items() if n.startswith("system_")})
+
+
+def init_sim_data(machine, name: str, addr: int) -> bool:
+    """Boot value of a simulated kernel data symbol; False when armload has none for it."""
+    words = _words(machine)
+    words["_ctype"] = CTYPE
+    if name in words:
+        machine.uc.mem_write(addr, words[name])
+        return True
+    if name in ("jiffies", "jiffies_64"):
+        machine.clock.bind_jiffies(addr)
+        return True
+    if name.startswith("system_") and name.endswith("wq"):
+        from .models.sched import create_system_workqueues
+        create_system_workqueues(machine, {name: addr})
+        return True
+    return False

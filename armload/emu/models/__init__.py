@@ -1,0 +1,21 @@
+"""The built-in models, one module per kernel subsystem."""
+from __future__ import annotations
+
+from . import driver, fallbacks, mm, module, printk, sched, time, locking
+from .base import ArgReader, Call, MemArgReader, Model, ModelLibrary
+
+_DEFAULT: ModelLibrary | None = None
+
+
+def default_library() -> ModelLibrary:
+    """A private copy of the built-in models, safe to modify."""
+    global _DEFAULT
+    if _DEFAULT is None:
+        lib = ModelLibrary()
+        for sub in (fallbacks, printk, mm, time, sched, locking, driver, module):
+            sub.register(lib)
+        _DEFAULT = lib
+    return _DEFAULT.copy()
+
+
+__all__ = ["ArgReader", "Call", "MemArgReader", "Model", "ModelLibrary", "default_library"]
