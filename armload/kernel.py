@@ -56,9 +56,9 @@ class Kernel:
 
     # --- construction --------------------------------------------------------
     @classmethod
-    def from_files(cls, paths: list[str], config: KernelConfig) -> "Kernel":
+    def from_files(cls, paths: list[str], config: KernelConfig, *, simulate_all: bool = False) -> "Kernel":
         if not paths:
-            return cls.builtin(config)
+            return cls.builtin(config, simulate_all=simulate_all)
         k = cls(config=config)
         for p in paths:
             k.add_file(p)

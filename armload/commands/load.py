@@ -38,6 +38,9 @@ def add_common_args(p) -> None:
     g.add_argument("--layout", choices=("6.1", "6.4"), default="6.1",
                    help="module memory layout: 6.1 (core+init allocations) or 6.4 (one per memory class)")
     g.add_argument("--no-modversions", action="store_true", help="skip the __versions CRC check")
+    g.add_argument("--simulate-symbols", action="store_true",
+                   help="without --kernel: give every undefined symbol an invented address (by default only "
+                        "the functions and data armload simulates resolve; others are Unknown symbols)")
     g.add_argument("--vermagic", metavar="STRING",
                    help="the kernel's version magic; modules must match it (as check_modinfo does), e.g. "
                         "'6.1.0-50-armmp SMP mod_unload modversions ARMv7 p2v8 '")
@@ -50,7 +53,7 @@ def config_from_args(args) -> KernelConfig:
 
 def session_from_args(args) -> Session:
     config = config_from_args(args)
-    kernel = Kernel.from_files(args.kernel, config)
+    kernel = Kernel.from_files(args.kernel, config, simulate_all=getattr(args, "simulate_symbols", False))
     kernel.vermagic = getattr(args, "vermagic", None)
     return Session(kernel, config, parse_placement(args.placement), modversions=not args.no_modversions)
 

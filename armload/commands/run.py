@@ -9,44 +9,23 @@ from ..errors import EmulationError
 
 DESCRIPTION = """\
 Load one or more modules (in order; later ones may import from earlier ones), check that every
-branch site and PLT entry reaches its target, then run each module's init_module on an emulated
-ARM CPU with a simulated kernel. printk output appears as on the kernel console.
+branch site and PLT entry reaches its target, then run each module's init on an emulated ARM CPU.
+With --kernel vmlinuz the kernel's own code runs from the Debian image; Python models stand in
+where it needs boot-time state or hardware; a call to anything else ends the run as
+`unmodelled: NAME called from SYM+0xOFF [module]` (see --unmodelled). Every trace line says
+how the call was simulated: [real], [model], [fallback] (no image: a Python stand-in for real
+code), [unmodelled].
 Exit status 0 only when every init returned 0 and every branch verified."""
 
 
-# --- shared by run / verify / disasm ---------------------------------------------------------
 def add_module_args(p: argparse.ArgumentParser) -> None:
-    """Kernel, config and placement options: the `load` command's, or a compatible fallback."""
-    try:
-        from .load import add_common_args
-    except ImportError:
-        add_common_args = None
-    if add_common_args is not None:
-        add_common_args(p)
-        return
-    p.add_argument("--kernel", "-k", action="append", default=[], metavar="FILE",
-                   help="Module.symvers, System.map or /proc/kallsyms text (repeatable)")
-    p.add_argument("--thumb2", action="store_true", help="simulate a Thumb-2 kernel (CONFIG_THUMB2_KERNEL)")
-    p.add_argument("--placement", default="window",
-                   help="window (default), vmalloc, or a hex address for the module memory")
+    from .load import add_common_args
+    add_common_args(p)
 
 
 def build_session(args):
-    try:
-        from .load import session_from_args
-    except ImportError:
-        session_from_args = None
-    if session_from_args is not None:
-        return session_from_args(args)
-    from ..config import DEBIAN_ARMMP
-    from ..kernel import Kernel
-    from ..loader import Session
-    config = DEBIAN_ARMMP.with_(thumb2=bool(getattr(args, "thumb2", False)))
-    placement = args.placement
-    if isinstance(placement, str) and placement.lower().startswith("0x"):
-        placement = int(placement, 16)
-    kernel = Kernel.from_files(list(args.kernel or []), config)
-    return Session(kernel, config, placement)
+    from .load import session_from_args
+    return session_from_args(args)
 
 
 def load_all(args):
@@ -63,6 +42,7 @@ def _int(s: str) -> int:
 
 
 def register(sub) -> None:
+    from ..emu.machine import DEFAULT_BUDGET, DEFAULT_TIMEOUT
     p = sub.add_parser("run", help="run init_module in the emulator and verify every branch",
                        description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("modules", nargs="+", metavar="MODULE.ko")
@@ -71,22 +51,28 @@ def register(sub) -> None:
     p.add_argument("--arg", dest="call_args", action="append", type=_int, default=[], metavar="N",
                    help="argument for --call (repeatable, r0 first)")
     p.add_argument("--exit", action="store_true", help="after init succeeds, run cleanup_module too")
-    p.add_argument("--trace", action="store_true", help="list every kernel call with arguments and result")
-    p.add_argument("--budget", type=_int, default=50_000_000, metavar="N",
-                   help="instruction budget per call (default 50M)")
-    p.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
-                   help="wall-clock limit per call (default 10 s)")
+    p.add_argument("--trace", action="store_true", help="list every kernel call with its class, arguments and result")
+    p.add_argument("--unmodelled", choices=("fail", "real", "zero"), default="fail",
+                   help="a call to a kernel function armload does not simulate: fail (default: end the run "
+                        "and say so), real (run the kernel's own code from the image), zero (return 0, marked)")
+    p.add_argument("--budget", type=_int, default=DEFAULT_BUDGET, metavar="N",
+                   help=f"instruction budget per call, kernel code included (default {DEFAULT_BUDGET:,}); "
+                        f"the simulated clock is 1 instruction = 1 ns")
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                   help=f"wall-clock safety net per call (default {DEFAULT_TIMEOUT:g} s); never part of a result")
     p.add_argument("--no-verify", action="store_true", help="skip branch-reach verification")
     p.add_argument("--json", action="store_true", help="machine-readable result on stdout")
     p.set_defaults(func=cmd_run)
 
 
 def cmd_run(args) -> int:
-    from ..emulate import Machine
+    from ..emu import Machine
     from ..verify import verify_module
 
     if args.budget <= 0:
         raise EmulationError("--budget must be positive")
+    if args.call_args and not args.call:
+        raise EmulationError("--arg needs --call NAME")
     session, modules = load_all(args)
     as_json = args.json
     out = sys.stdout
@@ -98,7 +84,7 @@ def cmd_run(args) -> int:
     def trace(rec) -> None:
         say("  call " + rec.format())
 
-    report = {"ok": True, "modules": []}
+    report = {"ok": True, "kernel": session.kernel.describe(), "modules": []}
     ok = True
     verified = {}
     if not args.no_verify:
@@ -108,8 +94,11 @@ def cmd_run(args) -> int:
             ok &= v.ok
 
     machine = Machine(modules, session.kernel, budget=args.budget, timeout=args.timeout,
-                      trace=trace if args.trace and not as_json else None,
+                      unmodelled=args.unmodelled, trace=trace if args.trace and not as_json else None,
                       console=(lambda line: say(line)) if not as_json else None)
+    if machine.image is None:
+        say("armload: no kernel image (--kernel vmlinuz): Python models and fallbacks only; real kernel "
+            "code that has no fallback is reported as unmodelled")
     entries = {m.name: {"name": m.name, "path": m.path} for m in modules}
     for m in modules:
         if m.name in verified:
@@ -142,15 +131,19 @@ def cmd_run(args) -> int:
     for m in modules:
         if m.name in verified:
             say(verified[m.name].format())
-    leaks = machine.heap.live
+    for note in machine.notes:
+        say(f"armload: {note}")
+    leaks = machine.leaks()
     if leaks:
         say(f"heap: {len(leaks)} allocation(s) still live: " +
             ", ".join(f"{a.kind}({a.size}) at {a.addr:#x} by {machine.symbolize(a.caller)}"
-                      for a in list(leaks.values())[:5]))
+                      for a in leaks[:5]))
     report["ok"] = ok
+    report["image"] = machine.image.path if machine.image is not None else None
+    report["notes"] = machine.notes
     report["modules"] = [entries[m.name] for m in modules]
     report["heap_live"] = [{"addr": a.addr, "size": a.size, "kind": a.kind, "caller": machine.symbolize(a.caller)}
-                           for a in leaks.values()]
+                           for a in leaks]
     if as_json:
         json.dump(report, out, indent=2)
         print(file=out)
@@ -166,12 +159,20 @@ def _print_result(say, res, *, show_value: bool = False, void: bool = False) -> 
         say(f"{res.module}: {res.function} returned {res.retval} ({res.retval & 0xFFFFFFFF:#x})")
     else:
         say(res.summary())
+    say(f"{res.module}: {res.instructions:,} instructions, {res.sim_ns / 1e6:.3f} ms simulated")
     counts: dict[str, int] = {}
     for c in res.calls:
-        counts[c.name] = counts.get(c.name, 0) + 1
+        key = f"{c.name} [{c.cls}]"
+        counts[key] = counts.get(key, 0) + 1
     if counts:
         say(f"{res.module}: {len(res.calls)} kernel call(s): " +
             ", ".join(f"{n} x{k}" if k > 1 else n for n, k in counts.items()))
+    for d in res.deferred:
+        if d["kind"] == "stopped":
+            say(f"{res.module}: deferred work stopped: {d['why']} ({d['pending']} pending)")
+        else:
+            say(f"{res.module}: deferred {d['kind']} {d['fn']}: {d['status']}"
+                + (f" {d['retval']}" if d['retval'] is not None else "") + (f" ({d['note']})" if d.get('note') else ""))
     for r in res.registrations:
         extra = ", ".join(f"{k}={v:#x}" if isinstance(v, int) and k in ("addr", "fops", "probe") else f"{k}={v}"
                           for k, v in r.items() if k not in ("call",))

@@ -56,6 +56,10 @@ THUMB_SVC = struct.pack("<H", 0xDFA4)
 THUMB_BX_LR = struct.pack("<H", 0x4770)
 ARM_UDF = struct.pack("<I", 0xE7F001F2)        # the kernel's BUG() instruction
 THUMB_UDF = struct.pack("<H", 0xDE02)
+# __gnu_mcount_nc without an image: its real calling convention, `push {lr}; bl __gnu_mcount_nc`
+# returns to the caller with the original lr popped (mov ip, lr; pop {lr}; bx ip)
+ARM_MCOUNT = struct.pack("<III", 0xE1A0C00E, 0xE49DE004, 0xE12FFF1C)
+THUMB_MCOUNT = struct.pack("<HHHH", 0x46F4, 0xF85D, 0xEB04, 0x4760)
 EXCP_UDEF, EXCP_SWI, EXCP_BKPT = 1, 2, 7
 
 REG_NAMES = ["r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8", "r9", "r10", "r11", "r12",
@@ -290,6 +294,10 @@ class Machine:
         thumb = bool(addr & 1) or (not in_image and self.config.thumb2)
         if not in_image:
             self._map_sim_text(a, thumb)
+            if name == "__gnu_mcount_nc":
+                self.uc.mem_write(a, THUMB_MCOUNT if thumb else ARM_MCOUNT)
+                self._real_hooks[a] = name
+                return
         if d.cls == REAL and in_image:
             if self.record_real:
                 self._real_hooks[a] = name
@@ -417,14 +425,15 @@ class Machine:
             return
         self._scratch = mark
         ret, hi = (out if isinstance(out, tuple) else (out, None))
-        if ret is None:
-            ret = r0                     # void function: r0 is not a result (left as it was)
-        uc.reg_write(A.UC_ARM_REG_R0, ret & 0xFFFFFFFF)
+        if ret is not None:              # None: a void function (r0 is left as it was)
+            uc.reg_write(A.UC_ARM_REG_R0, ret & 0xFFFFFFFF)
+            ret &= 0xFFFFFFFF
         if hi is not None:
             uc.reg_write(A.UC_ARM_REG_R1, hi & 0xFFFFFFFF)
         for r, v in call.extra_regs.items():
             uc.reg_write(REG_IDS[r], v)
-        rec.ret, rec.ret_hi = ret & 0xFFFFFFFF, hi
+        rec.ret, rec.ret_hi = ret, hi
+        rec.void = ret is None
         rec.note = rec.note or call.note
         self._traced(rec)
 
@@ -520,6 +529,10 @@ class Machine:
         if self._scratch > SCRATCH_BASE + SCRATCH_SIZE:
             raise ModelFault("armload: model scratch memory exhausted (nested too deep)", "bug")
         return a
+
+    def leaks(self) -> list:
+        """Live allocations that module code (or a model on its behalf) made: boot objects excluded."""
+        return [a for a in self.heap.live.values() if a.caller]
 
     def timer_base(self) -> int:
         """A stand-in timer-wheel bucket: pending timers' entry.pprev points here (non-NULL)."""

@@ -26,10 +26,11 @@ class CallRecord:
     ret_hi: int | None = None     # r1 for 64-bit results
     cls: str = MODEL
     time_ns: int = 0
+    void: bool = False            # a model of a void function (no return value)
 
     def format(self) -> str:
         a = ", ".join(f"{x:#x}" if x > 9 else str(x) for x in self.args)
-        r = "?" if self.ret is None else fmt_ret(self.ret)
+        r = "void" if self.void else ("(not observed: real code)" if self.ret is None else fmt_ret(self.ret))
         s = f"[{self.cls}] {self.name}({a}) = {r}"
         if self.note:
             s += f"  [{self.note}]"
