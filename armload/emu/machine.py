@@ -423,6 +423,13 @@ class Machine:
                             "fault")
             uc.emu_stop()
             return
+        except Exception as e:           # a bug in a model ends the run with a report, never a crash
+            rec.note = "model error"
+            self._traced(rec)
+            self._stop_with(self._fault("model-error", f"armload's model of {name} raised "
+                                        f"{type(e).__name__}: {e}"), "fault")
+            uc.emu_stop()
+            return
         self._scratch = mark
         ret, hi = (out if isinstance(out, tuple) else (out, None))
         if ret is not None:              # None: a void function (r0 is left as it was)

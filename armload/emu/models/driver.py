@@ -75,6 +75,9 @@ def register(lib: ModelLibrary) -> None:
         if info is None:
             call.fault("misc_deregister of a device that is not registered (list_del corruption)", "bug")
         r.misc_minors.discard(info["minor"])
+        dev = call.u32(call.arg(0) + 24)
+        if dev in call.heap.live:
+            call.heap.free(dev, caller=call.lr)              # device_destroy(misc_class, ...)
 
     # --- char devices -----------------------------------------------------------------------
     def overlaps(r, major, base, count):
