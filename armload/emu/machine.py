@@ -122,6 +122,7 @@ class Machine:
         self._invalid = None
         self._depth = 0
         self._current = TASK_BASE
+        self.breakpoints: dict[int, object] = {}      # addr -> fn(machine, addr): BKPT/UDF traps (probes)
         self._scratch = SCRATCH_BASE
         self._timer_base = None
         try:
@@ -359,6 +360,20 @@ class Machine:
         if intno == EXCP_SWI and pc in self._entries:
             self._on_trap(pc)
             return
+        if intno in (EXCP_UDEF, EXCP_BKPT) and self.breakpoints:
+            addr = pc if intno == EXCP_UDEF else pc - (2 if uc.reg_read(A.UC_ARM_REG_CPSR) & 0x20 else 4)
+            fn = self.breakpoints.get(addr) or self.breakpoints.get(pc)
+            if fn is not None:
+                try:
+                    fn(self, addr)           # sets pc/registers to continue; may raise to stop the run
+                    return
+                except _Stop:
+                    uc.emu_stop()
+                    return
+                except ModelFault as f:
+                    self._stop_with(self._fault(f.kind, str(f)), "fault")
+                    uc.emu_stop()
+                    return
         if intno == EXCP_UDEF:
             self._stop_with(self._classify_udf(), "fault")
         else:
