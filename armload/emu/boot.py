@@ -49,7 +49,10 @@ def setup(machine) -> None:
     if j is not None:
         machine.clock.bind_jiffies(j)
     from .models.sched import create_system_workqueues
-    create_system_workqueues(machine, {n: a for n, a in img.exports.items() if n.startswith("system_")})
+    wqs = getattr(img, "_system_wqs", None)
+    if wqs is None:
+        wqs = img._system_wqs = {n: a for n, a in img.exports.items() if n.startswith("system_") and n.endswith("wq")}
+    create_system_workqueues(machine, wqs)
 
 
 def init_sim_data(machine, name: str, addr: int) -> bool:

@@ -107,13 +107,23 @@ class Decision:
     model: object | None          # the Model to run (model/fallback), else None
 
 
+_REAL_MEMO: dict[str, str | None] = {}
+
+
 def real_subsystem(name: str) -> str | None:
-    """The subsystem whose real code table lists `name`, or None."""
+    """The subsystem whose real code table lists `name`, or None (memoised per process)."""
+    if name in _REAL_MEMO:
+        return _REAL_MEMO[name]
+    hit = None
     for sub, pats in REAL_CODE.items():
         for p in pats:
             if p == name or (("*" in p or "?" in p or "[" in p) and fnmatch.fnmatchcase(name, p)):
-                return sub
-    return None
+                hit = sub
+                break
+        if hit:
+            break
+    _REAL_MEMO[name] = hit
+    return hit
 
 
 class CallTable:

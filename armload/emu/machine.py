@@ -16,6 +16,7 @@ simulated clock and the budget) comes from one block hook (`clock.py`).
 """
 from __future__ import annotations
 
+import ctypes
 import struct
 import time
 
@@ -155,29 +156,24 @@ class Machine:
         self.uc.reg_write(A.UC_ARM_REG_FPEXC, 0x40000000)
         if self.image is not None:
             self._map_image()
-            self._install_models()
         boot.setup(self)
 
     def _map_image(self) -> None:
+        """Map a private copy of the prepared Image (models' traps already in place)."""
         img = self.image
+        tpl, entries = _image_template(img, self.models, self.table)
+        self._image_mem = bytearray(tpl)                 # private copy: kernel data is written
+        self._image_buf = (ctypes.c_char * len(tpl)).from_buffer(self._image_mem)
         text_end = img.etext
-        end = (img.bss_end + PAGE - 1) & ~(PAGE - 1)
-        self.uc.mem_map(img.base, text_end - img.base, UC_PROT_READ | UC_PROT_EXEC)
-        self.uc.mem_map(text_end, end - text_end, UC_PROT_READ | UC_PROT_WRITE | UC_PROT_EXEC)
-        self.uc.mem_write(img.base, img.data)
-        for p in range(img.base, end, PAGE):
+        ptr = ctypes.addressof(self._image_buf)
+        self.uc.mem_map_ptr(img.base, text_end - img.base, UC_PROT_READ | UC_PROT_EXEC, ptr)
+        self.uc.mem_map_ptr(text_end, len(tpl) - (text_end - img.base), UC_PROT_READ | UC_PROT_WRITE | UC_PROT_EXEC,
+                            ptr + (text_end - img.base))
+        for p in range(img.base, img.base + len(tpl), PAGE):
             self._perm[p] = UC_PROT_READ | UC_PROT_EXEC | (UC_PROT_WRITE if p >= text_end else 0)
-
-    def _install_models(self) -> None:
-        """A model stands in for its function everywhere: calls from the kernel's own code too."""
-        for name, model in self.models.items():
-            if model.fallback:
-                continue
-            a = self.image.symbols.get(name)
-            if a is None or a in self._entries:
-                continue
-            self._names_at.setdefault(a, name)
-            self._install_trap(a, False, name, self.table.decide(name))
+        for pc, (name, d) in entries.items():
+            self._entries[pc] = (name, d)
+            self._names_at.setdefault(pc - 4, name)
 
     def _map_pages(self, pages: dict[int, int]) -> None:
         """Map new pages (runs of equal permissions); widen permissions of mapped ones."""
@@ -890,6 +886,35 @@ class Machine:
         if code in (UCC.UC_ERR_INSN_INVALID, UCC.UC_ERR_EXCEPTION):
             return self._classify_udf()
         return self._fault("cpu", f"CPU error: {err}")
+
+
+_TEMPLATES: dict[tuple, tuple[bytes, dict]] = {}
+
+
+def _image_template(img, models, table) -> tuple[bytes, dict]:
+    """The Image + zeroed .bss with every model's trap at its function's entry, built once per
+    process for each set of models: a model stands in for its function everywhere, calls from
+    the kernel's own code included."""
+    patched = tuple(sorted((n, id(m.fn)) for n, m in models.items()
+                           if not m.fallback and n in img.symbols))
+    key = (id(img), patched)
+    hit = _TEMPLATES.get(key)
+    if hit is not None:
+        return hit
+    size = ((img.bss_end + PAGE - 1) & ~(PAGE - 1)) - img.base
+    buf = bytearray(size)
+    buf[:len(img.data)] = img.data
+    entries = {}
+    for name, _ in patched:
+        a = img.symbols[name]
+        if a & 3 or not img.base <= a < img.etext:
+            continue
+        buf[a - img.base:a - img.base + 8] = ARM_SVC + ARM_BX_LR
+        entries[a + 4] = (name, table.decide(name))
+    hit = _TEMPLATES[key] = (bytes(buf), entries)
+    if len(_TEMPLATES) > 4:
+        _TEMPLATES.pop(next(iter(_TEMPLATES)))
+    return hit
 
 
 def _image_of(kernel):
