@@ -14,6 +14,7 @@ def default_library() -> ModelLibrary:
         lib = ModelLibrary()
         for sub in (fallbacks, printk, mm, time, sched, locking, driver, module):
             sub.register(lib)
+        driver.register_buses(lib)
         _DEFAULT = lib
     return _DEFAULT.copy()
 

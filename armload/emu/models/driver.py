@@ -375,3 +375,74 @@ def register(lib: ModelLibrary) -> None:
             r.pdevices[pdev] = {"name": _name(call, call.u32(pdev + PDEV_NAME)) or "(null)",
                                 "id": call.u32(pdev + PDEV_ID), "added": False, "driver": None}
         return add_pdev(call, pdev) & 0xFFFFFFFF
+
+
+# --- other buses: a driver registers and waits for devices; the emulated board has none ---------
+BUS_DRIVERS = {              # register function: (bus, index of the driver argument)
+    "i2c_register_driver": ("i2c", 1), "__spi_register_driver": ("spi", 1), "usb_register_driver": ("usb", 0),
+    "__pci_register_driver": ("pci", 0), "__hid_register_driver": ("hid", 0), "__serio_register_driver": ("serio", 0),
+    "sdio_register_driver": ("sdio", 0), "mdio_driver_register": ("mdio", 0), "amba_driver_register": ("amba", 0),
+    "__mdiobus_register": None, "usb_serial_register_drivers": ("usb-serial", 0),
+    "__media_entity_setup_link": None, "hdac_driver_register": None,
+    "__vio_register_driver": None, "phy_driver_register": ("mdio", 0), "phy_drivers_register": ("mdio", 0),
+    "__w1_register_family": None, "w1_register_family": ("w1", 0), "__mmc_register_driver": None,
+    "mmc_register_driver": ("mmc", 0), "__sdw_register_driver": ("soundwire", 0),
+    "__ps3_system_bus_driver_register": None, "bcma_driver_register": None, "__bcma_driver_register": ("bcma", 0),
+    "ssb_driver_register": None, "__ssb_driver_register": ("ssb", 0), "__tty_port_register": None,
+    "__platform_register_drivers": None, "pcmcia_register_driver": ("pcmcia", 0), "__gameport_register_driver": ("gameport", 0),
+    "virtio_register_driver": None, "__virtio_register_driver": ("virtio", 0), "register_virtio_driver": ("virtio", 0),
+    "__register_virtio_driver": ("virtio", 0), "__usb_serial_register_drivers": None,
+    "snd_hda_codec_driver_register": None, "__hda_codec_driver_register": ("hdaudio", 0),
+    "__acpi_driver_register": None, "acpi_bus_register_driver": ("acpi", 0), "__rpmsg_register_driver": ("rpmsg", 0),
+    "register_rpmsg_driver": None, "__ulpi_register_driver": ("ulpi", 0), "__ishtp_cl_driver_register": None,
+    "__i3c_driver_register": None, "i3c_driver_register_with_owner": ("i3c", 0), "__typec_altmode_register_driver": ("typec", 0),
+    "__greybus_register_driver": ("greybus", 0), "__tb_service_register_driver": None, "tb_register_service_driver": ("thunderbolt", 0),
+    "__ntb_register_client": None, "__mcb_register_driver": ("mcb", 0), "__fsi_driver_register": None,
+    "fsi_driver_register": ("fsi", 0), "__auxiliary_driver_register": ("auxiliary", 0), "__cdx_driver_register": None,
+    "__ipack_driver_register": None, "ipack_driver_register": ("ipack", 0), "__siox_driver_register": ("siox", 0),
+    "__slim_driver_register": None, "__slimbus_driver_register": ("slimbus", 0), "__spmi_driver_register": ("spmi", 0),
+    "__hsi_register_client_driver": None, "hsi_register_client_driver": ("hsi", 0), "__nd_driver_register": ("nd", 0),
+    "__mhi_driver_register": ("mhi", 0), "__ccwgroup_driver_register": None, "__zorro_register_driver": None,
+    "__wmi_driver_register": None, "__apr_driver_register": ("apr", 0), "__gnss_register_driver": None,
+    "__iio_trigger_register": None, "__sdio_register_driver": None, "__serdev_device_driver_register": ("serial", 0),
+    "__i2c_add_driver": None,
+}
+BUS_UNREGISTER = ("i2c_del_driver", "spi_unregister_driver", "usb_deregister", "pci_unregister_driver",
+                  "hid_unregister_driver", "serio_unregister_driver", "sdio_unregister_driver",
+                  "mdio_driver_unregister", "amba_driver_unregister", "usb_serial_deregister_drivers",
+                  "phy_driver_unregister", "phy_drivers_unregister", "w1_unregister_family", "mmc_unregister_driver",
+                  "sdw_unregister_driver", "bcma_driver_unregister", "ssb_driver_unregister", "pcmcia_unregister_driver",
+                  "gameport_unregister_driver", "unregister_virtio_driver", "hda_codec_driver_unregister",
+                  "acpi_bus_unregister_driver", "unregister_rpmsg_driver", "ulpi_unregister_driver",
+                  "i3c_driver_unregister", "typec_altmode_unregister_driver", "greybus_deregister_driver",
+                  "tb_unregister_service_driver", "mcb_unregister_driver", "fsi_driver_unregister",
+                  "auxiliary_driver_unregister", "ipack_driver_unregister", "siox_driver_unregister",
+                  "slim_driver_unregister", "spmi_driver_unregister", "hsi_unregister_client_driver",
+                  "nd_driver_unregister", "mhi_driver_unregister", "apr_driver_unregister",
+                  "serdev_device_driver_unregister")
+
+
+def register_buses(lib: ModelLibrary) -> None:
+    for fname, spec in BUS_DRIVERS.items():
+        if spec is None:
+            continue
+        bus, idx = spec
+
+        def reg_drv(call, _bus=bus, _i=idx):
+            drvs = call.state("driver.bus", dict)
+            drv = call.arg(_i)
+            if not drv:
+                call.fault(f"{call.name}: NULL driver", "null-deref")
+            if drv in drvs:
+                call.machine.log.printk(f"Error: Driver is already registered on bus {_bus}, aborting...", level=3)
+                return err_ptr(EBUSY)
+            drvs[drv] = _bus
+            call.machine.record(call.name, bus=_bus, addr=drv)
+            call.note = f"registered on the {_bus} bus; the emulated board has no {_bus} devices, so no probe runs"
+            return 0
+        lib.set(fname, reg_drv, subsystem="driver")
+
+    def unreg(call):
+        call.state("driver.bus", dict).pop(call.arg(0), None)
+    for fname in BUS_UNREGISTER:
+        lib.set(fname, unreg, subsystem="driver")
