@@ -29,11 +29,20 @@ toolchain:
 	  else echo "need binutils-arm-linux-gnueabihf and gcc-arm-linux-gnueabihf (apt-get install as root)" >&2; exit 1; fi; }
 
 # The main job on a bundled sample: load far from the kernel (so every kernel call goes through
-# an LDR veneer), report, then run init_module in Unicorn and verify every branch.
+# an LDR veneer), report, then run init_module in Unicorn against the real Debian kernel image
+# (fetched by package name into $(CACHE) once) and verify every branch. Without the image the
+# run uses armload's Python models alone and says so.
+DEMO_VMLINUZ := $(CACHE)/linux-image-6.1.0-50-armmp/boot/vmlinuz-6.1.0-50-armmp
 demo: venv
 	$(ARMLOAD) load sample_modules/hello-arm.ko --kernel sample_modules/Module.symvers --placement vmalloc
 	@echo
-	$(ARMLOAD) run sample_modules/hello-arm.ko --kernel sample_modules/Module.symvers --placement vmalloc
+	@if [ -f $(DEMO_VMLINUZ) ] || scripts/fetch-debs.sh $(CACHE) linux-image-6.1.0-50-armmp:armhf; then \
+	  echo "$(ARMLOAD) run sample_modules/hello-arm.ko --kernel sample_modules/Module.symvers --kernel $(DEMO_VMLINUZ) --placement vmalloc --trace"; \
+	  $(ARMLOAD) run sample_modules/hello-arm.ko --kernel sample_modules/Module.symvers --kernel $(DEMO_VMLINUZ) --placement vmalloc --trace; \
+	else \
+	  echo "demo: the Debian kernel image could not be fetched: running on armload's Python models alone"; \
+	  $(ARMLOAD) run sample_modules/hello-arm.ko --kernel sample_modules/Module.symvers --placement vmalloc --trace; \
+	fi
 
 # Real Debian inputs for the tests (kernel image, headers, kbuild): fetched once into $(CACHE).
 # Best effort: without network the tests that need them say so and skip.
