@@ -18,7 +18,7 @@ MINORBITS = 20
 # { probe; remove; remove_new; shutdown; suspend; resume; struct device_driver driver; id_table; ... }
 PDRV_PROBE, PDRV_REMOVE, PDRV_REMOVE_NEW, PDRV_DRIVER = 0, 4, 8, 24
 PDRV_ID_TABLE = PDRV_DRIVER + 76  # sizeof(struct device_driver) on this config (sizeof platform_driver: 108)
-PDEV_NAME, PDEV_ID, PDEV_DEV = 0, 4, 12
+PDEV_NAME, PDEV_ID, PDEV_DEV = 0, 4, 16       # struct device is 8-aligned (u64 members)
 DEVICE_SIZE = 0x200               # covers struct device (6.1 armmp: 0x1a0 bytes)
 PDEV_SIZE = PDEV_DEV + DEVICE_SIZE + 0x40
 CLASS_SIZE = 0x80

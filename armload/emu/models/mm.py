@@ -43,9 +43,13 @@ def register(lib: ModelLibrary) -> None:
     def kmalloc_track(call):
         return alloc(call, call.arg(0), call.arg(1))
 
-    @m("kmalloc_trace", "kmalloc_node_trace", subsystem="mm")
-    def kmalloc_trace(call):          # (struct kmem_cache *s, gfp_t flags, size_t size[, node])
+    @m("kmalloc_trace", subsystem="mm")
+    def kmalloc_trace(call):          # (struct kmem_cache *s, gfp_t flags, size_t size)
         return alloc(call, call.arg(2), call.arg(1))
+
+    @m("kmalloc_node_trace", subsystem="mm")
+    def kmalloc_node_trace(call):     # (struct kmem_cache *s, gfp_t flags, int node, size_t size)
+        return alloc(call, call.arg(3), call.arg(1))
 
     @m("kmalloc_large_node", subsystem="mm")
     def kmalloc_large_node(call):
@@ -122,7 +126,8 @@ def register(lib: ModelLibrary) -> None:
             call.fault(f"{call.name}: {call.arg(0):#010x} is not a slab cache "
                        f"({'NULL: a cache never created' if not call.arg(0) else call.symbolize(call.arg(0))})",
                        "null-deref" if not call.arg(0) else "bug")
-        p = alloc(call, c["size"], call.arg(1), zero=zero, kind=f"kmem_cache_alloc({c['name']})")
+        flags = call.arg(2) if call.name == "kmem_cache_alloc_lru" else call.arg(1)   # (s, lru, flags)
+        p = alloc(call, c["size"], flags, zero=zero, kind=f"kmem_cache_alloc({c['name']})")
         if p:
             c["objects"] += 1
             if c["ctor"]:
