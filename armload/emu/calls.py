@@ -107,6 +107,7 @@ REAL_CODE: dict[str, tuple[str, ...]] = {
     "lib/textsearch": ("textsearch_register", "textsearch_unregister", "textsearch_find_continuous",
                        "textsearch_prepare", "textsearch_destroy"),
     "mm/mempool": ("mempool_*",),
+    "kernel/softirq": ("tasklet_setup", "tasklet_init", "tasklet_unlock_wait", "tasklet_unlock_spin_wait"),
     "kernel/jump_label": ("static_key_count",),
     "arch/arm/vfp": ("kernel_neon_begin", "kernel_neon_end"),
     "lib/scatterlist": ("sg_init_table", "sg_next", "sg_nents", "sg_nents_for_len", "sg_last"),

@@ -184,12 +184,20 @@ class Clock:
         c = self._c
         total = c.insns * NS_PER_INSN + self.sleep_ns
         ticks = total // (self.insns_per_tick * NS_PER_INSN)
-        c.jiffies = (self.jiffies0 + ticks) & 0xFFFFFFFFFFFFFFFF if self.jiffies0 else ticks
+        c.jiffies = (self.jiffies0 + ticks) & 0xFFFFFFFFFFFFFFFF
         # next tick boundary, expressed in instructions from now
         next_ns = (ticks + 1) * self.insns_per_tick * NS_PER_INSN
         c.next_tick = c.insns + max(1, (next_ns - total) // NS_PER_INSN)
         if c.jiffies_addr:
             self.uc.mem_write(c.jiffies_addr, c.jiffies.to_bytes(8, "little"))
+
+    def tick_time(self, j: int) -> int:
+        """Simulated ns at which jiffies becomes `j` (the next tick when j is not in the future)."""
+        now_ticks = (self._c.jiffies - self.jiffies0) & 0xFFFFFFFF
+        ticks = (j - self.jiffies0) & 0xFFFFFFFF
+        if (ticks - now_ticks) & 0x80000000 or ticks == now_ticks:
+            ticks = now_ticks + 1
+        return self.uptime0_ns + ticks * self.insns_per_tick * NS_PER_INSN
 
     def ns_to_jiffies(self, ns: int) -> int:
         return -(-ns * self.hz // 1_000_000_000)
