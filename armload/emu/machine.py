@@ -157,6 +157,7 @@ class Machine:
         if self.image is not None:
             self._map_image()
         boot.setup(self)
+        self.notes.append("current is a zeroed task_struct (pid 0, no comm, no credentials); one CPU")
 
     def _map_image(self) -> None:
         """Map a private copy of the prepared Image (models' traps already in place)."""
@@ -779,6 +780,9 @@ class Machine:
     def _set_current(self, task: int) -> None:
         self._current = task
         self.uc.reg_write(A.UC_ARM_REG_C13_C0_3, task)
+        # TPIDRPRW: this CPU's per-cpu offset. One CPU whose areas are the Image's per-cpu
+        # template itself, so the offset is 0 (this_cpu_ptr(&x) == &x).
+        self.uc.reg_write(A.UC_ARM_REG_CP_REG, (15, 0, 0, 13, 0, 0, 4, 0))
 
     def invoke(self, entry: int, args=()) -> int:
         """Call emulated code from inside a model (a callback, or the kernel's own code):
