@@ -171,6 +171,9 @@ def run_pending(machine, budget: int) -> list[dict]:
         if status == "budget":
             status = "returned"          # still running when the deferred budget ended: not a fault
             note = "still running when the deferred budget ended"
+        elif status == "fault" and res.fault is not None and res.fault.kind == "hung" and ev.kind == "kthread":
+            status = "returned"          # a kthread waiting for what never comes sleeps; it is not a fault
+            note = "sleeping: nothing in the simulation wakes it (" + res.fault.message.split(": ", 1)[-1] + ")"
         else:
             note = None
             if res.status == "returned":
@@ -253,6 +256,14 @@ def register(lib: ModelLibrary) -> None:
         dwork, delay = call.arg(2), call.arg(3)
         due = now(call) if delay == 0 else call.clock.tick_time(call.clock.jiffies + delay)
         return queue_work(call, call.arg(1), dwork, due)
+
+    @m("delayed_work_timer_fn", subsystem="sched")
+    def delayed_work_timer_fn(call):
+        # the timer of a struct delayed_work fired: queue its work on dwork->wq now
+        dwork = call.arg(0) - DWORK_TIMER
+        wq = call.u32(dwork + DWORK_TIMER + 20)
+        check_wq(call, wq)
+        queue_work(call, wq, dwork, now(call))
 
     @m("mod_delayed_work_on", subsystem="sched")
     def mod_delayed_work_on(call):
