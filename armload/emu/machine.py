@@ -44,7 +44,7 @@ SENTINEL_PAGE = 0xFFFF0000
 STACK_BASE = 0xDF000000           # guard page at STACK_BASE, stack above it
 TASK_BASE = 0xDF100000            # the init task's task_struct (current)
 TASK_SIZE = 0x2000
-SIM_BASE = 0xC8000000             # no image: where simulated kernel addresses live
+SIM_BASE = 0xCE000000             # simulated kernel objects armload creates (kernel.py's data slots end below)
 SCRATCH_BASE, SCRATCH_SIZE = 0xDF200000, 0x40000   # models' temporary buffers (not kmalloc)
 DEFAULT_BUDGET = 200_000_000      # instructions per call (kernel code included)
 DEFAULT_TIMEOUT = 120.0           # seconds: a safety net only, never a result
@@ -320,7 +320,8 @@ class Machine:
             self.uc.mem_write(p, (THUMB_UDF * 2 if thumb else ARM_UDF) * (PAGE // 4))
 
     def _map_sim_data(self, a: int, name: str) -> None:
-        size = 0x4000
+        from ..kernel import SIM_DATA_SLOT
+        size = SIM_DATA_SLOT
         self._sim_data.append((a, size, name))
         pages = {p: UC_PROT_READ | UC_PROT_WRITE for p in range(a & ~(PAGE - 1), (a + size + PAGE - 1) & ~(PAGE - 1), PAGE)
                  if p not in self._perm}
