@@ -438,3 +438,58 @@ def format_explanation(ex: Explanation) -> str:
     for n in ex.notes:
         out.append(f"  note: {n}")
     return "\n".join(out)
+
+
+# --- which relocations each PLT rule counted ------------------------------------------------
+@dataclass
+class CountedEntry:
+    relsec_name: str
+    target_name: str
+    index: int                # file order
+    type_name: str
+    symbol: str
+    plt: str                  # "core" or "init": the PLT the entry was counted for
+
+
+def counted_relocations(obj: ObjectFile, config) -> dict[str, list[CountedEntry]]:
+    """Per rule, the branch relocations module_frob_arch_sections counted (one PLT entry each),
+    built from plt.py's own pieces (exec tables, kernel order, zero-addend test, st_shndx); the
+    fixed ftrace entries are not relocations and are not listed. tests/test_explain.py checks
+    that the lists have exactly the lengths of plt.count_plts()."""
+    from .constants import BRANCH_TYPES, SHN_UNDEF
+    from .plt import _legacy_candidates, exec_rel_tables, kernel_order, sym_shndx, zero_addend
+    tables = exec_rel_tables(obj)
+    shndx = sym_shndx(obj)
+    names = obj.sym_names
+    br = np.array([int(t) for t in BRANCH_TYPES], dtype=np.uint32)
+    out: dict[str, list[CountedEntry]] = {"legacy": [], "sorted": [], "v6": []}
+
+    def entry(t, i, where):
+        info = int(t.r_info[i])
+        sym = info >> 8
+        return CountedEntry(obj.sections[t.relsec].name, t.dstname, int(i), reloc_name(info & 0xFF),
+                            names[sym] if sym < len(names) else "", where)
+    for t in tables:
+        cand, masked = _legacy_candidates(t, shndx, config.thumb2)
+        seen = set()
+        for i in np.flatnonzero(cand).tolist():
+            key = (int(t.r_info[i]), int(masked[i]))
+            if key not in seen:                      # no earlier entry with the same r_info and addend
+                seen.add(key)
+                out["legacy"].append(entry(t, i, "core"))
+        for alg in ("sorted", "v6"):
+            order = kernel_order(t.r_info, t.words, alg)
+            r_info = t.r_info[order]
+            words = t.words[order]
+            rtype = r_info & np.uint32(0xFF)
+            rsym = (r_info >> np.uint32(8)).astype(np.int64)
+            c = np.isin(rtype, br)
+            sh = shndx[np.minimum(rsym, len(shndx) - 1)]
+            c &= (sh != t.dstsec) if alg == "v6" else (sh == SHN_UNDEF)
+            zero = zero_addend(words, rtype)
+            dup = np.zeros(len(r_info), dtype=bool)
+            dup[1:] = (r_info[1:] == r_info[:-1]) & zero[:-1]
+            where = "init" if alg == "v6" and init_layout_section(t.dstname, config) else "core"
+            for k in np.flatnonzero(c & ~(zero & dup)).tolist():
+                out[alg].append(entry(t, int(order[k]), where))
+    return out

@@ -165,3 +165,51 @@ def test_branch_sites_named_view():
         assert s.place == int(row["place"]) and s.plt == int(row["plt"])
         assert s.symbol == mod.sym_names[int(row["sym"])]
         assert s.via_plt and mod.plt_entry_at(s.plt).target == s.target
+
+
+def _synth(n=4000, ext=300):
+    from armload.synth import make_module
+    return make_module(n, n_externals=ext)
+
+
+@pytest.mark.parametrize("ko", [os.path.basename(k) for k in all_kos()] + ["synth"])
+def test_counted_relocations_add_up_to_each_rules_count(ko):
+    from armload.elf import read_object
+    from armload.explain import counted_relocations
+    from armload.plt import plan_plts
+    cfg = KernelConfig(thumb2="thumb2" in ko)
+    o = read_object("s.ko", _synth()) if ko == "synth" else read_object(sample(ko))
+    counts = plan_plts(o, cfg).counts
+    got = counted_relocations(o, cfg)
+    nf = cfg.n_fixed_plts
+    assert len(got["legacy"]) == counts["legacy"].total
+    assert len(got["sorted"]) == counts["sorted"].total
+    assert sum(c.plt == "core" for c in got["v6"]) == counts["v6"].core - nf
+    assert sum(c.plt == "init" for c in got["v6"]) == counts["v6"].init - nf
+
+
+def test_plt_notes_explain_the_differences():
+    from armload.elf import read_object
+    from armload.explain import counted_relocations
+    from armload.report import plt_notes
+    cfg = KernelConfig(thumb2=True)
+    mod = Session(Kernel.from_files([SYMVERS], cfg), cfg, "vmalloc").load(sample("hello-thumb2.ko"))
+    notes = plt_notes(mod, counted_relocations(read_object(sample("hello-thumb2.ko")), cfg))
+    text = "\n".join(notes)
+    assert "v6 counted 3" in text and "THM_JUMP24 _printk -> .plt" in text
+    assert "core 3, init 4" in text and "2 fixed ftrace entries" in text and "3 of 3" in text
+    assert "fixed ftrace entry instead of a new one: __gnu_mcount_nc x1" in text
+    assert "in both .plt and .init.plt: _printk" in text
+    # In the window nothing is far: the same count, no entry used.
+    cfg = KernelConfig()
+    mod = Session(Kernel.from_files([SYMVERS], cfg), cfg).load(sample("hello-arm.ko"))
+    assert "0 of 3 here, using core 0, init 0" in "\n".join(plt_notes(mod, None))
+    # A symbol twice in .plt: R_ARM_CALL and R_ARM_JUMP24 runs of one sorted table.
+    data = _synth()
+    mod = Session(Kernel.builtin(cfg), cfg, "vmalloc").load("s.ko", data)
+    notes = plt_notes(mod, counted_relocations(read_object("s.ko", data), cfg), limit=None)
+    twice = [n for n in notes if " has 2 entries in .plt" in n]
+    assert twice and all("R_ARM_CALL in .text" in n and "R_ARM_JUMP24 in .text" in n for n in twice)
+    from collections import Counter
+    c = Counter(e.symbol for e in mod.plt_entries if e.plt == "core" and not e.fixed)
+    assert len(twice) == sum(1 for k in c.values() if k == 2)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import sys
 
-WHAT = ("loader", "kallsyms", "emulate", "all")
+WHAT = ("loader", "kallsyms", "emulate", "plt", "all")
 
 
 def register(sub) -> None:
@@ -17,10 +17,15 @@ def register(sub) -> None:
     p.add_argument("what", nargs="?", choices=WHAT, default="loader")
     p.add_argument("--image", help="kernel image for the kallsyms benchmark (default: the Debian vmlinuz in .cache)")
     p.add_argument("--json", action="store_true")
+    from .bench_plt import add_args as _plt_args     # `bench plt` lives in its own module
+    _plt_args(p)
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
+    if args.what == "plt":
+        from .bench_plt import run as run_plt
+        return run_plt(args)
     results = {}
     if args.what in ("loader", "all"):
         from ..bench import format_benchmark, run_benchmark

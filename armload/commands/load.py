@@ -69,6 +69,16 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+def _counted(mod, config):
+    """Which relocations each PLT rule counted (re-reads the object; cheap next to the load)."""
+    from ..elf import read_object
+    from ..explain import counted_relocations
+    try:
+        return counted_relocations(read_object(mod.path), config)
+    except (OSError, ArmloadError):
+        return None
+
+
 def run(args) -> int:
     from ..image import write_image
     from ..report import format_text, to_dict
@@ -87,7 +97,8 @@ def run(args) -> int:
         else:
             if i:
                 print()
-            print(format_text(mod, session.kernel.describe(), session.placement, args.verbose))
+            print(format_text(mod, session.kernel.describe(), session.placement, args.verbose,
+                              counted=_counted(mod, session.config)))
     if args.json:
         json.dump({"ok": True, "modules": results}, sys.stdout, indent=2)
         print()
