@@ -424,8 +424,9 @@ def format_explanation(ex: Explanation) -> str:
         out.append(f"  branch target = value + P + bias = {ex.target:#010x}")
     if ex.range is not None:
         lo, hi = ex.range
-        out.append(f"  range: {'-' if lo < 0 else ''}{abs(lo):#x} <= value < {hi:#x}: "
-                   + ("in range" if ex.in_range else "OUT OF RANGE"))
+        rng = f"-{hi:#x} < value < {hi:#x}" if lo == 1 - hi else \
+            f"{'-' if lo < 0 else ''}{abs(lo):#x} <= value < {hi:#x}"
+        out.append(f"  range: {rng}: " + ("in range" if ex.in_range else "OUT OF RANGE"))
     out.append(f"  decision: {ex.decision}" + (f" - {ex.message}" if ex.message else ""))
     if ex.plt_slot:
         out.append(f"  veneer: {ex.plt_slot:#010x}")

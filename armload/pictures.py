@@ -162,14 +162,15 @@ def module_layout(mod: LoadedModule):
     from matplotlib.patches import Patch
     present = list(dict.fromkeys(s.mem for s in secs if s not in plts))
     ax.legend(handles=[Patch(color=CLASS_COLORS.get(c, "#999999"), label=c) for c in present]
-              + ([Patch(color=PLT_COLOR, label="PLT")] if plts else []), fontsize=7, loc="lower right")
+              + ([Patch(color=PLT_COLOR, label="PLT")] if plts else []), fontsize=7, loc="upper left",
+              bbox_to_anchor=(1.005, 1.0), title="memory class", title_fontsize=7)
     ax.invert_yaxis()
     span = max(r.size for r in regions)
     for x in range(0, span + 1, 4096):
         ax.axvline(x, color="#bbbbbb", lw=0.6, ls=":")
     ticks = list(range(0, span + 1, 4096 if span <= 0x10000 else 0x10000))
     ax.set_xticks(ticks, [f"{t:#x}" for t in ticks])
-    ax.set_xlim(0, span * 1.3)
+    ax.set_xlim(0, span * 1.22)
     ax.set_xlabel("offset in the allocation (dotted: 4 KiB pages; colour: memory class, orange: PLT)")
     ax.set_title(f"{mod.name}: sections in " + ", ".join(f"{r.name} {r.base:#010x} ({_mib(r.size)})"
                                                             for r in regions))
