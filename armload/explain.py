@@ -283,7 +283,7 @@ def explain_row(row: RelocRow, obj: ObjectFile, mod: LoadedModule | None, syms, 
                 ent = next((e for e in mod.plt_entries if e.addr == slot), None)
                 region = ent.plt if ent else "?"
                 ex.notes.append(f"out of range: get_module_plt() gave the {'.init.plt' if region == 'init' else '.plt'} "
-                                f"slot {slot:#x} (ldr pc, [pc, #{config.plt_stride - 8 if not config.thumb2 else config.plt_stride - 4}] "
+                                f"slot {slot:#x} ({'ldr.w' if config.thumb2 else 'ldr'} pc, [pc, #{config.plt_stride - (4 if config.thumb2 else 8):#x}] "
                                 f"loading {ex.target:#x}); the branch now goes there: offset {final:#x}")
         else:
             ex.decision = "refused"

@@ -85,6 +85,15 @@ def rel_id(row) -> str:
     return f"rel-{row.relsec}-{row.index}"
 
 
+def figures(ctx, placement, modules_so_far) -> dict:
+    """name -> matplotlib Figure for one load (the same pictures the page inlines)."""
+    out = {"address-space": pictures.address_space(ctx.config, modules_so_far, placement),
+           "layout": pictures.module_layout(ctx.mod)}
+    if len(ctx.mod.branches):
+        out["branches"] = pictures.branch_map(ctx.mod)
+    return out
+
+
 def render(ctx, session, placement, modules_so_far) -> str:
     """The page for one load (ctx: explain.Context of that module)."""
     mod, obj, cfg = ctx.mod, ctx.obj, ctx.config
@@ -111,11 +120,8 @@ def render(ctx, session, placement, modules_so_far) -> str:
     d = to_dict(mod, session.kernel.describe(), placement)
     # Pictures.
     parts.append("<h2>Pictures</h2>")
-    parts.append("<div class='figure' id='fig-address-space'>" +
-                 _svg(pictures.address_space(cfg, modules_so_far, placement), "as") + "</div>")
-    parts.append("<div class='figure' id='fig-layout'>" + _svg(pictures.module_layout(mod), "ml") + "</div>")
-    if len(mod.branches):
-        parts.append("<div class='figure' id='fig-branches'>" + _svg(pictures.branch_map(mod), "bm") + "</div>")
+    for name, fig in figures(ctx, placement, modules_so_far).items():
+        parts.append(f"<div class='figure' id='fig-{name}'>" + _svg(fig, name) + "</div>")
     # Memory and sections.
     parts.append("<h2>Memory</h2>")
     parts.append(_table(["region", "start", "end", "size"],
@@ -190,8 +196,11 @@ def render(ctx, session, placement, modules_so_far) -> str:
     return "\n".join(parts)
 
 
-def write_report(session, paths: list[str], outdir: str) -> list[str]:
-    """Load `paths` in order into `session`; write DIR/NAME.html per module and DIR/index.html."""
+def write_report(session, paths: list[str], outdir: str, picture_formats: tuple[str, ...] = (),
+                 corpus: list[dict] | None = None, corpus_title: str = "corpus") -> list[str]:
+    """Load `paths` in order into `session`; write DIR/NAME.html per module and DIR/index.html.
+    picture_formats ("svg", "png"): also write each picture as DIR/NAME-PICTURE.EXT. corpus:
+    records for the PLT-counts-per-rule plot (pictures.records_from_check/corpus_counts)."""
     from .explain import context_for
     os.makedirs(outdir, exist_ok=True)
     written, loaded = [], []
@@ -200,16 +209,34 @@ def write_report(session, paths: list[str], outdir: str) -> list[str]:
         if ctx.mod is not None:
             loaded.append(ctx.mod)
         page = render(ctx, session, session.placement, list(loaded))
+        if ctx.mod is not None:
+            for ext in picture_formats:
+                for name, fig in figures(ctx, session.placement, list(loaded)).items():
+                    f = os.path.join(outdir, f"{ctx.obj.name}-{name}.{ext}")
+                    pictures.save(fig, f)
+                    written.append(f)
         out = os.path.join(outdir, f"{ctx.obj.name}.html")
         with open(out, "w", encoding="utf-8") as f:
             f.write(page)
         written.append(out)
         if ctx.mod is None:
             break                     # the kernel stops here too: later modules are not loaded
+    if corpus:
+        out = os.path.join(outdir, "corpus-plt-counts.html")
+        fig = pictures.corpus_counts_plot(corpus, corpus_title)
+        for ext in picture_formats:
+            f = os.path.join(outdir, f"corpus-plt-counts.{ext}")
+            pictures.save(pictures.corpus_counts_plot(corpus, corpus_title), f)
+            written.append(f)
+        with open(out, "w", encoding="utf-8") as f:
+            f.write("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>PLT counts per rule</title>"
+                    f"<style>{CSS}</style></head><body><h1>PLT counts per rule: {_e(corpus_title)}</h1>"
+                    f"<div class='figure' id='fig-corpus'>{_svg(fig, 'corpus')}</div></body></html>")
+        written.insert(0, out)
     index = os.path.join(outdir, "index.html")
     with open(index, "w", encoding="utf-8") as f:
         f.write("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>armload report</title>"
                 f"<style>{CSS}</style></head><body><h1>armload report</h1><ol>"
                 + "".join(f"<li><a href='{_e(os.path.basename(w))}'>{_e(os.path.basename(w)[:-5])}</a></li>"
-                          for w in written) + "</ol></body></html>")
+                          for w in written if w.endswith(".html")) + "</ol></body></html>")
     return written + [index]

@@ -16,6 +16,7 @@ import matplotlib
 
 matplotlib.use("Agg")                     # no display; must precede pyplot
 import matplotlib.pyplot as plt           # noqa: E402
+import matplotlib.ticker                  # noqa: E402,F401
 from matplotlib.patches import FancyArrowPatch, Rectangle  # noqa: E402
 
 from .config import KernelConfig          # noqa: E402
@@ -105,27 +106,29 @@ def address_space(config: KernelConfig, modules: list[LoadedModule], placement=N
     lo_r, hi_r = ypos(max(stext - reach, 0)), ypos(stext + reach)
     ax.annotate("", xy=(-1.25, lo_r), xytext=(-1.25, hi_r), arrowprops=dict(arrowstyle="<->", color=DIRECT, lw=1.4))
     ax.text(-1.4, (lo_r + hi_r) / 2, f"reach of a direct {'Thumb-2 ' if config.thumb2 else ''}bl/b\n"
-            f"±{_mib(reach)} from _stext", rotation=90, ha="right", va="center", fontsize=7.5, color=DIRECT)
+            f"±{_mib(reach)} from _stext: {max(stext - reach, 0):#x}..{stext + reach:#x}", rotation=90, ha="right", va="center", fontsize=7.5, color=DIRECT)
     # Module allocations: a marker at the address, the label in a column on the right.
     colors = ["#1f77b4", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
-    allocs = [(r.base, r.size, m.name, r.name, colors[k % len(colors)]) for k, m in enumerate(modules)
+    allocs = [(r.base, r.size, m.name, r.name, colors[k % len(colors)], m) for k, m in enumerate(modules)
               for r in m.regions if r.name != "percpu"]
     allocs.sort()
     n = len(allocs)
-    for i, (base, size, mname, rname, c) in enumerate(allocs):
+    for i, (base, size, mname, rname, c, m) in enumerate(allocs):
         ym = ypos(base)
         ax.add_patch(Rectangle((2.6, ym - 0.05), 0.9, 0.1, facecolor=c, edgecolor="black", lw=0.6))
         ly = 0.4 + (y - 0.8) * (i + 0.5) / max(n, 1)
-        far = abs(base - stext) >= reach
-        ax.annotate(f"{mname} {rname}: {base:#010x}, {_mib(size)}\n"
-                    + ("far from _stext: kernel calls go through PLT veneers" if far
-                       else "near _stext: kernel calls are direct"),
+        here = [b for b in m.branch_sites() if base <= b.place < base + size]
+        ven = sum(1 for b in here if b.plt)
+        how = (f"{len(here)} branch sites: " + ("all direct" if not ven else "all through PLT veneers"
+                                                if ven == len(here) else f"{ven} through PLT veneers, "
+                                                f"{len(here) - ven} direct")) if here else "no branch sites"
+        ax.annotate(f"{mname} {rname}: {base:#010x}, {_mib(size)}\n{how}",
                     xy=(3.5, ym), xytext=(4.6, ly), fontsize=7.5, va="center",
                     arrowprops=dict(arrowstyle="-", color=c, lw=0.8))
     why = {"window": "placement=window: module_alloc() first fit in the module window (vmalloc only when full)",
            "vmalloc": "placement=vmalloc: allocated far from the kernel (what module_alloc falls back to when "
                       "the window is full)"}.get(placement if isinstance(placement, str) else "",
-                                                 f"placement={placement:#x}: a fixed address"
+                                                 f"placement={placement:#x}: a fixed address given on the command line"
                                                  if isinstance(placement, int) else "")
     ax.set_title("simulated 32-bit address space (box heights not to scale; addresses are real)"
                  + ("\n" + why if why else ""), fontsize=9)
@@ -144,10 +147,10 @@ def module_layout(mod: LoadedModule):
     plts = [s for s in secs if s.name in (".plt", ".init.plt")]
     cfg = mod.config
     n_groups = sum(s.size // (2 * cfg.plt_stride) for s in plts)
-    fig_h = 0.8 + 0.26 * len(secs) + (1.0 * n_groups + 0.8 if plts else 0)
+    fig_h = 0.8 + 0.26 * len(secs) + (1.4 * n_groups + 0.8 if plts else 0)
     fig = plt.figure(figsize=(8.6, max(fig_h, 3)))
     top_h = 0.26 * len(secs) + 0.6
-    gs = fig.add_gridspec(2 if plts else 1, 1, height_ratios=[top_h, 1.0 * n_groups + 0.6] if plts else [1])
+    gs = fig.add_gridspec(2 if plts else 1, 1, height_ratios=[top_h, 1.4 * n_groups + 0.6] if plts else [1])
     ax = fig.add_subplot(gs[0])
     labels = []
     for i, s in enumerate(secs):
@@ -189,7 +192,7 @@ def module_layout(mod: LoadedModule):
                     ax2.add_patch(Rectangle((k, row + 1.6), 0.95, 1.5, facecolor="#e7f5ff" if e else "#f8f9fa",
                                             edgecolor="#777777", lw=0.4))
                     if e is not None:
-                        ax2.text(k + 0.47, row + 0.75, (e.symbol or hex(e.target))[:10], ha="center", va="center",
+                        ax2.text(k + 0.47, row + 0.75, (e.symbol or hex(e.target))[:12], ha="center", va="center",
                                  fontsize=5.5, rotation=90)
                         ax2.text(k + 0.47, row + 2.35, f"{e.target:08x}", ha="center", va="center", fontsize=5.5,
                                  rotation=90, family="monospace")
@@ -318,25 +321,39 @@ def plt_bench_plot(res: dict):
 def corpus_counts_plot(records: list[dict], title: str = "corpus"):
     """records: [{"module", "relocations", "counts": {alg: {"core", "init"}}}] as `armload check
     --json` writes them (modules[*].plt.counts) or corpus_counts() computes them."""
+    import numpy as np
     recs = [r for r in records if r.get("counts")]
-    recs.sort(key=lambda r: sum(r["counts"]["legacy"].values()))
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4.2))
-    x = range(len(recs))
-    for alg, col in (("legacy", "#f08c00"), ("sorted", "#1971c2"), ("v6", "#2f9e44")):
-        a1.plot(x, [sum(r["counts"][alg].values()) for r in recs], color=col, lw=1.2, label=alg,
-                marker="." if len(recs) < 60 else None)
-    a1.set_yscale("symlog", linthresh=10)
-    a1.set_xlabel(f"{len(recs)} modules, ordered by the legacy count")
+    recs.sort(key=lambda r: (sum(r["counts"]["legacy"].values()), sum(r["counts"]["v6"].values())))
+    tot = {alg: [sum(r["counts"][alg].values()) for r in recs] for alg in ("legacy", "sorted", "v6")}
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10.5, 4.4))
+    x = np.arange(len(recs))
+    same = tot["legacy"] == tot["sorted"]
+    a1.plot(x, tot["legacy"], color="#f08c00", lw=3.2, alpha=0.6,
+            label=f"legacy (v4.0): {sum(tot['legacy']):,} in all" + (" (= sorted on every module)" if same else ""))
+    a1.plot(x, tot["sorted"], color="#1971c2", lw=1.2, label=f"sorted (2016): {sum(tot['sorted']):,} in all")
+    a1.plot(x, tot["v6"], color="#2f9e44", lw=1.2, label=f"v6 (6.1): {sum(tot['v6']):,} in all")
+    if max(max(v) for v in tot.values()) > 100:
+        a1.set_yscale("log")
+    a1.set_xlabel(f"{len(recs):,} modules, ordered by the legacy count")
     a1.set_ylabel("PLT entries reserved (core + init)")
     a1.set_title("entries reserved per module, per rule")
-    a1.grid(True, lw=0.3)
-    a1.legend(fontsize=8)
-    diffs = [sum(r["counts"]["v6"].values()) - sum(r["counts"]["legacy"].values()) for r in recs]
-    a2.hist(diffs, bins=min(40, max(5, len(set(diffs)))), color="#2f9e44", edgecolor="black", lw=0.3)
-    a2.set_xlabel("v6 total - legacy total (v6 adds 2 fixed ftrace entries to each of .plt and .init.plt "
-                  "and counts per distinct target in each section)", fontsize=7)
+    a1.grid(True, which="both", lw=0.3)
+    a1.legend(fontsize=7.5, loc="upper left")
+    diffs = np.array(tot["v6"]) - np.array(tot["legacy"])
+    lo, hi = int(diffs.min()), int(diffs.max())
+    bins = np.arange(lo - 0.5, hi + 1.5) if hi - lo <= 60 else 60
+    a2.hist(diffs, bins=bins, color="#2f9e44", edgecolor="black", lw=0.3)
+    if hi - lo <= 60:
+        a2.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+    if len(recs) > 200:
+        a2.set_yscale("log")
+    else:
+        a2.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+    a2.set_xlabel("v6 total - legacy total, entries")
     a2.set_ylabel("modules")
-    a2.set_title("how much more v6 reserves")
+    a2.set_title("how much more v6 reserves\n(+2 fixed ftrace entries in each of .plt and .init.plt; "
+                 "per distinct target per section;\nbranches to other sections of the module counted too)",
+                 fontsize=8)
     fig.suptitle(f"PLT counts per rule across {title}", fontsize=10)
     fig.tight_layout()
     return fig

@@ -13,7 +13,9 @@ def register(sub) -> None:
                                    "relocate and total for the largest sample, the largest Debian module "
                                    "(after make corpus) and a seed-scale synthetic object, plus the legacy "
                                    "O(n^2) count. kallsyms: lookup strategies on the real Debian table. "
-                                   "emulate: instructions per second with verification on.")
+                                   "emulate: instructions per second with verification on. plt: the three PLT "
+                                   "counting rules' time and count versus relocation count (--sizes), the "
+                                   "v4.0 O(n^2) scan measured on its own.")
     p.add_argument("what", nargs="?", choices=WHAT, default="loader")
     p.add_argument("--image", help="kernel image for the kallsyms benchmark (default: the Debian vmlinuz in .cache)")
     p.add_argument("--json", action="store_true")

@@ -12,7 +12,10 @@ def register(sub) -> None:
     p = sub.add_parser("disasm", help="disassemble the loaded module at its final addresses",
                        description="Disassemble the executable sections of the loaded module(s) with "
                                    "capstone, ARM/Thumb/data by the $a/$t/$d mapping symbols, annotated "
-                                   "with symbols, branch relocations and PLT entries. When several modules "
+                                   "with symbols, branch relocations and PLT entries; every relocation is listed "
+                                   "under its instruction or data word as objdump -dr does (the .ARM.exidx "
+                                   "unwind tables are listed too), and --source interleaves DWARF source "
+                                   "lines as objdump -S does. When several modules "
                                    "are given they are loaded in order and the last one is shown.",
                        conflict_handler="resolve")
     p.add_argument("modules", nargs="+", metavar="MODULE.ko")
