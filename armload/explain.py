@@ -237,6 +237,9 @@ def explain_row(row: RelocRow, obj: ObjectFile, mod: LoadedModule | None, syms, 
         return ex
     refused_here = (error is not None and error.context.get("section") == row.relsec
                     and error.context.get("reloc") == row.position)
+    if error is not None and not refused_here:
+        ex.notes.append(f"the load was refused at another entry ({error}); the kernel stops there, so nothing "
+                        f"computed here is written")
     if mod is not None:
         try:
             ex.after = mod.read(P, 4)

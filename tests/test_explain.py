@@ -213,3 +213,35 @@ def test_plt_notes_explain_the_differences():
     from collections import Counter
     c = Counter(e.symbol for e in mod.plt_entries if e.plt == "core" and not e.fixed)
     assert len(twice) == sum(1 for k in c.values() if k == 2)
+
+
+OBJS = ["relocs-arm-gcc12.o", "relocs-thumb2-gcc12.o", "group-arm-gcc12.o", "cfunc-arm-gcc12.o",
+        "cfunc-thumb2-gcc12.o", "v4bx-armv4t-gcc12.o", "interwork-arm-gcc12.o"]
+
+
+@pytest.mark.parametrize("o", OBJS)
+def test_every_relocation_type_object_matches_readelf(o, binutils):
+    path = obj(o)
+    cfg = KernelConfig(thumb2="thumb2" in o)
+    ctx = context_for(Session(Kernel.builtin(cfg), cfg), path)
+    want = readelf_rows(binutils, path)
+    got = {(r.relsec_name, r.index): (r.r_offset, r.r_info, r.type_name, r.sym_value, r.sym_name)
+           for r in ctx.rows}
+    assert got == want
+    exs = explain_all(ctx, ctx.rows)
+    if ctx.error is None:
+        # Every applied relocation re-encodes (relocate.py's codec, explain's S/A/P) to the loaded word.
+        assert all(e.consistent for e in exs if e.row.applied and e.row.rtype), \
+            [format_explanation(e) for e in exs if e.row.applied and e.row.rtype and not e.consistent][:1]
+    else:
+        refused = [e for e in exs if e.decision == "refused"]
+        assert refused and any(e.message == str(ctx.error) for e in refused)
+        assert all(e.message == str(ctx.error) or "stops there" in " ".join(e.notes) for e in exs)
+
+
+def test_load_json_carries_plt_notes_and_counted(capsys):
+    assert main(["load", sample("hello-arm.ko"), "--kernel", SYMVERS, "--placement", "vmalloc", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)["modules"][0]
+    assert any("upper bound" in n for n in d["plt_notes"])
+    assert len(d["plt_counted"]["v6"]) == d["plt_counts"]["v6"]["total"] - 4
+    assert {c["symbol"] for c in d["plt_counted"]["legacy"]} == {"_printk", "__gnu_mcount_nc"}
