@@ -173,6 +173,9 @@ def render(ctx, session, placement, modules_so_far) -> str:
     parts.append(_table(["site", "section", "type", "symbol", "target", "decision"], brow))
     # Disassembly linked to the relocations.
     parts.append("<h2>Disassembly</h2>")
+    at: dict[int, list] = {}
+    for r in rows:
+        at.setdefault(r.place, []).append(r)
     for header, lines in disassemble(mod, session.kernel, relocs=ctx.rows):
         out = []
         for ln in lines:
@@ -180,7 +183,7 @@ def render(ctx, session, placement, modules_so_far) -> str:
             # The instruction line (after any source lines), then one link per relocation.
             head = [t for t in text if not t.startswith("\t\t\t")]
             out.extend(_e(t) for t in head)
-            for r in (x for x in ctx.rows if x.applied and ln.addr <= x.place < ln.addr + max(len(ln.raw), 1)):
+            for r in (x for a in range(ln.addr, ln.addr + max(len(ln.raw), 1)) for x in at.get(a, ())):
                 rid = rel_id(r)
                 link = f"<a class='rel' href='#{rid}' data-explain='{rid}'>" if rid in exs else "<a class='rel'>"
                 out.append(f"\t\t\t{r.place:x}: {link}{_e(r.type_name)}\t{_e(r.sym_name)}</a>")
