@@ -147,10 +147,10 @@ def module_layout(mod: LoadedModule):
     plts = [s for s in secs if s.name in (".plt", ".init.plt")]
     cfg = mod.config
     n_groups = sum(s.size // (2 * cfg.plt_stride) for s in plts)
-    fig_h = 0.8 + 0.26 * len(secs) + (1.4 * n_groups + 0.8 if plts else 0)
+    fig_h = 0.8 + 0.26 * len(secs) + (1.6 * n_groups + 0.8 if plts else 0)
     fig = plt.figure(figsize=(8.6, max(fig_h, 3)))
     top_h = 0.26 * len(secs) + 0.6
-    gs = fig.add_gridspec(2 if plts else 1, 1, height_ratios=[top_h, 1.4 * n_groups + 0.6] if plts else [1])
+    gs = fig.add_gridspec(2 if plts else 1, 1, height_ratios=[top_h, 1.6 * n_groups + 0.6] if plts else [1])
     ax = fig.add_subplot(gs[0])
     labels = []
     for i, s in enumerate(secs):
@@ -188,19 +188,19 @@ def module_layout(mod: LoadedModule):
                 for k in range(n):
                     e = slots.get(base + 4 * k)
                     col = "#f0f0f0" if e is None else ("#ffd8a8" if e.fixed else PLT_COLOR)
-                    ax2.add_patch(Rectangle((k, row), 0.95, 1.5, facecolor=col, edgecolor="#777777", lw=0.4))
-                    ax2.add_patch(Rectangle((k, row + 1.6), 0.95, 1.5, facecolor="#e7f5ff" if e else "#f8f9fa",
+                    ax2.add_patch(Rectangle((k, row), 0.95, 2.0, facecolor=col, edgecolor="#777777", lw=0.4))
+                    ax2.add_patch(Rectangle((k, row + 2.1), 0.95, 1.5, facecolor="#e7f5ff" if e else "#f8f9fa",
                                             edgecolor="#777777", lw=0.4))
                     if e is not None:
-                        ax2.text(k + 0.47, row + 0.75, (e.symbol or hex(e.target))[:12], ha="center", va="center",
+                        ax2.text(k + 0.47, row + 1.0, (e.symbol or hex(e.target))[:15], ha="center", va="center",
                                  fontsize=5.5, rotation=90)
-                        ax2.text(k + 0.47, row + 2.35, f"{e.target:08x}", ha="center", va="center", fontsize=5.5,
+                        ax2.text(k + 0.47, row + 2.85, f"{e.target:08x}", ha="center", va="center", fontsize=5.5,
                                  rotation=90, family="monospace")
-                ax2.text(-0.2, row + 0.75, f"{s.name} group {g}: slots  {base:#010x}", ha="right", va="center",
+                ax2.text(-0.2, row + 1.0, f"{s.name} group {g}: slots  {base:#010x}", ha="right", va="center",
                          fontsize=7, family="monospace")
-                ax2.text(-0.2, row + 2.35, f"literals  {base + cfg.plt_stride:#010x}", ha="right", va="center",
+                ax2.text(-0.2, row + 2.85, f"literals  {base + cfg.plt_stride:#010x}", ha="right", va="center",
                          fontsize=7, family="monospace")
-                row += 3.6
+                row += 4.1
         ax2.set_xlim(-8, n + 0.2)
         ax2.set_ylim(row, -0.2)
         ax2.axis("off")
