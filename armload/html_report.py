@@ -167,7 +167,8 @@ def render(ctx, session, placement, modules_so_far) -> str:
         r = by_place.get((b.section, b.place))
         rid = rel_id(r) if r is not None else ""
         how = (f"<span class=veneer>veneer {b.plt:#010x}</span>" if b.plt else "<span class=direct>direct</span>")
-        brow.append([f"<button class='site' id='site-{b.place:x}' data-explain='{rid}'>{b.place:#010x}</button>",
+        brow.append([f"<button class='site' id='site-{b.place:x}' data-explain='{rid}'>{b.place:#010x}</button> "
+                     f"<a href='#insn-{b.place:x}' title='the instruction in the disassembly'>code</a>",
                      _e(b.section_name), _e(b.type_name), _e(b.symbol), f"<span class=mono>{b.target:#010x}</span>",
                      how])
     parts.append(_table(["site", "section", "type", "symbol", "target", "decision"], brow))
@@ -182,7 +183,8 @@ def render(ctx, session, placement, modules_so_far) -> str:
             text = ln.format().split("\n")
             # The instruction line (after any source lines), then one link per relocation.
             head = [t for t in text if not t.startswith("\t\t\t")]
-            out.extend(_e(t) for t in head)
+            out.extend(_e(t) for t in head[:-1])
+            out.append(f"<span id='insn-{ln.addr:x}'>{_e(head[-1])}</span>" if head else "")
             for r in (x for a in range(ln.addr, ln.addr + max(len(ln.raw), 1)) for x in at.get(a, ())):
                 rid = rel_id(r)
                 link = f"<a class='rel' href='#{rid}' data-explain='{rid}'>" if rid in exs else "<a class='rel'>"

@@ -237,4 +237,7 @@ def format_text(mod: LoadedModule, kernel_desc: str | None = None, placement=Non
         out.append(f"warning: {w}")
     t = d["timings_ms"]
     out.append("time: " + ", ".join(f"{k} {v:.1f} ms" for k, v in t.items()))
+    if cfg.plt_algorithm == "legacy" and d["branches"]["via_plt"]:
+        out.append("  (legacy: relocate includes the v4.0 get_module_plt() walk over every emitted PLT entry per "
+                   "far branch, O(branches x entries); `armload bench plt` times it and the v4.0 count apart)")
     return "\n".join(out)

@@ -72,11 +72,14 @@ def test_page_loads_pictures_render_and_sites_explain(browser, report, name):
     assert sites.count() >= 1
     for i in range(sites.count()):
         site = sites.nth(i)
-        addr = site.inner_text()
+        addr = site.inner_text().strip()
         site.click()
         assert panel.is_visible()
         text = panel.inner_text()
         assert f"P = {addr}" in text and "decision: " in text and "before:" in text and "after:" in text
+        # Its "code" link leads to the instruction in the disassembly.
+        target = page.locator(f"#insn-{int(addr, 16):x}")
+        assert target.count() == 1 and addr[2:] in target.inner_text()
     # A relocation link in the disassembly opens the same kind of explanation.
     page.keyboard.press("Escape")
     assert not panel.is_visible()
