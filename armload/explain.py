@@ -237,6 +237,10 @@ def explain_row(row: RelocRow, obj: ObjectFile, mod: LoadedModule | None, syms, 
         return ex
     refused_here = (error is not None and error.context.get("section") == row.relsec
                     and error.context.get("reloc") == row.position)
+    rs = mod.resolved.get(row.sym_name) if mod is not None and row.sym_name else None
+    if rs is not None and rs.source == "simulated":
+        ex.notes.append(f"S is a simulated kernel address: no real address of {row.sym_name} is known (give "
+                        f"--kernel System.map or a vmlinuz for real ones)")
     if error is not None and not refused_here:
         ex.notes.append(f"the load was refused at another entry ({error}); the kernel stops there, so nothing "
                         f"computed here is written")
