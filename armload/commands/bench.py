@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import sys
 
-WHAT = ("loader", "kallsyms", "emulate", "all")
+WHAT = ("loader", "kallsyms", "emulate", "plt", "all")
 
 
 def register(sub) -> None:
@@ -13,14 +13,21 @@ def register(sub) -> None:
                                    "relocate and total for the largest sample, the largest Debian module "
                                    "(after make corpus) and a seed-scale synthetic object, plus the legacy "
                                    "O(n^2) count. kallsyms: lookup strategies on the real Debian table. "
-                                   "emulate: instructions per second: raw Unicorn, with armload's clock, the whole machine.")
+                                   "emulate: instructions per second: raw Unicorn, with armload's clock, the whole machine. "
+                                   "plt: the three PLT counting rules' time and count versus relocation count (--sizes), the "
+                                   "v4.0 O(n^2) scan measured on its own.")
     p.add_argument("what", nargs="?", choices=WHAT, default="loader")
     p.add_argument("--image", help="kernel image for the kallsyms benchmark (default: the Debian vmlinuz in .cache)")
     p.add_argument("--json", action="store_true")
+    from .bench_plt import add_args as _plt_args     # `bench plt` lives in its own module
+    _plt_args(p)
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
+    if args.what == "plt":
+        from .bench_plt import run as run_plt
+        return run_plt(args)
     results = {}
     if args.what in ("loader", "all"):
         from ..bench import format_benchmark, run_benchmark

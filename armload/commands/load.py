@@ -72,6 +72,16 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+def _counted(mod, config):
+    """Which relocations each PLT rule counted (re-reads the object; cheap next to the load)."""
+    from ..elf import read_object
+    from ..explain import counted_relocations
+    try:
+        return counted_relocations(read_object(mod.path), config)
+    except (OSError, ArmloadError):
+        return None
+
+
 def run(args) -> int:
     from ..image import write_image
     from ..report import format_text, to_dict
@@ -86,11 +96,19 @@ def run(args) -> int:
                 out = f"{stem}-{mod.name}.{ext}" if dot else f"{out}-{mod.name}"
             write_image(mod, out)
         if args.json:
-            results.append(to_dict(mod, session.kernel.describe(), session.placement))
+            from dataclasses import asdict
+            from ..report import plt_notes
+            d = to_dict(mod, session.kernel.describe(), session.placement)
+            counted = _counted(mod, session.config)
+            d["plt_notes"] = plt_notes(mod, counted, limit=None)        # why the PLT numbers differ
+            if counted is not None:
+                d["plt_counted"] = {k: [asdict(c) for c in v] for k, v in counted.items()}
+            results.append(d)
         else:
             if i:
                 print()
-            print(format_text(mod, session.kernel.describe(), session.placement, args.verbose))
+            print(format_text(mod, session.kernel.describe(), session.placement, args.verbose,
+                              counted=_counted(mod, session.config)))
     if args.json:
         json.dump({"ok": True, "modules": results}, sys.stdout, indent=2)
         print()
