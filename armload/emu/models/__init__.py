@@ -15,6 +15,9 @@ def default_library() -> ModelLibrary:
         for sub in (fallbacks, printk, mm, time, sched, locking, driver, module, fs):
             sub.register(lib)
         driver.register_buses(lib)
+        driver.register_core(lib)
+        driver.register_notifiers(lib)
+        driver.register_iterators(lib)
         _DEFAULT = lib
     return _DEFAULT.copy()
 

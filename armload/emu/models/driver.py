@@ -446,3 +446,122 @@ def register_buses(lib: ModelLibrary) -> None:
         call.state("driver.bus", dict).pop(call.arg(0), None)
     for fname in BUS_UNREGISTER:
         lib.set(fname, unreg, subsystem="driver")
+
+
+# --- the driver core itself (bus cores that are modules, e.g. usbcore, call into it) ----------
+DRV_NAME, DRV_BUS = 0, 4          # struct device_driver { name; bus; ... }
+BUS_NAME = 0                      # struct bus_type { name; dev_name; ... }
+
+
+def register_core(lib: ModelLibrary) -> None:
+    m = lib.model
+
+    def buses(call) -> dict:
+        return call.state("driver.buses", dict)      # bus_type -> {"name", "drivers": {name: drv}}
+
+    @m("bus_register", subsystem="driver")
+    def bus_register(call):
+        bus = call.arg(0)
+        name = _name(call, call.u32(bus + BUS_NAME))
+        if any(b["name"] == name for b in buses(call).values()):
+            return err_ptr(EEXIST)                   # kset_register: duplicate kobject name
+        buses(call)[bus] = {"name": name, "drivers": {}}
+        call.machine.record("bus_register", name=name, addr=bus)
+        return 0
+
+    @m("bus_unregister", subsystem="driver")
+    def bus_unregister(call):
+        buses(call).pop(call.arg(0), None)
+
+    @m("driver_register", subsystem="driver")
+    def driver_register(call):
+        drv = call.arg(0)
+        bus = call.u32(drv + DRV_BUS)
+        info = buses(call).get(bus)
+        name_p = call.u32(drv + DRV_NAME)
+        if not name_p:
+            call.fault("Unable to handle kernel NULL pointer dereference in strcmp (driver_find): "
+                       "the driver has no name", "null-deref")
+        name = call.text(name_p, 64)
+        if info is None:
+            # a bus the kernel registered at boot: armload knows it only by name
+            bname = _name(call, call.u32(bus + BUS_NAME)) if bus else None
+            if not bus:
+                call.fault(f"driver_register: driver '{name}' has no bus (NULL dereference of drv->bus)",
+                           "null-deref")
+            info = buses(call)[bus] = {"name": bname, "drivers": {}, "boot": True}
+        if name in info["drivers"]:
+            call.machine.log.printk(f"Error: Driver '{name}' is already registered, aborting...", level=3)
+            return err_ptr(EBUSY)
+        info["drivers"][name] = drv
+        call.machine.record("driver_register", name=name, bus=info["name"], addr=drv)
+        call.note = f"registered on bus {info['name']}; no {info['name']} devices exist in the simulation"
+        return 0
+
+    @m("driver_unregister", subsystem="driver")
+    def driver_unregister(call):
+        drv = call.arg(0)
+        for b in buses(call).values():
+            for n, d in list(b["drivers"].items()):
+                if d == drv:
+                    del b["drivers"][n]
+
+
+def register_notifiers(lib: ModelLibrary) -> None:
+    m = lib.model
+
+    @m("bus_register_notifier", "bus_unregister_notifier", subsystem="driver")
+    def bus_notifier(call):
+        # the notifier head lives in the bus's private data, which only a booted driver core has
+        call.machine.record(call.name, bus=call.arg(0), notifier=call.arg(1))
+        call.note = "recorded; armload adds no devices to this bus, so the notifier is never called"
+        return 0
+
+    @m("__class_register", "class_register", subsystem="driver")
+    def class_register(call):
+        cls = call.arg(0)
+        name = _name(call, call.u32(cls))
+        r = reg(call)
+        if name in r.classes:
+            return err_ptr(EEXIST)
+        r.classes[name] = cls
+        call.machine.record("class_register", name=name, addr=cls)
+        return 0
+
+    @m("class_unregister", subsystem="driver")
+    def class_unregister(call):
+        r = reg(call)
+        r.classes = {n: c for n, c in r.classes.items() if c != call.arg(0)}
+
+    @m("device_register", "device_add", subsystem="driver")
+    def device_register(call):
+        call.machine.record(call.name, addr=call.arg(0))
+        call.note = "recorded; no driver is matched to devices added this way"
+        return 0
+
+    @m("device_unregister", "device_del", "put_device", subsystem="driver")
+    def device_unregister(call):
+        return None
+
+    @m("get_device", subsystem="driver")
+    def get_device(call):
+        return call.arg(0)
+
+
+def register_iterators(lib: ModelLibrary) -> None:
+    m = lib.model
+
+    @m("bus_for_each_dev", subsystem="driver")
+    def bus_for_each_dev(call):
+        call.note = "no devices on simulated buses: fn is never called"
+        return 0
+
+    @m("bus_for_each_drv", subsystem="driver")
+    def bus_for_each_drv(call):
+        bus, data, fn = call.arg(0), call.arg(2), call.arg(3)
+        info = call.state("driver.buses", dict).get(bus)
+        for drv in list((info or {}).get("drivers", {}).values()):
+            rc = call.invoke(fn, drv, data)
+            if rc:
+                return rc
+        return 0
