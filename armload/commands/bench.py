@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import sys
 
-WHAT = ("loader", "kallsyms", "emulate", "plt", "all")
+WHAT = ("loader", "kallsyms", "kallsyms-arm", "emulate", "plt", "all")
 
 
 def register(sub) -> None:
@@ -12,7 +12,9 @@ def register(sub) -> None:
                        description="Run benchmarks and print them side by side. loader: parse, PLT count, "
                                    "relocate and total for the largest sample, the largest Debian module "
                                    "(after make corpus) and a seed-scale synthetic object, plus the legacy "
-                                   "O(n^2) count. kallsyms: lookup strategies on the real Debian table. "
+                                   "O(n^2) count. kallsyms: lookup strategies on the real Debian table. kallsyms-arm: the "
+                                   "same strategies as ARM code in the emulator (the kernel's own lookup and C built "
+                                   "here), emulated instructions per lookup. "
                                    "emulate: instructions per second: raw Unicorn, with armload's clock, the whole machine. "
                                    "plt: the three PLT counting rules' time and count versus relocation count (--sizes), the "
                                    "v4.0 O(n^2) scan measured on its own.")
@@ -40,6 +42,15 @@ def run(args) -> int:
         if not args.json:
             print()
             kallsyms.print_benchmark(results["kallsyms"])
+    if args.what in ("kallsyms-arm", "all"):
+        import os
+        from .. import kallsyms_arm
+        image = args.image or os.path.join(os.path.dirname(__file__), "..", "..", ".cache", "linux-image-6.1.0-50-armmp",
+                                           "boot", "vmlinuz-6.1.0-50-armmp")
+        results["kallsyms-arm"] = kallsyms_arm.run_benchmark(image)
+        if not args.json:
+            print()
+            kallsyms_arm.print_benchmark(results["kallsyms-arm"])
     if args.what in ("emulate", "all"):
         from ..emu import bench as emu_bench
         results["emulate"] = emu_bench.run_benchmark()

@@ -554,6 +554,16 @@ class Machine:
         """Live allocations that module code (or a model on its behalf) made: boot objects excluded."""
         return [a for a in self.heap.live.values() if a.caller]
 
+    def map_code(self, addr: int, code: bytes) -> None:
+        """Map extra executable code (a benchmark's or test's own ARM routines) at `addr`."""
+        end = (addr + len(code) + PAGE - 1) & ~(PAGE - 1)
+        pages = {p: UC_PROT_READ | UC_PROT_EXEC for p in range(addr & ~(PAGE - 1), end, PAGE)}
+        if any(p in self._perm for p in pages):
+            raise EmulationError(f"cannot map code at {addr:#010x}: the address is in use")
+        self._map_pages(pages)
+        self.uc.mem_write(addr, code)
+        self.clock.clear_cache()
+
     def timer_base(self) -> int:
         """A stand-in timer-wheel bucket: pending timers' entry.pprev points here (non-NULL)."""
         if self._timer_base is None:
