@@ -70,3 +70,23 @@ def init_sim_data(machine, name: str, addr: int) -> bool:
         create_system_workqueues(machine, {name: addr})
         return True
     return False
+
+
+# Boot-time initialisation of one piece of the kernel, run from the Image itself when a module
+# imports something that depends on it (initcall -> the symbols that need it).
+BOOT_INITCALLS = {
+    "net_ns_init": ("register_pernet_subsys", "register_pernet_device", "unregister_pernet_subsys",
+                    "unregister_pernet_device", "init_net", "rtnl_register_module"),
+}
+NEEDS = {sym: call for call, syms in BOOT_INITCALLS.items() for sym in syms}
+
+
+def run_initcall(machine, name: str) -> str | None:
+    """Run one boot initcall from the Image; None on success, else why it failed."""
+    addr = machine.image.symbols.get(name) if machine.image is not None else None
+    if addr is None:
+        return f"{name} is not in the kernel image"
+    r = machine.call(addr, [], name=name, module=False)
+    if r.status != "returned" or r.retval:
+        return f"{name}: {r.status} {r.retval if r.fault is None else r.fault.message}"
+    return None

@@ -142,6 +142,24 @@ REAL_CODE: dict[str, tuple[str, ...]] = {
                    "xt_unregister_matches", "nf_register_sockopt", "nf_unregister_sockopt",
                    "register_ip_vs_scheduler", "unregister_ip_vs_scheduler", "register_ip_vs_app",
                    "input_register_handler", "input_unregister_handler", "hid_ignore", "usb_register_dev"),
+    "net/core/net_namespace": ("register_pernet_subsys", "register_pernet_device", "unregister_pernet_subsys",
+                               "unregister_pernet_device", "rtnl_register_module", "rtnl_unregister",
+                               "rtnl_unregister_all", "net_ns_type_operations"),
+    "crypto/api": ("crypto_register_alg", "crypto_unregister_alg", "crypto_register_algs", "crypto_unregister_algs",
+                   "crypto_register_shash", "crypto_unregister_shash", "crypto_register_shashes",
+                   "crypto_unregister_shashes", "crypto_register_ahash", "crypto_unregister_ahash",
+                   "crypto_register_ahashes", "crypto_unregister_ahashes", "crypto_register_skcipher",
+                   "crypto_unregister_skcipher", "crypto_register_skciphers", "crypto_unregister_skciphers",
+                   "crypto_register_aead", "crypto_unregister_aead", "crypto_register_aeads", "crypto_unregister_aeads",
+                   "crypto_register_akcipher", "crypto_unregister_akcipher", "crypto_register_kpp",
+                   "crypto_unregister_kpp", "crypto_register_kpps", "crypto_register_rng", "crypto_unregister_rng",
+                   "crypto_register_rngs", "crypto_unregister_rngs", "crypto_register_template",
+                   "crypto_unregister_template", "crypto_register_templates", "crypto_unregister_templates",
+                   "crypto_register_scomp", "crypto_unregister_scomp", "crypto_register_scomps",
+                   "crypto_unregister_scomps", "crypto_register_acomp", "crypto_unregister_acomp",
+                   "crypto_register_acomps", "crypto_unregister_acomps", "crypto_register_notifier",
+                   "crypto_unregister_notifier", "crypto_init_queue", "crypto_register_instance",
+                   "crypto_check_attr_type", "crypto_attr_alg_name", "crypto_grab_spawn", "crypto_drop_spawn"),
     "arch/arm/barrier": ("arm_heavy_mb", "arm_dma_zone_size"),
     "drivers/base/core": ("dev_name", "dev_set_name", "device_initialize", "kobject_get", "kobject_set_name",
                           "devm_add_action", "dev_get_drvdata", "kobject_uevent_env"),
@@ -195,6 +213,10 @@ class CallTable:
         self.has_image = has_image
         self.policy = policy
         self._memo: dict[str, Decision] = {}
+
+    def force_unmodelled(self, name: str) -> None:
+        """This machine cannot run `name` honestly (its boot-time state failed to initialise)."""
+        self._memo[name] = Decision(name, UNMODELLED, "", None)
 
     def decide(self, name: str) -> Decision:
         d = self._memo.get(name)

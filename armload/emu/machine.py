@@ -123,6 +123,7 @@ class Machine:
         self._invalid = None
         self._depth = 0
         self._current = TASK_BASE
+        self.booted: dict[str, str | None] = {}     # boot initcall -> None (ran) or why it failed
         self.breakpoints: dict[int, object] = {}      # addr -> fn(machine, addr): BKPT/UDF traps (probes)
         self._scratch = SCRATCH_BASE
         self._timer_base = None
@@ -259,6 +260,7 @@ class Machine:
                                 f"(run_init({o.name!r}) or free_init_memory() first)")
                         raise EmulationError(f"{m.name}: module memory at {max(r.base, q.base):#010x} "
                                              f"overlaps module {o.name}; choose another --placement")
+        self._boot_for(m)
         mp = self._module_pages(m)
         for p in mp:
             if p in self._perm and p not in self._module_pages_all:
@@ -275,6 +277,21 @@ class Machine:
             if rs.addr == 0 or rs.source.startswith("module:"):
                 continue              # another module's symbol: its own code and data
             self._bind_kernel_symbol(rs.name, rs.addr, rs.kind)
+
+    def _boot_for(self, m: LoadedModule) -> None:
+        """Run the boot initcalls the module's imports depend on (once per machine)."""
+        if self.image is None:
+            return
+        for name in m.resolved:
+            call = boot.NEEDS.get(name)
+            if call is None or call in self.booted:
+                continue
+            why = boot.run_initcall(self, call)
+            self.booted[call] = why
+            if why is not None:
+                self.notes.append(f"boot: {why}; what depends on it is unmodelled")
+                for sym in boot.BOOT_INITCALLS[call]:
+                    self.table.force_unmodelled(sym)
 
     # --- kernel symbols ---------------------------------------------------------------
     def _bind_kernel_symbol(self, name: str, addr: int, kind: str) -> None:
@@ -721,7 +738,9 @@ class Machine:
         if isinstance(entry, str):
             name = name or entry
             entry = self.function_address(entry, module)
-        if module is not None:
+        if module is False:
+            m = None                                      # the kernel's own code (boot initcalls)
+        elif module is not None:
             m = self._find_module(module)
         else:
             m = self._owner_any(entry & ~1)
@@ -774,7 +793,7 @@ class Machine:
                                 f"{self.clock.insns - insn0:,} instructions (not a result: raise --timeout)")
         if fault is not None:
             fault.last_calls = calls[-8:]
-        return RunResult(m.name, fname, entry, status, retval, fault, calls,
+        return RunResult(m.name if m is not None else "vmlinux", fname, entry, status, retval, fault, calls,
                          [r.text for r in self.log.records[first_log:]], elapsed,
                          self.clock.insns - insn0, self.clock.ns() - ns0, self.registrations[first_reg:])
 
