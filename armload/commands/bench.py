@@ -11,7 +11,9 @@ def register(sub) -> None:
     p = sub.add_parser("bench", help="benchmarks: loader stages, kallsyms lookups, emulation speed",
                        description="Run benchmarks and print them side by side. loader: parse, PLT count, "
                                    "relocate and total for the largest sample, the largest Debian module "
-                                   "(after make corpus) and a seed-scale synthetic object, plus the legacy "
+                                   "(after make corpus) and a seed-scale synthetic object (also with 5 non-zero-addend "
+                                   "calls, whose ties make lib/sort.c's order matter), count_plts per rule "
+                                   "beside a native C count of the same file (ratio), plus the legacy "
                                    "O(n^2) count. kallsyms: lookup strategies on the real Debian table. "
                                    "emulate: instructions per second with verification on.")
     p.add_argument("what", nargs="?", choices=WHAT, default="loader")
