@@ -14,7 +14,7 @@ import pytest
 from armload import kallsyms as K
 from armload.cli import main as cli_main
 from armload.errors import KernelFileError
-from armload.kallsyms_lookup import KallsymsTable
+from armload.kallsyms.lookup import KallsymsTable
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CACHE = os.path.join(ROOT, ".cache")
