@@ -185,15 +185,18 @@ def format_benchmark(res: dict) -> str:
     out.append("")
     out.append("count_plts per rule, armload vs native C (benchmarks/plt_count_ref.c: libc qsort + the kernel's "
                "count loop), same file, same run, best of 5")
+    def ms(x):
+        return f"{x:.1f}" if x >= 1 else f"{x:.3f}"
+
     rows = []
     for o in res["plt_vs_c"]:
         for rule, r in o["rules"].items():
             if "c_ms" in r:
                 same = "same" if r["c_count"] == r["armload_count"] else "differs (qsort tie order is not lib/sort.c's)"
-                rows.append([o["object"], rule, f"{r['armload_ms']:.1f}", f"{r['c_ms']:.1f}", f"{r['ratio']:.2f}x",
+                rows.append([o["object"], rule, ms(r["armload_ms"]), ms(r["c_ms"]), f"{r['ratio']:.2f}x",
                              "/".join(map(str, r["armload_count"])), "/".join(map(str, r["c_count"])), same])
             else:
-                rows.append([o["object"], rule, f"{r['armload_ms']:.1f}", "-", "-",
+                rows.append([o["object"], rule, ms(r["armload_ms"]), "-", "-",
                              "/".join(map(str, r["armload_count"])), "-", f"no C reference: {o['c_error']}"])
     out.append(table(rows, ["object", "rule", "armload ms", "C ms", "ratio", "armload core/init", "C core/init",
                             "counts"], "llrrrrrl"))
