@@ -332,3 +332,21 @@ def test_initcore_hand_counts():
     plan = plan_plts(read_object(sample("initcore-arm.ko")), KernelConfig())
     assert plan.counts["legacy"].total == plan.counts["sorted"].total == 4
     assert (plan.counts["v6"].core, plan.counts["v6"].init) == (5, 6)
+
+
+def test_native_reference_counts_agree(tmp_path):
+    """The benchmark's C reference (benchmarks/plt_count_ref.c, qsort) counts what armload counts
+    wherever tie order cannot matter, so `armload bench` compares the same work."""
+    import subprocess
+    from armload.bench import native_reference
+    exe, why = native_reference()
+    assert exe, why
+    synth = tmp_path / "synth.ko"
+    synth.write_bytes(make_module(20_000, n_externals=300))
+    for path in all_kos() + [str(synth)]:
+        cfg = KernelConfig(thumb2="thumb2" in path)
+        out = subprocess.run([exe, path, "1", str(int(cfg.thumb2)), str(cfg.n_fixed_plts)],
+                             capture_output=True, text=True, check=True).stdout.split("\n")
+        c = {line.split()[0]: tuple(map(int, line.split()[1:3])) for line in out if line}
+        plan = plan_plts(read_object(path), cfg)
+        assert c == {k: (v.core, v.init) for k, v in plan.counts.items()}, path
