@@ -96,6 +96,17 @@ def test_native_sort_is_used():
         assert P._NATIVE.SOURCE_SHA256 != "unknown"
 
 
+def test_stale_or_disabled_native_sort_is_not_used(monkeypatch):
+    """A build from another _kernsort.c (hash compiled in differs from the source) falls back to Python."""
+    if P._NATIVE is not None:
+        monkeypatch.setattr(P._NATIVE, "SOURCE_SHA256", "0" * 64)
+        mod, why = P._native_sort()
+        assert mod is None and "stale" in why
+    monkeypatch.setenv("ARMLOAD_NO_NATIVE", "1")
+    mod, why = P._native_sort()
+    assert mod is None and "ARMLOAD_NO_NATIVE" in why
+
+
 @pytest.mark.parametrize("variant", ["v6", "sorted"])
 def test_sort_replay_equals_literal_port(variant):
     """C, Python fallback and the literal port of lib/sort.c give the same permutation, ties included."""
