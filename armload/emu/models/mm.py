@@ -216,6 +216,15 @@ def register(lib: ModelLibrary) -> None:
         call.heap.free(ent[0], caller=call.lr)
         call.heap.free(call.arg(0), caller=call.lr)
 
+    @m("si_meminfo", subsystem="mm")
+    def si_meminfo(call):
+        # struct sysinfo: uptime, loads[3], totalram, freeram, sharedram, bufferram, totalswap,
+        # freeswap, procs (u16) + pad, totalhigh, freehigh, mem_unit: counted in pages
+        from ..boot import RAM_PAGES
+        import struct
+        call.write(call.arg(0) + 16, struct.pack("<IIIIII", RAM_PAGES, RAM_PAGES // 2, 0, 0, 0, 0))
+        call.write(call.arg(0) + 44, struct.pack("<III", 0, 0, 4096))
+
     # --- per-cpu: one possible CPU whose per-cpu offset is 0 --------------------------
     @m("__alloc_percpu", "__alloc_percpu_gfp", "__alloc_reserved_percpu", subsystem="mm")
     def alloc_percpu(call):
