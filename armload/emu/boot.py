@@ -88,7 +88,11 @@ def run_initcall(machine, name: str) -> str | None:
     addr = machine.image.symbols.get(name) if machine.image is not None else None
     if addr is None:
         return f"{name} is not in the kernel image"
-    r = machine.call(addr, [], name=name, module=False)
+    machine.heap.booting = True
+    try:
+        r = machine.call(addr, [], name=name, module=False)
+    finally:
+        machine.heap.booting = False
     if r.status != "returned" or r.retval:
         return f"{name}: {r.status} {r.retval if r.fault is None else r.fault.message}"
     return None

@@ -136,7 +136,7 @@ REAL_CODE: dict[str, tuple[str, ...]] = {
                    "unregister_die_notifier", "register_keyboard_notifier", "unregister_keyboard_notifier",
                    "register_module_notifier", "unregister_module_notifier", "register_inetaddr_notifier",
                    "unregister_inetaddr_notifier", "register_inet6addr_notifier", "unregister_inet6addr_notifier",
-                   "ipv6_mod_enabled", "dev_add_pack", "dev_remove_pack", "register_8022_client",
+                   "ipv6_mod_enabled", "register_8022_client",
                    "unregister_8022_client", "llc_sap_open", "llc_sap_close", "inet_register_protosw",
                    "inet_unregister_protosw", "inet_add_protocol", "inet_del_protocol", "inet6_add_protocol",
                    "inet6_del_protocol", "xt_register_target", "xt_unregister_target", "xt_register_targets",

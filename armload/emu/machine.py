@@ -569,7 +569,7 @@ class Machine:
 
     def leaks(self) -> list:
         """Live allocations that module code (or a model on its behalf) made: boot objects excluded."""
-        return [a for a in self.heap.live.values() if a.caller]
+        return [a for a in self.heap.live.values() if a.caller and not a.boot]
 
     def map_code(self, addr: int, code: bytes) -> None:
         """Map extra executable code (a benchmark's or test's own ARM routines) at `addr`."""
