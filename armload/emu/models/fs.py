@@ -151,6 +151,11 @@ def register(lib: ModelLibrary) -> None:
     def sysfs_remove(call):
         return None
 
+    @m("kobject_uevent", "kobject_uevent_env", subsystem="fs")
+    def kobject_uevent(call):
+        call.note = "no userspace listens for uevents in the simulation (none delivered)"
+        return 0
+
     # sysctl
     @m("register_sysctl", "register_sysctl_table", "register_net_sysctl", "register_sysctl_paths",
        "register_sysctl_mount_point", subsystem="fs")
