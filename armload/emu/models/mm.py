@@ -123,6 +123,9 @@ def register(lib: ModelLibrary) -> None:
     def cache_alloc(call, zero):
         c = caches(call).get(call.arg(0))
         if c is None:
+            if call.machine._in_module(call.lr & ~1) is None:
+                # the kernel's own code allocating from a cache its boot code would have created
+                call.unmodelled(f"a slab cache the kernel creates at boot ({call.arg(0):#x} here)")
             call.fault(f"{call.name}: {call.arg(0):#010x} is not a slab cache "
                        f"({'NULL: a cache never created' if not call.arg(0) else call.symbolize(call.arg(0))})",
                        "null-deref" if not call.arg(0) else "bug")
