@@ -273,7 +273,7 @@ def _format_pointer(call, p: int, ext: str, width) -> str:
             b = call.read(p, 4)
         except Exception:
             return "(efault)"
-        return ".".join(str(x) for x in b)
+        return ".".join((f"{x:03d}" if e == "i" else str(x)) for x in b)     # %pi4: leading zeros
     if e == "h":
         n = width if width else 1
         try:
