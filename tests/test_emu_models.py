@@ -220,8 +220,8 @@ def test_memset_into_rodata_faults():
 def test_strlen_null_faults_in_kernel_function():
     m, r = _run("push {r4, lr}\nmov r0, #0\nbl {strlen}\npop {r4, pc}")
     assert r.status == "fault" and r.fault.kind == "null-deref"
-    assert r.fault.message == ("strlen: unable to handle kernel paging request at virtual address 00000000 "
-                               "when read")
+    assert r.fault.message == ("strlen: unable to handle kernel NULL pointer dereference at virtual address "
+                               "00000000 when read")
 
 
 def test_patterns():
