@@ -490,30 +490,48 @@ def register(lib: ModelLibrary) -> None:
     LIST_POISON1, LIST_POISON2 = 0x100, 0x122
 
 
+    def _corrupt(call, message: str):
+        # CHECK_DATA_CORRUPTION with Debian's CONFIG_BUG_ON_DATA_CORRUPTION=y: pr_err, then BUG()
+        call.machine.log.printk(message + "\n", 3)
+        call.fault(f"kernel BUG at lib/list_debug.c: {message}", "bug")
+
     @f("__list_add_valid", subsystem="lib")
     def _h_list_add_valid(call):
+        # lib/list_debug.c (6.1), its checks in its order; a bad pointer faults as it would there
         new, prev, nxt = call.arg(0), call.arg(1), call.arg(2)
-        try:
-            ok = call.u32(nxt + 4) == prev and call.u32(prev) == nxt and new not in (prev, nxt)
-        except ModelFault:
-            ok = False
-        if not ok:
-            call.machine.log.printk(f"list_add corruption. new={new:#x} prev={prev:#x} next={nxt:#x}\n", 4)
-        return 1 if ok else 0
-
+        if prev == 0:
+            _corrupt(call, "list_add corruption. prev is NULL.")
+        if nxt == 0:
+            _corrupt(call, "list_add corruption. next is NULL.")
+        if call.u32(nxt + 4) != prev:
+            _corrupt(call, f"list_add corruption. next->prev should be prev ({prev:08x}), but was "
+                           f"{call.u32(nxt + 4):08x}. (next={nxt:08x}).")
+        if call.u32(prev) != nxt:
+            _corrupt(call, f"list_add corruption. prev->next should be next ({nxt:08x}), but was "
+                           f"{call.u32(prev):08x}. (prev={prev:08x}).")
+        if new in (prev, nxt):
+            _corrupt(call, f"list_add double add: new={new:08x}, prev={prev:08x}, next={nxt:08x}.")
+        return 1
 
     @f("__list_del_entry_valid", subsystem="lib")
     def _h_list_del_valid(call):
         e = call.arg(0)
-        try:
-            nxt, prev = call.u32(e), call.u32(e + 4)
-            ok = (nxt not in (0, LIST_POISON1) and prev not in (0, LIST_POISON2)
-                  and call.u32(prev) == e and call.u32(nxt + 4) == e)
-        except ModelFault:
-            ok = False
-        if not ok:
-            call.machine.log.printk(f"list_del corruption at {e:#x}\n", 4)
-        return 1 if ok else 0
+        prev, nxt = call.u32(e + 4), call.u32(e)
+        if nxt == 0:
+            _corrupt(call, f"list_del corruption, {e:08x}->next is NULL")
+        if prev == 0:
+            _corrupt(call, f"list_del corruption, {e:08x}->prev is NULL")
+        if nxt == LIST_POISON1:
+            _corrupt(call, f"list_del corruption, {e:08x}->next is LIST_POISON1 ({LIST_POISON1:08x})")
+        if prev == LIST_POISON2:
+            _corrupt(call, f"list_del corruption, {e:08x}->prev is LIST_POISON2 ({LIST_POISON2:08x})")
+        if call.u32(prev) != e:
+            _corrupt(call, f"list_del corruption. prev->next should be {e:08x}, but was {call.u32(prev):08x}. "
+                           f"(prev={prev:08x})")
+        if call.u32(nxt + 4) != e:
+            _corrupt(call, f"list_del corruption. next->prev should be {e:08x}, but was "
+                           f"{call.u32(nxt + 4):08x}. (next={nxt:08x})")
+        return 1
 
 
     @f("__sw_hweight32", "__sw_hweight16", "__sw_hweight8", subsystem="lib")

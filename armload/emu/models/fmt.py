@@ -10,6 +10,13 @@ from ..errno import errno_name, s32 as _s32, s64 as _s64
 # struct printf_spec flags (lib/vsprintf.c)
 SIGN, LEFT, PLUS, SPACE, ZEROPAD, SMALL, SPECIAL = 1, 2, 4, 8, 16, 32, 64
 PAGE_SIZE = 4096
+FIELD_WIDTH_MAX, PRECISION_MAX = (1 << 23) - 1, (1 << 15) - 1
+
+
+def _wrap(v: int, bits: int) -> int:
+    """v stored in a signed bitfield of `bits` bits."""
+    v &= (1 << bits) - 1
+    return v - (1 << bits) if v >> (bits - 1) else v
 _U64 = (1 << 64) - 1
 
 
@@ -47,9 +54,13 @@ def format_kernel_bytes(call, fmt: bytes, args) -> bytes:
             s = i
             while i < n and 0x30 <= fmt[i] <= 0x39:
                 i += 1
-            spec.width = int(fmt[s:i])
-        elif i < n and fmt[i] == 0x2A:     # '*': the next int argument
-            spec.width = _s32(args.next32())
+            spec.width = _wrap(int(fmt[s:i]), 24)          # printf_spec.field_width:24
+        elif i < n and fmt[i] == 0x2A:     # '*': the next int argument (set_field_width)
+            w = _s32(args.next32())
+            if _wrap(w, 24) != w:
+                _warn_once(call, f"field width {w} too large")
+                w = max(-FIELD_WIDTH_MAX, min(w, FIELD_WIDTH_MAX))
+            spec.width = w
             if spec.width < 0:
                 spec.width, spec.flags = -spec.width, spec.flags | LEFT
             i += 1
@@ -59,9 +70,13 @@ def format_kernel_bytes(call, fmt: bytes, args) -> bytes:
                 s = i
                 while i < n and 0x30 <= fmt[i] <= 0x39:
                     i += 1
-                spec.prec = int(fmt[s:i])
-            elif i < n and fmt[i] == 0x2A:
-                spec.prec = max(_s32(args.next32()), 0)     # a negative precision is 0 here
+                spec.prec = max(_wrap(int(fmt[s:i]), 16), 0)    # printf_spec.precision:16
+            elif i < n and fmt[i] == 0x2A:     # set_precision; a negative precision is 0 here
+                p = _s32(args.next32())
+                if _wrap(p, 16) != p:
+                    _warn_once(call, f"precision {p} too large")
+                    p = max(0, min(p, PRECISION_MAX))
+                spec.prec = max(p, 0)
                 i += 1
             else:
                 spec.prec = 0

@@ -50,9 +50,10 @@ def register(lib: ModelLibrary) -> None:
         call.machine.log.printk(text.decode("utf-8", "replace"), level=None if level < 0 else level, cont=cont)
         return _stored_len(text)
 
-    def _printk(call, fmt_ptr, args, prefix=""):
+    def _printk(call, fmt_ptr, args, prefix="", level=None):
         raw = call.string(fmt_ptr, 1024)
-        raw, level, cont = _split_level(raw)
+        raw, lvl, cont = _split_level(raw)
+        level = lvl if level is None else level
         text = format_kernel_bytes(call, raw, args)[:LOG_LINE_MAX]
         call.machine.log.printk(prefix + text.decode("utf-8", "replace"), level=level, cont=cont)
         return _stored_len(text)
@@ -67,8 +68,11 @@ def register(lib: ModelLibrary) -> None:
 
     def dev_level(level):
         def h(call):
+            # void _dev_info(dev, fmt, ...): "(NULL device *): " as drivers/base/core.c prints it;
+            # for a device the kernel prints "driver name: ", which needs the driver core's layout
             dev = call.arg(0)
-            return _printk(call, call.arg(1), call.varargs(2), f"(device {dev:08x}): " if dev else "(NULL device *): ")
+            _printk(call, call.arg(1), call.varargs(2), f"(device {dev:08x}): " if dev else "(NULL device *): ",
+                    level=level)
         return h
 
     for lvl, name in enumerate(("_dev_emerg", "_dev_alert", "_dev_crit", "_dev_err", "_dev_warn",
