@@ -29,7 +29,13 @@ FUNCTIONS = ["strlen", "strnlen", "strcmp", "strncmp", "strcasecmp", "memcmp", "
              "strstr", "strscpy", "strlcpy", "kstrtoint", "kstrtouint", "simple_strtoul", "__aeabi_uidiv",
              "__aeabi_idiv", "__aeabi_uidivmod", "__aeabi_idivmod", "__aeabi_uldivmod", "__aeabi_ldivmod",
              "crc32_le", "__sw_hweight32", "_find_first_bit_le", "_find_next_bit_le", "snprintf", "scnprintf",
-             "vsnprintf"]
+             "vsnprintf",
+             # further fallbacks with a kernel counterpart
+             "memset", "memcpy", "memmove", "bcmp", "strcpy", "strncpy", "strcat", "__umodsi3", "__modsi3",
+             "__aeabi_llsl", "__aeabi_llsr", "__aeabi_lasr", "__aeabi_lmul", "__sw_hweight8", "__sw_hweight16",
+             "__sw_hweight64", "_find_first_zero_bit_le", "_find_next_zero_bit_le", "_find_next_and_bit",
+             "_find_last_bit", "sprintf", "vsprintf", "vscnprintf", "simple_strtol", "_kstrtol", "_kstrtoul",
+             "_printk", "vprintk", "_dev_info", "_dev_err", "__list_add_valid", "__list_del_entry_valid"]
 # The kernel has no __aeabi_uldivmod/__aeabi_ldivmod (ARM Linux does 64-bit division through
 # do_div and lib/math/div64.c): the fallbacks are checked against those functions instead.
 ORACLE = {"__aeabi_uldivmod": "div64_u64_rem", "__aeabi_ldivmod": "div64_s64"}
@@ -62,12 +68,13 @@ class Side:
         words = [self.base + a.off if isinstance(a, Buf) else a & U32 for a in args]
         n0 = len(m.log.records)
         r = m.call(self.entry_of(fn), words, budget=BUDGET)
-        if r.status != "returned":
-            return (r.status, r.fault.kind, r.fault.message)
-        regs = tuple(self.norm(m.reg(f"r{i}")) for i in range(nregs))
         # a WARN's banner names file:line and the caller, which only the kernel's own code knows
         log = tuple(("WARNING:" if x.text.startswith("WARNING: CPU: 0 PID: 0 at ") else x.text, x.level)
                     for x in m.log.records[n0:])
+        if r.status != "returned":
+            # the kind of fault and what was logged before it (the message names code locations)
+            return (r.status, r.fault.kind, log)
+        regs = tuple(self.norm(m.reg(f"r{i}")) for i in range(nregs))
         return regs, bytes(m.uc.mem_read(self.base, ARENA)), log
 
 
@@ -398,17 +405,20 @@ def _spec(rng, conv):
     return s + conv, star
 
 
-def _snprintf_case(rng, specs, size=256):
-    """specs: list of (format piece, [values]). Lays the varargs out as AAPCS does."""
+def _snprintf_case(rng, specs, size=256, lead=None):
+    """specs: list of (format piece, [values]). Lays the varargs out as AAPCS does. The arguments
+    before fmt: snprintf's (buf, size) by default, sprintf's (buf,), printk's ()."""
+    lead = (Buf(0x800), size) if lead is None else lead
     fmt = b""
-    words = []                    # after buf, size, fmt: the variadic words from r3 on
+    fixed = len(lead) + 1
+    words = []                    # the variadic words from r{fixed} on
     strings = {}
     sp = 0x400
     for piece, vals in specs:
         fmt += piece
         for kind, v in vals:
             if kind == "i64":
-                if (3 + len(words)) % 2:
+                if (fixed + len(words)) % 2:
                     words.append(0xDEADBEEF)          # padding to an even slot (r3 or a stack word)
                 v &= (1 << 64) - 1
                 words += [v & U32, v >> 32]
@@ -419,7 +429,7 @@ def _snprintf_case(rng, specs, size=256):
             else:
                 words.append(v & U32)
     mem = {0: fmt + b"\0", **strings}
-    return ((Buf(0x800), size, Buf(0)) + tuple(words)), mem
+    return tuple(lead) + (Buf(0),) + tuple(words), mem
 
 
 def test_snprintf(sides):
@@ -510,3 +520,173 @@ def test_vsnprintf_va_list(sides):
         mem = {0: fmt + b"\0", 0xC00: struct.pack(f"<{len(words)}I", *words)}
         cases.append(((Buf(0x800), rng.choice([256, 256, 7]), Buf(0), Buf(0xC00)), mem))
     assert check(sides, "vsnprintf", cases) == 150
+
+
+# --- the other fallbacks that have kernel code ------------------------------------------------
+def test_memory_and_string_copies(sides):
+    rng = random.Random(RNG_SEED + 11)
+    total = 0
+    sets, cpys, movs, bcmps = [], [], [], []
+    for _ in range(120):
+        n = rng.choice([0, 1, 2, 3, 4, 7, 8, 15, 16, 31, 32, 33, 63, 64, 100, rng.randint(0, 300)])
+        do, so = rng.randint(0, 7), rng.randint(0, 7)
+        data = bytes(rng.randrange(256) for _ in range(n))
+        sets.append(((Buf(0x800 + do), rng.choice([0, 0xFF, 0x5A, 0x1234, rng.getrandbits(32)]), n), {}))
+        cpys.append(((Buf(0x800 + do), Buf(0x400 + so), n), {0x400 + so: data}))
+        # overlapping both ways inside one slot
+        shift = rng.choice([-9, -4, -1, 1, 3, 4, 8, 17])
+        src = 0x100 + rng.randint(0, 16)
+        movs.append(((Buf(src + shift), Buf(src), n), {src: data}))
+        b = bytearray(data)
+        if n and rng.random() < 0.5:
+            b[rng.randrange(n)] ^= 0x80
+        bcmps.append(((Buf(0x400 + so), Buf(0x800 + do), n), {0x400 + so: data, 0x800 + do: bytes(b)}))
+    total += check(sides, "memset", sets)
+    total += check(sides, "memcpy", cpys)
+    total += check(sides, "memmove", movs)
+    total += check(sides, "bcmp", bcmps)
+    cpy, ncpy, cat = [], [], []
+    for _ in range(100):
+        a, b = rnd_str(rng, 0, 30), rnd_str(rng, 0, 30)
+        do, so = rng.randint(0, 3), rng.randint(0, 3)
+        cpy.append(((Buf(0x800 + do), Buf(0x400 + so)), {0x400 + so: b + b"\0"}))
+        for n in sorted({0, 1, len(b), len(b) + 1, len(b) + 9, rng.randint(0, 40)}):
+            ncpy.append(((Buf(0x800 + do), Buf(0x400 + so), n), {0x400 + so: b + b"\0"}))
+        cat.append(((Buf(0x800 + do), Buf(0x400 + so)), {0x800 + do: a + b"\0", 0x400 + so: b + b"\0"}))
+    # faults: the fallback's accesses are classified as the CPU classifies the kernel's own
+    cpys = [((Buf(ARENA - 4), Buf(0x400), 16), {0x400: bytes(16)}), ((0, Buf(0x400), 4), {}),
+            ((Buf(0x800), Buf(ARENA - 2), 8), {}), ((Buf(0x800), 0x10, 4), {})]
+    total += check(sides, "memcpy", cpys)
+    total += check(sides, "strlen", [((0,), {}), ((Buf(ARENA - 3),), {ARENA - 3: b"abc"})])
+    total += check(sides, "strcpy", cpy)
+    total += check(sides, "strncpy", ncpy)
+    total += check(sides, "strcat", cat)
+    assert total > 1200
+
+
+def test_more_arithmetic(sides):
+    rng = random.Random(RNG_SEED + 12)
+    cases = _div_operands(rng, 200, False)
+    total = check(sides, "__umodsi3", cases)
+    total += check(sides, "__modsi3", cases)
+    shifts = []
+    for _ in range(150):
+        v = rng.choice([0, 1, (1 << 64) - 1, 1 << 63, 0x8000000080000000, rng.getrandbits(64)])
+        for sh in (0, 1, 31, 32, 33, 63, rng.randint(0, 63)):
+            shifts.append(((v & U32, v >> 32, sh), {}))
+    for name in ("__aeabi_llsl", "__aeabi_llsr", "__aeabi_lasr"):
+        total += check(sides, name, shifts, nregs=2)
+    muls = []
+    for _ in range(200):
+        a, b = rng.getrandbits(rng.choice([8, 32, 64])), rng.getrandbits(rng.choice([8, 32, 64]))
+        muls.append(((a & U32, a >> 32, b & U32, b >> 32), {}))
+    total += check(sides, "__aeabi_lmul", muls, nregs=2)
+    vals = [0, 1, U32, 0x80000000, 0xFF, 0x100, 0xFFFF0000] + [rng.getrandbits(32) for _ in range(100)]
+    for name in ("__sw_hweight8", "__sw_hweight16"):
+        total += check(sides, name, [((v,), {}) for v in vals])
+    total += check(sides, "__sw_hweight64", [((v, w), {}) for v, w in zip(vals, reversed(vals))])
+    assert total > 3000
+
+
+def test_more_bitmaps(sides):
+    rng = random.Random(RNG_SEED + 13)
+    first, nxt, andb, last = [], [], [], []
+    for _ in range(100):
+        size = rng.choice([0, 1, 7, 8, 31, 32, 33, 64, 100, rng.randint(0, 256)])
+        nwords = max(1, (size + 31) // 32)
+        density = rng.choice([0.0, 0.5, 0.9, 0.99, 1.0])
+        a = sum(1 << i for i in range(32 * nwords) if rng.random() < density)
+        b = sum(1 << i for i in range(32 * nwords) if rng.random() < 0.5)
+        mem = {0: a.to_bytes(4 * nwords, "little"), 0x400: b.to_bytes(4 * nwords, "little")}
+        first.append(((Buf(0), size), mem))
+        last.append(((Buf(0), size), mem))
+        for off in sorted({0, 1, size - 1 if size else 0, size, size + 3, rng.randint(0, size + 1)}):
+            nxt.append(((Buf(0), size, off), mem))
+            andb.append(((Buf(0), Buf(0x400), size, off), mem))
+    total = check(sides, "_find_first_zero_bit_le", first)
+    total += check(sides, "_find_next_zero_bit_le", nxt)
+    total += check(sides, "_find_next_and_bit", andb)
+    total += check(sides, "_find_last_bit", last)
+    assert total > 1200
+
+
+def test_more_formatting_and_parsing(sides):
+    rng = random.Random(RNG_SEED + 14)
+    cases = []
+    for _ in range(200):
+        specs = []
+        for _ in range(rng.randint(1, 3)):
+            conv = rng.choice(CONVS)
+            piece, star = _spec(rng, conv)
+            specs.append((piece.encode(), star + ([] if conv == "%" else [_value(rng, conv)])))
+        cases.append(_snprintf_case(rng, specs, lead=(Buf(0x800),)))
+    total = check(sides, "sprintf", cases)
+    va = []
+    for _ in range(100):
+        fmt = b"%d|%5u|%-4x|%llu|%c"
+        words = [rng.getrandbits(32), rng.getrandbits(32), rng.getrandbits(16), 0xDEADBEEF,
+                 rng.getrandbits(32), rng.getrandbits(32), rng.randrange(32, 127)]
+        mem = {0: fmt + b"\0", 0xC00: struct.pack("<7I", *words)}
+        va.append(((Buf(0x800), Buf(0), Buf(0xC04)), mem))           # va_list at 4 mod 8: 64-bit realigns
+        va.append(((Buf(0x800), rng.choice([0, 1, 6, 100]), Buf(0), Buf(0xC04)), mem))
+    total += check(sides, "vsprintf", va[0::2])
+    total += check(sides, "vscnprintf", va[1::2])
+    nums = [((Buf(0), Buf(0xC00), base), {0: s + b"\0"}) for s in numbers(rng, 60) for base in (0, 10, 16)]
+    total += check(sides, "simple_strtol", nums)
+    ks = [((Buf(0), base, Buf(0xC00)), {0: s + b"\0"}) for s in numbers(rng, 60) for base in (0, 10, 16)]
+    total += check(sides, "_kstrtol", ks)
+    total += check(sides, "_kstrtoul", ks)
+    assert total > 1200
+
+
+def test_printk_records(sides):
+    """printk through the kernel's _printk/vprintk_emit against the fallback: record text, level,
+    continuation lines, and printk's return value."""
+    rng = random.Random(RNG_SEED + 15)
+    cases = []
+    for _ in range(120):
+        level = rng.choice([b"", b"\x010", b"\x013", b"\x016", b"\x017", b"\x01c", b"\x014"])
+        piece, star = _spec(rng, rng.choice(["d", "s", "x", "lld"]))
+        conv = piece[-1] if piece[-1] != "d" or not piece.endswith("lld") else "lld"
+        vals = star + [_value(rng, "lld" if piece.endswith("lld") else conv)]
+        tail = rng.choice([b"\n", b"", b"\n\n", b" end\n"])
+        cases.append(_snprintf_case(rng, [(level + b"msg " + piece.encode() + tail, vals)], lead=()))
+
+    total = check(sides, "_printk", cases)
+    # KERN_CONT joins the previous record (both machines keep their log across calls)
+    total += check(sides, "_printk", [((Buf(0),), {0: b"\x016part one\0"}), ((Buf(0),), {0: b"\x01c, two\n\0"}),
+                                      ((Buf(0),), {0: b"\x013alone\n\0"})])
+    va = [((Buf(0), Buf(0xC00)), {0: b"\x015v %d %s\n\0", 0xC00: struct.pack("<II", 7, 0), 0x400: b"x\0"})]
+    total += check(sides, "vprintk", va)
+    # dev_info(NULL, ...): "(NULL device *): " (a device needs the driver core's struct layout)
+    # (void functions: no return register compared)
+    total += check(sides, "_dev_info", [((0, Buf(0), 5), {0: b"probe %d\n\0"})], nregs=0)
+    total += check(sides, "_dev_err", [((0, Buf(0), 5), {0: b"fail %d\n\0"})], nregs=0)
+    assert total > 120
+
+
+def test_list_debug(sides):
+    """lib/list_debug.c (CONFIG_DEBUG_LIST): valid lists, then each corruption it reports."""
+    def words(*w):
+        return struct.pack(f"<{len(w)}I", *w)
+    A, B, C, N = 0x400, 0x410, 0x420, 0x800          # struct list_head {next, prev} at arena offsets
+    # the addresses are the same on both machines (ARENA_AT): absolute list pointers work
+    a, b, c = (ARENA_AT + x for x in (A, B, C))
+    ring = {A: words(b, b), B: words(a, a), N: words(0, 0)}
+    cases = []
+    cases.append(((Buf(N), Buf(A), Buf(B)), ring))                   # add between a and b: valid
+    cases.append(((Buf(N), Buf(A), Buf(B)), {A: words(b, b), B: words(a, c), N: words(0, 0)}))   # next->prev bad
+    cases.append(((Buf(N), Buf(A), Buf(B)), {A: words(c, b), B: words(a, a), N: words(0, 0)}))   # prev->next bad
+    cases.append(((Buf(A), Buf(A), Buf(B)), ring))                   # double add
+    cases.append(((Buf(N), 0, Buf(B)), ring))                        # prev NULL
+    cases.append(((Buf(N), Buf(A), 0), ring))                        # next NULL
+    total = check(sides, "__list_add_valid", cases)
+    dels = [((Buf(A),), ring),
+            ((Buf(A),), {A: words(0, b), B: words(a, a)}),
+            ((Buf(A),), {A: words(b, 0), B: words(a, a)}),
+            ((Buf(A),), {A: words(0x100, b), B: words(a, a)}),
+            ((Buf(A),), {A: words(b, 0x122), B: words(a, a)}),
+            ((Buf(A),), {A: words(b, b), B: words(c, a)}),
+            ((Buf(A),), {A: words(b, b), B: words(a, c)})]
+    total += check(sides, "__list_del_entry_valid", dels)
+    assert total == 13
