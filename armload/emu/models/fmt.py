@@ -58,7 +58,7 @@ def format_kernel_bytes(call, fmt: bytes, args) -> bytes:
         elif i < n and fmt[i] == 0x2A:     # '*': the next int argument (set_field_width)
             w = _s32(args.next32())
             if _wrap(w, 24) != w:
-                _warn_once(call, f"field width {w} too large")
+                _warn_once(call, "width", f"field width {w} too large")
                 w = max(-FIELD_WIDTH_MAX, min(w, FIELD_WIDTH_MAX))
             spec.width = w
             if spec.width < 0:
@@ -74,7 +74,7 @@ def format_kernel_bytes(call, fmt: bytes, args) -> bytes:
             elif i < n and fmt[i] == 0x2A:     # set_precision; a negative precision is 0 here
                 p = _s32(args.next32())
                 if _wrap(p, 16) != p:
-                    _warn_once(call, f"precision {p} too large")
+                    _warn_once(call, "precision", f"precision {p} too large")
                     p = max(0, min(p, PRECISION_MAX))
                 spec.prec = max(p, 0)
                 i += 1
@@ -121,7 +121,7 @@ def format_kernel_bytes(call, fmt: bytes, args) -> bytes:
             spec.flags |= SIGN
         elif conv != "u":
             # %n and anything unknown: WARN_ONCE and stop formatting (arguments would be out of step)
-            _warn_once(call, f"Please remove unsupported %{conv} in format string")
+            _warn_once(call, "format", f"Please remove unsupported %{conv} in format string")
             break
         i += 1
         signed = bool(spec.flags & SIGN)
@@ -143,13 +143,14 @@ def format_kernel_bytes(call, fmt: bytes, args) -> bytes:
     return bytes(out)
 
 
-def _warn_once(call, message: str) -> None:
+def _warn_once(call, site: str, message: str) -> None:
+    """WARN_ONCE: once per call site (format_decode, set_field_width, set_precision) and machine."""
     m = getattr(call, "machine", None)
     if m is None:
         return
     st = m.model_state.setdefault("vsprintf_warned", set())
-    if message not in st:
-        st.add(message)
+    if site not in st:
+        st.add(site)
         m.log.printk("WARNING: CPU: 0 PID: 0 at lib/vsprintf.c format_decode (armload's fallback: no image)\n",
                      level=4)
         m.log.printk(message + "\n")
