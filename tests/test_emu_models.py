@@ -59,6 +59,12 @@ def test_format_conversions():
     # 64-bit argument: aligned to an even register pair
     assert fmt("%d %lld %d", 1, 0, 0x5, 0x1, 9) == "1 4294967301 9"
     assert fmt("%*d|%%", 6, 3) == "     3|%"
+    # lib/vsprintf.c where C's printf differs (test_emu_differential checks these against the kernel)
+    assert fmt("%#x|%#o|%.0d|%05.2d|%p|%p|%20p|", 0, 0, 0, 3, 0, 0xFFFFFFF4, 0xBF000010) == \
+        "0x0|0|0|00003|00000000|fffffff4|(ptrval)|"
+    assert fmt("%c|%s", 0xE9, 0x1000, strings={0x1000: b"\xff"}).encode("utf-8", "surrogateescape") == b"\xe9|\xff"
+    assert fmt("a%yb%d", 1) == "a"                         # unsupported conversion: output ends
+    assert len(fmt("%*d", 0x7FFFFFFF, 1)) == (1 << 23) - 1  # width clamped to FIELD_WIDTH_MAX
 
 
 def test_kernel_log_levels_and_continuation():
