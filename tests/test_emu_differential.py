@@ -500,6 +500,13 @@ def test_pointer_extensions(sides):
     assert check(sides, "snprintf", cases) == 6
 
 
+def test_pe_names_every_errno(sides):
+    """%pe: lib/errname.c's name for every errno (armload's errno table), a number otherwise."""
+    codes = list(range(1, 140)) + list(range(510, 535)) + [1000, 4095]
+    cases = [((Buf(0x800), 64, Buf(0), (-e) & U32), {0: b"%pe\0"}) for e in codes]
+    assert check(sides, "snprintf", cases) == len(codes)
+
+
 def test_vsnprintf_va_list(sides):
     """vsnprintf(buf, size, fmt, va_list): ARM's va_list is a pointer to the saved words, 64-bit
     ones 8-aligned."""
