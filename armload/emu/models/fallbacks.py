@@ -421,7 +421,9 @@ def register(lib: ModelLibrary) -> None:
         # arch/arm/include/asm/div64.h: n in r0:r1, base in r4; quotient -> r2:r3, remainder -> r1
         n = call.arg(0) | (call.arg(1) << 32)
         base = call.machine.reg("r4")
-        if base == 0:
+        if base == 0:                     # div64.S Ldiv0_64: quotient and remainder 0
+            call.set_reg("r2", 0)
+            call.set_reg("r3", 0)
             return _div0(call)
         q, r = divmod(n, base)
         call.set_reg("r2", q & 0xFFFFFFFF)
