@@ -15,7 +15,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from emu_fixtures import build_module, debian_kernel  # noqa: E402
+from emu_fixtures import build_module, debian_kernel, kernel_externs  # noqa: E402
 
 from armload.emu import Machine  # noqa: E402
 
@@ -78,26 +78,41 @@ class Side:
         return regs, bytes(m.uc.mem_read(self.base, ARENA)), log
 
 
+# __do_div64's convention is arch/arm/include/asm/div64.h's: n in r0:r1, the divisor in r4 (kept),
+# the quotient back in r2:r3 and the remainder in r1. A module function calls it that way.
+WRAPPERS = {"do_div": """
+    push {r4, lr}
+    mov r4, r2
+    bl {plt:__do_div64}
+    pop {r4, pc}
+"""}
+
+
 @pytest.fixture(scope="module")
 def sides():
     kernel = debian_kernel()
-    real_mod, _ = build_module({"init_module": "mov r0, #0\nbx lr"}, name="diffreal")
+    externs, addrs = kernel_externs(kernel, ["__do_div64"])
+    real_mod, _ = build_module({"init_module": "mov r0, #0\nbx lr", **WRAPPERS}, externs=externs,
+                               extern_addrs=addrs, name="diffreal")
     real = Machine(real_mod, kernel)
     assert real.image is not None
 
     def real_entry(name):
+        if name in WRAPPERS:
+            return real.function_address(name)
         a = real.kernel_function(ORACLE.get(name, name))
         assert a is not None, name
         return a
-    fb_mod, _ = build_module({"init_module": "mov r0, #0\nbx lr"}, externs={n: "func" for n in FUNCTIONS},
-                             name="difffallback")
+    fb_mod, _ = build_module({"init_module": "mov r0, #0\nbx lr", **WRAPPERS},
+                             externs={n: "func" for n in FUNCTIONS + ["__do_div64"]}, name="difffallback")
     fb = Machine(fb_mod, None)
     assert fb.image is None
     for name in FUNCTIONS:
         # the oracle runs the kernel's code, the other machine the Python fallback
         assert real.table.decide(ORACLE.get(name, name)).cls == "real", name
         assert fb.table.decide(name).cls == "fallback", name
-    return Side(real, real_entry), Side(fb, lambda name: fb_mod.resolved[name].addr)
+    return Side(real, real_entry), Side(fb, lambda name: fb.function_address(name) if name in WRAPPERS
+                                        else fb_mod.resolved[name].addr)
 
 
 def check(sides, fn, cases, nregs=1, budget=BUDGET):
@@ -337,6 +352,26 @@ def test_64bit_division(sides):
     assert not bad, bad[:8]
     assert fb.m.calls[-1].cls == "fallback"
     assert len(pairs) > 300
+
+
+def test_do_div64(sides):
+    """do_div(n, base): the kernel's __do_div64 (arch/arm/lib/div64.S) against the fallback."""
+    rng = random.Random(RNG_SEED + 16)
+    cases = []
+    for n, d in _u64_cases(rng, 150):
+        d &= U32
+        cases.append(((n & U32, n >> 32, d, 0xDEADBEEF), {}))          # r3: garbage the callee overwrites
+    cases += [((n & U32, n >> 32, 0, 0xDEADBEEF), {}) for n in (0, 5, 1 << 40)]       # division by zero
+    real, fb = sides
+    # r1 = remainder, r2:r3 = quotient (r0 is clobbered)
+    bad = []
+    for args, mem in cases:
+        a, b = real.run("do_div", args, mem, 4), fb.run("do_div", args, mem, 4)
+        if (a[0][1:], a[1], a[2]) != (b[0][1:], b[1], b[2]):
+            bad.append((args, a[0], b[0], a[2], b[2]))
+    assert not bad, bad[:5]
+    assert fb.m.calls[-1].name == "__do_div64" and fb.m.calls[-1].cls == "fallback"
+    assert len(cases) > 280
 
 
 def test_crc32_hweight_bitmaps(sides):
