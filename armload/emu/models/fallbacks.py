@@ -6,19 +6,16 @@ runs each against the kernel's code on generated inputs.
 """
 from __future__ import annotations
 
-import struct
-
 from ..boot import CTYPE
 from ..errno import EINVAL, s64 as _s64
+from .base import ModelLibrary
+from .fmt import format_kernel_bytes as format_kernel
 
 ERANGE = 34
 _U64 = (1 << 64) - 1
 _XDIGITS = b"0123456789abcdefABCDEF"
 # lib/ctype.c tolower(): isupper() (letters and latin-1 capitals) + 0x20
 _TOLOWER = bytes(c + 0x20 if CTYPE[c] & 0x01 else c for c in range(256))
-from ..faults import ModelFault
-from .base import ModelLibrary
-from .fmt import format_kernel_bytes as format_kernel
 
 
 def register(lib: ModelLibrary) -> None:
