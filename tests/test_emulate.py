@@ -13,8 +13,6 @@ from emu_fixtures import build_module  # noqa: E402
 from armload.emu import Machine, default_library  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SAMPLES = os.path.join(ROOT, "sample_modules")
-SYMVERS = os.path.join(SAMPLES, "Module.symvers")
 EXTERNS = {"_printk": "func", "__kmalloc": "func", "kfree": "func", "__gnu_mcount_nc": "func",
            "memset": "func", "some_data": "data"}
 
