@@ -250,6 +250,17 @@ def test_call_named_function_with_args():
     assert r.status == "returned" and r.retval == 42
 
 
+def test_no_function_status():
+    mod, k = build_module({"init_module": "mov r0, #0\nbx lr", "bye": "bx lr"}, externs=EXTERNS)
+    m = Machine(mod, k)
+    r = m.run_exit()                              # no cleanup_module: nothing to run, not a failure
+    assert (r.status, r.ok, r.calls, r.instructions) == ("no-function", True, [], 0)
+    assert r.summary() == "fixture: no cleanup_module function"
+    mod, k = build_module({"init_module": "mov r0, #0\nbx lr", "bye": "mov r0, #0\nbx lr"}, externs=EXTERNS,
+                          exit="bye")
+    assert Machine(mod, k).run_exit().status == "returned"
+
+
 def test_init_memory_freed_after_init():
     mod, k = build_module({"init_module": "mov r0, #0\nbx lr"}, externs=EXTERNS, init_section=True)
     mod.regions[0].init = True
