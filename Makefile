@@ -20,13 +20,14 @@ $(VENV)/.stamp: pyproject.toml setup.py armload/_kernsort.c
 
 venv: $(VENV)/.stamp
 
-# GNU binutils/gcc for ARM: the independent oracle in tests and the sample builder.
+# GNU binutils/gcc for ARM: the independent oracle in tests and the sample builder; a host cc
+# builds the emulator's instruction counter (armload/emu/_counter.c).
 toolchain:
-	@command -v $(CROSS)objdump >/dev/null && command -v $(CROSS)gcc >/dev/null || { \
+	@command -v $(CROSS)objdump >/dev/null && command -v $(CROSS)gcc >/dev/null && command -v cc >/dev/null || { \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    apt-get update -qq >/dev/null 2>&1; \
-	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq binutils-arm-linux-gnueabihf gcc-arm-linux-gnueabihf >/dev/null; \
-	  else echo "need binutils-arm-linux-gnueabihf and gcc-arm-linux-gnueabihf (apt-get install as root)" >&2; exit 1; fi; }
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq binutils-arm-linux-gnueabihf gcc-arm-linux-gnueabihf gcc >/dev/null; \
+	  else echo "need binutils-arm-linux-gnueabihf, gcc-arm-linux-gnueabihf and gcc (apt-get install as root)" >&2; exit 1; fi; }
 
 # The main job on a bundled sample: load far from the kernel (so every kernel call goes through
 # an LDR veneer), report, then run init_module in Unicorn against the real Debian kernel image

@@ -295,7 +295,7 @@ def test_emission_never_exceeds_count_with_mixed_addends():
     data = make_module(30_000, n_externals=200, mixed_addends=True)
     for alg in ("sorted", "v6", "legacy"):
         cfg = KernelConfig(plt_algorithm=alg)
-        mod = Session(Kernel.builtin(cfg), cfg, "vmalloc").load("synth.ko", data=data)
+        mod = Session(Kernel.builtin(cfg, simulate_all=True), cfg, "vmalloc").load("synth.ko", data=data)
         counts = mod.plt_counts[alg]
         used = {"core": 0, "init": 0}
         for e in mod.plt_entries:

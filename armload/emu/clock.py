@@ -120,6 +120,10 @@ class Clock:
             else:
                 n = size // 4
             self._cache[(addr, size)] = n
+        if c.insns + n > c.stop_at and not c.stopped:
+            c.stopped = 1                 # this block would cross the budget: it does not run
+            uc.emu_stop()
+            return
         c.insns += n
         c.blocks_lo = (c.blocks_lo + 1) & 0xFFFFFFFF
         if c.jiffies_addr and c.insns >= c.next_tick:
@@ -127,9 +131,6 @@ class Clock:
             c.jiffies += ticks
             c.next_tick += ticks * c.insns_per_tick
             uc.mem_write(c.jiffies_addr, c.jiffies.to_bytes(8, "little"))
-        if c.insns >= c.stop_at and not c.stopped:
-            c.stopped = 1
-            uc.emu_stop()
 
     def clear_cache(self) -> None:
         """Code changed (unmapped, patched, remapped): forget per-block instruction counts."""

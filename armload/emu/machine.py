@@ -518,17 +518,32 @@ class Machine:
         try:
             return bytes(self.uc.mem_read(addr, n))
         except UcError:
-            kind = "null-deref" if addr < PAGE else "paging"
-            raise ModelFault(f"unable to handle kernel paging request at virtual address {addr:08x} "
-                             f"when read", kind) from None
+            bad = addr                   # the first byte that is not mapped
+            for p in range(addr & ~(PAGE - 1), addr + n, PAGE):
+                try:
+                    self.uc.mem_read(max(p, addr), 1)
+                except UcError:
+                    bad = max(p, addr)
+                    break
+            raise self._model_fault(bad, "read") from None
+
+    def _model_fault(self, addr: int, when: str) -> ModelFault:
+        """A model's access to unmapped memory, classified as the CPU's faults are."""
+        if addr < PAGE:
+            return ModelFault(f"unable to handle kernel NULL pointer dereference at virtual address "
+                              f"{addr:08x} when {when}", "null-deref")
+        hk = self.heap.classify(addr)
+        if hk is not None:
+            return ModelFault(f"{'use-after-free' if hk == 'use-after-free' else 'heap out-of-bounds'} access "
+                              f"at virtual address {addr:08x} when {when}: {self.heap.describe(addr)}", hk)
+        return ModelFault(f"unable to handle kernel paging request at virtual address {addr:08x} "
+                          f"when {when}", "paging")
 
     def write(self, addr: int, data: bytes) -> None:
         for p in range(addr & ~(PAGE - 1), (addr + len(data) + PAGE - 1) & ~(PAGE - 1), PAGE):
             prot = self._page_prot(p)
             if prot is None:
-                kind = "null-deref" if addr < PAGE else "paging"
-                raise ModelFault(f"unable to handle kernel paging request at virtual address "
-                                 f"{max(addr, p):08x} when written", kind)
+                raise self._model_fault(max(addr, p), "written")
             if not prot & UC_PROT_WRITE:
                 raise ModelFault(f"write to read-only memory at {max(addr, p):08x} "
                                  f"({self.symbolize(max(addr, p))})", "write-protect")
