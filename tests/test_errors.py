@@ -47,7 +47,10 @@ CASES = {
                       "Invalid architecture in ELF header: 62"),
     "not-rel": (lambda b: b.__setitem__(slice(16, 18), struct.pack("<H", 2)), ElfFormatError,
                 "Invalid ELF header type: 2 != 1"),
-    "64-bit": (lambda b: b.__setitem__(4, 2), ElfFormatError, "64-bit"),
+    "entry-misaligned": (lambda b: struct.pack_into("<I", b, 24, 2), ElfFormatError,
+                         r"Invalid architecture in ELF header: 40 \(elf_check_arch: e_entry 0x2"),
+    "apcs26": (lambda b: struct.pack_into("<I", b, 36, 0x08), ElfFormatError,
+               r"Invalid architecture in ELF header: 40 \(elf_check_arch: e_flags 0x8"),
 }
 
 
@@ -66,7 +69,7 @@ def test_symbol_with_bad_section_index(tmp_path):
     st = obj.sections[obj.symtab_index]
     sym = next(i for i in range(1, obj.symcount) if obj.symtab["st_shndx"][i] not in (0,) and obj.symtab["st_shndx"][i] < 0xff00)
     p = patched(tmp_path, edit=lambda b: struct.pack_into("<H", b, st.sh_offset + 16 * sym + 14, 999))
-    with pytest.raises(ElfFormatError, match=f"symbol {sym} has bad section index 999"):
+    with pytest.raises(ElfFormatError, match=f"symbol {sym} has section index 999 >= e_shnum"):
         load_module(p)
 
 

@@ -38,6 +38,10 @@ def add_common_args(p) -> None:
     g.add_argument("--layout", choices=("6.1", "6.4"), default="6.1",
                    help="module memory layout: 6.1 (core+init allocations) or 6.4 (one per memory class)")
     g.add_argument("--no-modversions", action="store_true", help="skip the __versions CRC check")
+    g.add_argument("--object", action="store_true",
+                   help="also accept plain relocatable objects (.o without .gnu.linkonce.this_module), which "
+                        "the kernel refuses ('No module found in object'); init/exit are then the "
+                        "init_module/cleanup_module symbols")
     g.add_argument("--vermagic", metavar="STRING",
                    help="the kernel's version magic; modules must match it (as check_modinfo does), e.g. "
                         "'6.1.0-50-armmp SMP mod_unload modversions ARMv7 p2v8 '")
@@ -75,7 +79,7 @@ def run(args) -> int:
     session = session_from_args(args)
     results = []
     for i, path in enumerate(args.modules):
-        mod = session.load(path)
+        mod = session.load(path, object=args.object)
         if args.image:
             out = args.image
             if len(args.modules) > 1:
