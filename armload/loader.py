@@ -150,13 +150,13 @@ def _load_object(obj: ObjectFile, session: Session) -> LoadedModule:
             name, base = _region_at(layout, p.addr)
             mems[name][0][p.addr - base:p.addr - base + sec.plt.size] = np.frombuffer(sec.plt.image(), dtype=np.uint8)
         timings["relocate"] = time.perf_counter() - t
+        mod = _build_module(obj, layout, regions, syms, resolved, plan, counts, branches, plts, config, session)
     except BaseException:
         for r in layout.regions:
             session.allocator.free(r.base)
         if layout.percpu is not None:
             session.allocator.free_percpu(layout.percpu.addr)
         raise
-    mod = _build_module(obj, layout, regions, syms, resolved, plan, counts, branches, plts, config, session)
     mod.timings.update(timings)
     # do_init_module frees the init allocation once init has run.
     for r in layout.regions:
@@ -293,6 +293,7 @@ def _read_cstr(regions: list[MemRegion], addr: int, limit: int = 512) -> str | N
 
 
 def _build_module(obj, layout, regions, syms, resolved, plan, counts, branches, plts, config, session):
+    exports = _read_exports(obj, layout, regions, session)      # complete_formation may still refuse
     sections = []
     by_region = {r.name: r for r in regions}
     for idx, p in sorted(layout.places.items(), key=lambda kv: kv[1].addr):
@@ -330,7 +331,6 @@ def _build_module(obj, layout, regions, syms, resolved, plan, counts, branches, 
                 init_addr = s.addr
             elif s.name == "cleanup_module":
                 exit_addr = s.addr
-    exports = _read_exports(obj, layout, regions, session)
     plt_entries: list[PltEntry] = []
     names_by_addr = {r.addr: n for n, r in resolved.items()}
     for s in symbols:
@@ -378,7 +378,11 @@ def _read_exports(obj: ObjectFile, layout: Layout, regions: list[MemRegion], ses
         words = np.frombuffer(r.data, "<u4", count=3 * n, offset=base - r.base).reshape(n, 3)
         c = obj.find_sec(crctab)
         cbase = layout.places[c.index].addr if c is not None and c.index in layout.places else None
-        for k, (value, name_ptr, ns_ptr) in enumerate(words.tolist()):
+        # Entries up to the first NULL name only: non-NULL ones come from the file or its relocations,
+        # so a large zero-filled (NOBITS) table costs one vector scan.
+        null = np.flatnonzero(words[:, 1] == 0)
+        upto = int(null[0]) + 1 if len(null) else n
+        for k, (value, name_ptr, ns_ptr) in enumerate(words[:upto].tolist()):
             name = _read_cstr(regions, name_ptr) if name_ptr else None
             if name is None:
                 why = "NULL" if not name_ptr else f"{name_ptr:#x}, outside the module"

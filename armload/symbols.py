@@ -170,7 +170,7 @@ def symbol_values(obj: ObjectFile, sec_addr: np.ndarray, resolved: dict[str, Res
         raise SymbolError(f"{obj.name}: please compile with -fno-common (common symbol "
                           f"'{names[common[0]]}')", file=obj.path, errno=-ENOEXEC, symbol=names[common[0]])
     regular = (shndx != SHN_UNDEF) & (shndx < SHN_LORESERVE)
-    regular[0] = False
+    regular[:1] = False
     out = value.copy()
     out[regular] = value[regular] + sec_addr[shndx[regular]]
     for i in np.flatnonzero(shndx == SHN_UNDEF).tolist():
