@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .constants import (EF_ARM_EABI_MASK, EM_ARM, ET_REL, SHF_ALLOC, SHF_EXECINSTR, SHN_LORESERVE,
+from .constants import (EF_ARM_EABI_MASK, EM_ARM, ET_REL, SHF_ALLOC, SHF_EXECINSTR, SHN_ABS, SHN_COMMON,
+                        SHN_LIVEPATCH,
                         SHN_UNDEF, SHT_NOBITS, SHT_NULL, SHT_REL, SHT_RELA, SHT_SYMTAB)
 from .errors import ElfFormatError
 
@@ -374,11 +375,14 @@ class _Validator:
                                 f"{strsec.index} at file offset {base:#x}) runs past the end of the file: 6.1 reads it "
                                 f"unchecked (Linux 6.12 refuses: symbol name out of bounds in string table)",
                                 section=st.index, symbol=i)
+        # simplify_symbols (symbols 1..n-1) special-cases UNDEF, ABS, COMMON and LIVEPATCH; any other
+        # index selects sechdrs[st_shndx], which past e_shnum is outside the section header table.
         shndx = syms["st_shndx"]
-        bad = (shndx >= len(sections)) & (shndx < SHN_LORESERVE)
+        bad = (shndx >= len(sections)) & (shndx != SHN_ABS) & (shndx != SHN_COMMON) & (shndx != SHN_LIVEPATCH)
+        bad[:1] = False
         if bad.any():
             i = int(np.argmax(bad))
-            raise self.fail(f"{name}: symbol {i} has section index {int(shndx[i])} >= e_shnum {len(sections)} "
+            raise self.fail(f"{name}: symbol {i} has section index {int(shndx[i]):#x} >= e_shnum {len(sections)} "
                             f"(no kernel checks this: 6.1's simplify_symbols adds an sh_addr read from beyond the "
                             f"section header table)", section=st.index, symbol=i)
         strtab = self.data[base:] if base < self.n else b""

@@ -42,9 +42,10 @@ def page_align(x: int) -> int:
 
 def align(x: int, a: int) -> int:
     """The kernel's ALIGN(x, a ?: 1): mask arithmetic, so a non-power-of-2 `a` gives what the
-    kernel gives (not the next multiple), in unsigned 32-bit."""
+    kernel gives (not the next multiple). Not truncated to 32 bits: callers refuse a result
+    past 4 GiB, where the kernel's unsigned int would wrap."""
     a = a or 1
-    return (x + (a - 1)) & ~(a - 1) & 0xFFFFFFFF
+    return (x + (a - 1)) & ~(a - 1)
 
 
 def is_init_section(name: str) -> bool:

@@ -69,7 +69,7 @@ def test_symbol_with_bad_section_index(tmp_path):
     st = obj.sections[obj.symtab_index]
     sym = next(i for i in range(1, obj.symcount) if obj.symtab["st_shndx"][i] not in (0,) and obj.symtab["st_shndx"][i] < 0xff00)
     p = patched(tmp_path, edit=lambda b: struct.pack_into("<H", b, st.sh_offset + 16 * sym + 14, 999))
-    with pytest.raises(ElfFormatError, match=f"symbol {sym} has section index 999 >= e_shnum"):
+    with pytest.raises(ElfFormatError, match=f"symbol {sym} has section index 0x3e7 >= e_shnum"):
         load_module(p)
 
 
