@@ -404,7 +404,16 @@ class _Validator:
         follows it: file bytes (then its flags decide) or memory beyond the copy (undefined)."""
         nsec = len(sections)
         for s in sections[1:]:
-            if s.sh_type != SHT_REL or s.sh_info < nsec:
+            if s.sh_type != SHT_REL:
+                continue
+            if s.sh_info < nsec:
+                dst = sections[s.sh_info]
+                if dst.sh_flags & SHF_EXECINSTR and dst.sh_type == SHT_NOBITS and \
+                        dst.sh_offset + dst.sh_size > self.n and s.sh_size >= 8:
+                    raise self.fail(f"{name}: section {s.index} ({s.name}) relocates NOBITS executable section "
+                                    f"{dst.index} ({dst.name}, offset {dst.sh_offset:#x} + size {dst.sh_size:#x} "
+                                    f"past the end of the file): 6.1's count_plts reads its instructions at "
+                                    f"sh_offset in its copy of the file unchecked", section=s.index)
                 continue
             at = shoff + SHDR_SIZE * s.sh_info
             if at + SHDR_SIZE > self.n:

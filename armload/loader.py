@@ -14,6 +14,7 @@ from .elf import MODULE_EXIT_OFF, MODULE_INIT_OFF, ObjectFile, Section, read_obj
 from .errors import EBUSY, EEXIST, ENOENT, ENOEXEC, ArmloadError, ElfFormatError, PltError, RelocationError
 from .kernel import Kernel
 from .layout import Layout, ModuleAllocator, layout_module
+from .errors import LayoutError
 from .model import (BRANCH_DTYPE, Export, LoadedModule, LoadedSection, MemRegion, ModuleSymbol, PltEntry)
 from .plt import PltSection, plan_plts
 from .relocate import PltRouter, SectionTarget, apply_rel_section, has_overlaps
@@ -203,7 +204,12 @@ def _region_at(layout: Layout, addr: int) -> tuple[str, int]:
     for r in layout.regions:
         if r.base <= addr < r.base + r.size:
             return r.name, r.base
-    return "percpu", layout.percpu.addr
+    if layout.percpu is not None and layout.percpu.addr <= addr <= layout.percpu.addr + layout.percpu.size:
+        return "percpu", layout.percpu.addr
+    for r in layout.regions:              # an empty section placed exactly at the end of its allocation
+        if addr == r.base + r.size:
+            return r.name, r.base
+    raise LayoutError(f"address {addr:#x} is in no allocation of this module")
 
 
 def _allocate_memory(obj: ObjectFile, layout: Layout):

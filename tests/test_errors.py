@@ -434,3 +434,17 @@ def test_symbol_name_past_end_of_file(tmp_path):
     struct.pack_into("<I", b, st.sh_offset + 16 * 3, 0x7FFFFFFF)
     with pytest.raises(ElfFormatError, match=r"symbol 3 name .*runs past the end of the file.*Linux 6.12 refuses"):
         load_module(patched(tmp_path, data=bytes(b)))
+
+
+def test_nobits_exec_target_counts_plts_from_the_file(tmp_path):
+    from armload.plt import plan_plts
+    cfg = KernelConfig()
+    i = section_index(".init.text")
+    ref = plan_plts(read_object(HELLO), cfg).counts
+    p = hostile(tmp_path, (i, "sh_type", 8))
+    assert plan_plts(read_object(p), cfg).counts == ref       # count_plts reads the copy at sh_offset
+    mod = Session(kernel(), cfg, "vmalloc").load(p)
+    assert sum(e.plt == "init" and not e.fixed for e in mod.plt_entries) == ref["v6"].init - 2
+    p = hostile(tmp_path, (i, "sh_type", 8), (i, "sh_offset", len(HELLO_BYTES) - 4))
+    with pytest.raises(ElfFormatError, match=rf"relocates NOBITS executable section {i} \(.init.text.*count_plts"):
+        load_module(p)
