@@ -448,3 +448,22 @@ def test_nobits_exec_target_counts_plts_from_the_file(tmp_path):
     p = hostile(tmp_path, (i, "sh_type", 8), (i, "sh_offset", len(HELLO_BYTES) - 4))
     with pytest.raises(ElfFormatError, match=rf"relocates NOBITS executable section {i} \(.init.text.*count_plts"):
         load_module(p)
+
+
+def test_duplicated_headers_first_or_last_as_6_1_picks(tmp_path):
+    """Duplicated section headers (appended copies): find_sec and setup_load_info take the first
+    .symtab / .gnu.linkonce.this_module / .modinfo, frob the last .plt; 6.4 refuses some of these."""
+    from armload import fuzz
+    seed = next(s for s in fuzz.default_seeds() if s.path.endswith("hello-arm.ko"))
+    ref = load_module(HELLO, kernel=kernel())
+    for name in (".symtab", ".gnu.linkonce.this_module", ".modinfo", "__versions"):
+        b = bytearray(seed.data)
+        fuzz._dup_section(b, seed, section_index(name))
+        mod = load_module(patched(tmp_path, data=bytes(b)), kernel=kernel())
+        assert mod.name == "hello" and mod.init_addr == ref.init_addr, name
+        assert len(mod.symbols) == len(ref.symbols)
+    # a second .gnu.linkonce.this_module after the first is an ordinary data section in 6.1
+    b = bytearray(seed.data)
+    fuzz._dup_section(b, seed, section_index(".gnu.linkonce.this_module"))
+    mod = load_module(patched(tmp_path, data=bytes(b)), kernel=kernel())
+    assert [s.index for s in mod.sections if s.name == ".gnu.linkonce.this_module"] == [25, SHNUM]
