@@ -11,9 +11,9 @@ that kernel. After this pass:
 * every PROGBITS-like section (anything but NULL/NOBITS) lies inside the file;
 * every section name, symbol name and modinfo string is a C string inside the file;
 * the symbol table and REL tables are numpy arrays over the file (no per-entry objects);
-* st_shndx of every symbol is < e_shnum or a reserved index.
-
-The symbol table and REL tables are numpy structured arrays over the file bytes.
+* st_shndx of every symbol (but the null one) is < e_shnum, SHN_ABS, SHN_COMMON or SHN_LIVEPATCH;
+* nothing 6.1 reads at a NOBITS section's sh_offset (__versions, .modinfo, .data..percpu, an
+  executable REL target) lies outside the file.
 """
 from __future__ import annotations
 
@@ -199,8 +199,9 @@ class _Validator:
             raise self.fail(f"{name or NO_NAME}: module has no symbols (stripped?)")
         tm = next((s for s in sections[1:] if s.alloc and s.name == THIS_MODULE), None)
         if tm is None and not object:
-            raise self.fail(f"{name or NO_NAME}: No module found in object"
-                            f"{' (a plain relocatable object: load it with --object / object=True)' if not any(s.name == THIS_MODULE for s in sections) else ' (its .gnu.linkonce.this_module is not SHF_ALLOC)'}")
+            why = " (its .gnu.linkonce.this_module is not SHF_ALLOC)" if any(s.name == THIS_MODULE for s in sections) \
+                else " (a plain relocatable object? load it with --object / object=True)"
+            raise self.fail(f"{name or NO_NAME}: No module found in object{why}")
         if tm is not None:
             self.check_this_module(tm, name)
             if not name:

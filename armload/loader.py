@@ -11,10 +11,10 @@ from .config import DEBIAN_ARMMP, KernelConfig
 from .constants import (SHF_ALLOC, SHF_EXECINSTR, SHN_UNDEF, SHT_NOBITS, SHT_PROGBITS, SHT_REL, SHT_RELA,
                         STB_GLOBAL, STB_LOCAL, STB_WEAK, R, reloc_name)
 from .elf import MODULE_EXIT_OFF, MODULE_INIT_OFF, ObjectFile, Section, read_object
-from .errors import EBUSY, EEXIST, ENOENT, ENOEXEC, ArmloadError, ElfFormatError, PltError, RelocationError
+from .errors import (EBUSY, EEXIST, ENOENT, ENOEXEC, ArmloadError, ElfFormatError, LayoutError, PltError,
+                     RelocationError)
 from .kernel import Kernel
 from .layout import Layout, ModuleAllocator, layout_module
-from .errors import LayoutError
 from .model import (BRANCH_DTYPE, Export, LoadedModule, LoadedSection, MemRegion, ModuleSymbol, PltEntry)
 from .plt import PltSection, plan_plts
 from .relocate import PltRouter, SectionTarget, apply_rel_section, has_overlaps

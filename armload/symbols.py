@@ -2,7 +2,6 @@
 symbol's final value (simplify_symbols)."""
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
 import numpy as np
