@@ -146,8 +146,9 @@ class ModuleAllocator:
             if addr + need <= hi:
                 self.used.append((addr, addr + need))
                 return addr
-        raise LayoutError(f"cannot allocate {size:#x} bytes of module memory "
-                          f"(placement {self.placement}); out of address space", errno=-ENOMEM)
+        where = f"{self.placement:#x}" if isinstance(self.placement, int) else self.placement
+        raise LayoutError(f"cannot allocate {size:#x} bytes of module memory (placement {where}); "
+                          f"out of address space", errno=-ENOMEM)
 
     def free(self, base: int) -> None:
         self.used = [u for u in self.used if u[0] != base]
