@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .config import KernelConfig
-from .constants import BRANCH_TYPES, SHF_EXECINSTR, SHN_UNDEF, SHT_NOBITS, THUMB_BRANCHES, R
+from .constants import BRANCH_TYPES, SHF_EXECINSTR, SHN_UNDEF, THUMB_BRANCHES, R
 from .elf import ObjectFile
 from .model import PltCounts, PltEntry
 
@@ -217,7 +217,9 @@ def exec_rel_tables(obj: ObjectFile) -> list[RelTable]:
         dst = obj.sections[s.sh_info]
         if not (dst.sh_flags & SHF_EXECINSTR):
             continue
-        words = gather_words(obj.data, dst.sh_offset, dst.sh_size, dst.sh_type == SHT_NOBITS, rel["r_offset"])
+        # count_plts reads the words at sh_addr in the kernel's copy of the file, NOBITS targets
+        # too (elf.py checked that those bytes lie in the file).
+        words = gather_words(obj.data, dst.sh_offset, dst.sh_size, False, rel["r_offset"])
         out.append(RelTable(idx, dst.index, dst.name, rel["r_info"], rel["r_offset"], words))
     return out
 

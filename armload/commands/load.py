@@ -41,6 +41,10 @@ def add_common_args(p) -> None:
     g.add_argument("--simulate-symbols", action="store_true",
                    help="without --kernel: give every undefined symbol an invented address (by default only "
                         "the functions and data armload simulates resolve; others are Unknown symbols)")
+    g.add_argument("--object", action="store_true",
+                   help="also accept plain relocatable objects (.o without .gnu.linkonce.this_module), which "
+                        "the kernel refuses ('No module found in object'); init/exit are then the "
+                        "init_module/cleanup_module symbols")
     g.add_argument("--vermagic", metavar="STRING",
                    help="the kernel's version magic; modules must match it (as check_modinfo does), e.g. "
                         "'6.1.0-50-armmp SMP mod_unload modversions ARMv7 p2v8 '")
@@ -88,7 +92,7 @@ def run(args) -> int:
     session = session_from_args(args)
     results = []
     for i, path in enumerate(args.modules):
-        mod = session.load(path)
+        mod = session.load(path, object=args.object)
         if args.image:
             out = args.image
             if len(args.modules) > 1:

@@ -30,7 +30,7 @@ def build_session(args):
 
 def load_all(args):
     session = build_session(args)
-    modules = [session.load(p) for p in args.modules]
+    modules = [session.load(p, object=getattr(args, "object", False)) for p in args.modules]
     return session, modules
 
 
