@@ -186,6 +186,9 @@ class Probes:
         raise refuse("register_kprobe", ENOENT, f"no function {name!r} in the loaded modules "
                      f"({', '.join(m.name for m in self.m.modules)})")
 
+    def function_names(self, mod, start: int) -> list[str]:
+        return [s.name for s in mod.symbols if s.stype == "func" and s.section and (s.addr & ~1) == start]
+
     def function_at(self, addr: int) -> Function | None:
         mod = self.m._in_module(addr)
         if mod is None:

@@ -141,8 +141,9 @@ class Ftrace:
             thumb = fn.thumb if fn is not None else self.thumb
             site = Site(mod, addr, thumb, fn.name if fn else f"{addr:#x}", bool(reg and reg.init))
             self.sites[addr] = site
-            if fn is not None:
-                self.by_function.setdefault((id(mod), fn.name), []).append(site)
+            if fn is not None:               # under every name of the function (init_module = x_init)
+                for name in self.p.function_names(mod, fn.start):
+                    self.by_function.setdefault((id(mod), name), []).append(site)
             try:
                 self.make_nop(site)
             except ProbeError as e:

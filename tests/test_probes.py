@@ -1,0 +1,287 @@
+"""Probes on loaded code: ftrace sites, kprobes, kretprobes and direct trampolines.
+
+Oracles: capstone decodes every patched instruction (the NOP, `bl ftrace_caller`, the kprobe
+breakpoints); the branch verifier executes patched sites; Unicorn itself runs the probed code.
+"""
+import os
+import struct
+import sys
+
+import pytest
+from capstone import CS_ARCH_ARM, CS_MODE_ARM, CS_MODE_THUMB, Cs
+
+sys.path.insert(0, os.path.dirname(__file__))
+from emu_fixtures import build_module  # noqa: E402
+
+from armload.config import DEBIAN_ARMMP  # noqa: E402
+from armload.emu import Machine  # noqa: E402
+from armload.kernel import Kernel  # noqa: E402
+from armload.loader import Session  # noqa: E402
+from armload.probes import ProbeError, Probes  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SAMPLES = os.path.join(ROOT, "sample_modules")
+SYMVERS = os.path.join(SAMPLES, "Module.symvers")
+BOTH = [(t, p) for t in (False, True) for p in ("window", "vmalloc")]
+
+
+def _exporter(thumb, placement):
+    path = os.path.join(SAMPLES, f"exporter-{'thumb2' if thumb else 'arm'}.ko")
+    assert os.path.exists(path) and os.path.exists(SYMVERS), "sample modules missing (make samples)"
+    cfg = DEBIAN_ARMMP.with_(thumb2=thumb)
+    kernel = Kernel.from_files([SYMVERS], cfg)
+    mod = Session(kernel, cfg, placement).load(path)
+    m = Machine(mod, kernel)
+    return m, mod, Probes(m)
+
+
+def _dis(data, addr, thumb):
+    cs = Cs(CS_ARCH_ARM, CS_MODE_THUMB if thumb else CS_MODE_ARM)
+    return [(i.mnemonic, i.op_str) for i in cs.disasm(data, addr)]
+
+
+def test_unicorn_delivers_udf_as_invalid_insn_and_bkpt_at_its_own_pc():
+    """The machine's breakpoint dispatch relies on both facts."""
+    from unicorn import UC_ARCH_ARM, UC_HOOK_INSN_INVALID, UC_HOOK_INTR, UC_MODE_ARM, Uc
+    from unicorn import arm_const as A
+    for code, thumb, hook in ((struct.pack("<I", 0xE7F001F8), False, "invalid"),
+                              (struct.pack("<HH", 0xF7F0, 0xA018), True, "invalid"),
+                              (struct.pack("<H", 0xDE18), True, "invalid"),
+                              (struct.pack("<I", 0xE1200070), False, "intr"),
+                              (struct.pack("<H", 0xBE00), True, "intr")):
+        uc = Uc(UC_ARCH_ARM, UC_MODE_ARM)
+        uc.mem_map(0x10000, 0x1000)
+        uc.mem_write(0x10000, (b"\x00\xbf" if thumb else b"\x00\x00\xa0\xe1") * 8)
+        uc.mem_write(0x10004, code)
+        seen = []
+
+        def on_invalid(uc, _u):
+            seen.append(("invalid", uc.reg_read(A.UC_ARM_REG_PC)))
+            uc.reg_write(A.UC_ARM_REG_PC, (0x10004 + len(code)) | thumb)
+            return True
+
+        def on_intr(uc, intno, _u):
+            seen.append(("intr", uc.reg_read(A.UC_ARM_REG_PC)))
+            uc.reg_write(A.UC_ARM_REG_PC, (0x10004 + len(code)) | thumb)
+        uc.hook_add(UC_HOOK_INSN_INVALID, on_invalid)
+        uc.hook_add(UC_HOOK_INTR, on_intr)
+        uc.emu_start(0x10000 | thumb, 0x10010)
+        assert seen == [(hook, 0x10004)]
+
+
+@pytest.mark.parametrize("thumb,placement", BOTH)
+def test_ftrace_sites_nop_call_and_verify(thumb, placement):
+    m, mod, pr = _exporter(thumb, placement)
+    assert not pr.ftrace.errors
+    site = pr.ftrace.site_of(pr.function("armload_sample_add"))
+    nop = pr.read(site.addr, 4)
+    # the kernel's `pop {lr}` (an LDM) / `pop.w {lr}` (an LDR post-indexed), as capstone spells them
+    assert _dis(nop, site.addr, thumb) == [("ldr", "lr, [sp], #4") if thumb else ("ldm", "sp!, {lr}")]
+    hits = []
+    ops = pr.ftrace_function("armload_sample_add", hits.append)
+    new = pr.read(site.addr, 4)
+    (mn, op), = _dis(new, site.addr, thumb)
+    assert mn == "bl"
+    dest = int(op.lstrip("#"), 16)
+    if placement == "vmalloc":            # out of range: the fixed FTRACE_ADDR PLT entry
+        assert site.via_plt and dest == site.via_plt
+        e, = [e for e in mod.plt_entries if e.addr == dest]
+        assert e.fixed and e.symbol == "ftrace_caller"
+    else:
+        assert site.via_plt == 0 and dest == pr.ftrace.ftrace_addr & ~1
+    v, = pr.verify()
+    assert v.ok and v.branches_total == 1, v.format()
+    r = m.call("armload_sample_add", [20, 22])
+    assert r.retval == 42
+    assert [(h.kind, h.function, h.args[:2], h.addr) for h in hits] == [("ftrace", "armload_sample_add",
+                                                                          [20, 22], site.addr)]
+    assert hits[0].caller_sym.startswith("ret_from_initcall")
+    ops.disable()
+    assert pr.read(site.addr, 4) == nop
+    assert m.call("armload_sample_add", [1, 2]).retval == 3 and len(hits) == 1
+
+
+@pytest.mark.parametrize("thumb,placement", BOTH)
+def test_verifier_catches_a_wrong_patched_site(thumb, placement):
+    m, mod, pr = _exporter(thumb, placement)
+    pr.ftrace_function("armload_sample_add")
+    site = pr.ftrace.site_of(pr.function("armload_sample_add"))
+    pr.write_code(site.addr, pr.ftrace._nop(site))          # the site no longer calls anything
+    v, = pr.verify()
+    assert not v.ok and v.branch_failures[0].site == site.addr
+
+
+@pytest.mark.parametrize("thumb,placement", BOTH)
+def test_kprobe_pre_post_and_restore(thumb, placement):
+    m, mod, pr = _exporter(thumb, placement)
+    f = pr.function("armload_sample_add")
+    orig = pr.read(f.start, 8)
+    seen = []
+    kp = pr.kprobe("armload_sample_add", 0, pre=lambda h: seen.append(("pre", h.args[:2])),
+                   post=lambda h: seen.append(("post", h.args[:2])))
+    bp = pr.read(f.start, 4)
+    if thumb:
+        assert bp[:2] == struct.pack("<H", 0xDE18)            # push {lr} is 16-bit
+    else:
+        assert struct.unpack("<I", bp)[0] == 0xE7F001F8        # unconditional: cond 1110
+    assert m.call("armload_sample_add", [5, 6]).retval == 11
+    assert seen == [("pre", [5, 6]), ("post", [5, 6])]
+    kp.disable()
+    assert pr.read(f.start, 8) == orig
+    assert m.call("armload_sample_add", [1, 1]).retval == 2 and len(seen) == 2
+
+
+@pytest.mark.parametrize("thumb,placement", BOTH)
+def test_kprobe_at_every_instruction_of_a_function(thumb, placement):
+    """Each instruction probed in turn (simulated or out of line): results stay right."""
+    m, mod, pr = _exporter(thumb, placement)
+    f = pr.function("armload_sample_add")
+    site = pr.ftrace.site_of(f).addr
+    at, n = f.start, 0
+    while at < f.start + f.size:
+        from armload.probes.insn import thumb_opcode
+        size = thumb_opcode(pr.read(at, 4))[1] if thumb else 4
+        if at == site:
+            with pytest.raises(ProbeError, match="ftrace location"):
+                pr.kprobe(f, at - f.start)
+        else:
+            hits = []
+            kp = pr.kprobe(f, at - f.start, pre=hits.append)
+            assert m.call("armload_sample_add", [n, 100]).retval == n + 100
+            assert len(hits) == 1
+            kp.unregister()
+        at += size
+        n += 1
+    assert n >= 8
+
+
+@pytest.mark.parametrize("thumb,placement", BOTH)
+def test_kretprobe_sees_return_value(thumb, placement):
+    m, mod, pr = _exporter(thumb, placement)
+    f = pr.function("armload_sample_add")
+    orig = pr.read(f.start, 4)
+    rets = []
+    rp = pr.kretprobe("armload_sample_add", lambda h: rets.append((h.ret, h.args[:2])))
+    r = m.call("armload_sample_add", [30, 12])
+    assert r.status == "returned" and r.retval == 42
+    assert rets == [(42, [30, 12])]
+    rp.disable()
+    assert pr.read(f.start, 4) == orig
+
+
+@pytest.mark.parametrize("thumb,placement", BOTH)
+def test_direct_trampoline_entry_and_exit(thumb, placement):
+    m, mod, pr = _exporter(thumb, placement)
+    f = pr.function("armload_sample_add")
+    site = pr.ftrace.site_of(f)
+    nop = pr.read(site.addr, 4)
+    ev = []
+    d = pr.direct("armload_sample_add", entry=lambda h: ev.append(("entry", h.args[:2])),
+                  exit=lambda h: ev.append(("exit", h.ret)))
+    (mn, op), = _dis(pr.read(site.addr, 4), site.addr, thumb)
+    assert mn == "bl" and int(op.lstrip("#"), 16) == d.tramp
+    v, = pr.verify()
+    assert v.ok, v.format()
+    assert m.call("armload_sample_add", [40, 2]).retval == 42
+    assert ev == [("entry", [40, 2]), ("exit", 42)]
+    d.disable()
+    assert pr.read(site.addr, 4) == nop
+
+
+@pytest.mark.parametrize("thumb", [False, True])
+def test_fexit_on_function_with_prologue_before_mcount(thumb):
+    """init_module pushes {r4, lr} (or {r3, lr}) before `push {lr}; bl __gnu_mcount_nc`."""
+    m, mod, pr = _exporter(thumb, "window")
+    ev = []
+    pr.direct("init_module", entry=lambda h: ev.append("entry"), exit=lambda h: ev.append(("exit", h.ret)))
+    r = m.run_init()
+    assert r.ok and r.log == ["exporter: loaded, counter=100"]
+    assert ev == ["entry", ("exit", 0)]
+
+
+def test_ftrace_make_nop_refuses_an_unexpected_site():
+    m, mod, pr = _exporter(False, "window")
+    site = pr.ftrace.site_of(pr.function("armload_sample_add"))
+    pr.write_code(site.addr, struct.pack("<I", 0xE1A00000))
+    with pytest.raises(ProbeError, match=r"ftrace failed to modify \[<bf000004>\] armload_sample_add\+0x4"):
+        pr.ftrace_function("armload_sample_add")
+
+
+def _fixture(src, thumb=False):
+    mod, kernel = build_module(src, thumb=thumb, init="f")
+    m = Machine(mod, kernel)
+    return m, Probes(m)
+
+
+def test_kprobe_refusals_match_the_kernel():
+    m, pr = _fixture({"f": """
+        mrc p15, 0, r0, c13, c0, 3
+        svc #0
+        str r0, [sp, #-68]
+        str r0, [sp, #-64]
+        str r1, [sp, r2]
+        add r0, pc, r1
+        ldr r0, [pc, #-4]
+        bx lr
+    """})
+    for off, pat in ((0, r"returned -22 \(-EINVAL\).*ee1d0f70 \(coprocessor/svc\) is rejected by the ARM kprobes decoder"),
+                     (4, r"-22 \(-EINVAL\).*coprocessor/svc"),
+                     (8, r"-22 \(-EINVAL\).*68 bytes below sp"),
+                     (16, r"-22 \(-EINVAL\).*register offset"),
+                     (20, r"armload kprobe failed, returned -95.*reading pc"),
+                     (2, r"-22 \(-EINVAL\).*not word aligned"),
+                     (64, r"-22 \(-EINVAL\).*beyond the function")):
+        with pytest.raises(ProbeError, match=pat) as e:
+            pr.kprobe("f", off)
+        assert e.value.errno in (-22, -95)
+    pr.kprobe("f", 12)                               # 64 bytes below sp: the limit is allowed
+    with pytest.raises(ProbeError, match="-2 .*no function"):
+        pr.kprobe("nosuch")
+
+
+def test_simulated_and_conditional_arm_instructions():
+    m, pr = _fixture({"f": """
+        push {lr}
+        cmp r0, #0
+        moveq r0, #5
+        addne r0, r0, #1
+        ldr r1, [pc, #16]
+        add r2, pc, #4
+        bl {g}
+        add r0, r0, r1
+        pop {pc}
+        .word 100
+        .word 1000
+    """, "g": "add r0, r0, #10\nbx lr"})
+    assert m.call("f", [0]).retval == 5 + 10 + 1000            # unprobed baseline
+    hits = []
+    for off in (8, 16, 20, 24):
+        pr.kprobe("f", off, pre=lambda h, o=off: hits.append(o))
+    assert m.call("f", [0]).retval == 5 + 10 + 1000
+    assert hits == [8, 16, 20, 24]
+    hits.clear()
+    assert m.call("f", [3]).retval == 4 + 10 + 1000
+    assert hits == [16, 20, 24]          # moveq's breakpoint keeps its condition: not taken, no hit
+
+
+def test_simulated_thumb_instructions():
+    m, pr = _fixture({"f": """
+        push {lr}
+        cbz r0, skip
+        adds r0, #1
+    skip:
+        ldr r1, [pc, #12]
+        bl {g}
+        adds r0, r0, r1
+        pop {pc}
+        nop
+        nop
+        .word 1000
+    """, "g": "adds r0, #10\nbx lr"}, thumb=True)
+    assert m.call("f", [0]).retval == 0 + 10 + 1000            # unprobed baseline
+    hits = []
+    for off in (2, 6, 8):
+        pr.kprobe("f", off, pre=lambda h, o=off: hits.append(o))
+    assert m.call("f", [0]).retval == 0 + 10 + 1000
+    assert m.call("f", [4]).retval == 5 + 10 + 1000
+    assert hits == [2, 6, 8, 2, 6, 8]
