@@ -108,6 +108,7 @@ class Probes:
         self._kretprobe_tramp = None
         self._kret_stack: list = []                  # the task's kretprobe instances, innermost last
         self.probes: list = []
+        self.code_names: list[tuple[int, int, str]] = []    # (start, end, name) of probe code
         for mod in machine._all_modules:
             machine.map_module(mod)
         self.ftrace = Ftrace(self)
@@ -149,6 +150,17 @@ class Probes:
 
     def read(self, addr: int, n: int) -> bytes:
         return bytes(self.uc.mem_read(addr, n))
+
+    def read_original(self, addr: int, n: int) -> bytes:
+        """Memory as the code is without armed kprobe breakpoints (for decoding prologues)."""
+        out = bytearray(self.read(addr, n))
+        for p in self.probes:
+            kp = getattr(p, "kp", p)
+            if getattr(kp, "enabled", False) and hasattr(kp, "orig") and addr < kp.addr + kp.size and kp.addr < addr + n:
+                for i, b in enumerate(kp.orig):
+                    if 0 <= kp.addr + i - addr < n:
+                        out[kp.addr + i - addr] = b
+        return bytes(out)
 
     def write_code(self, addr: int, data: bytes) -> None:
         """Patch text as __patch_text does, and drop every cached translation of it."""
@@ -214,11 +226,23 @@ class Probes:
             self.on_hit(h)
         return h
 
+    def name_code(self, start: int, size: int, name: str) -> None:
+        self.code_names.append((start & ~1, (start & ~1) + size, name))
+
+    def symbolize(self, addr: int) -> str:
+        for a, e, name in self.code_names:
+            if a <= addr < e:
+                return f"{name}+{addr - a:#x}"
+        return self.m.symbolize(addr)
+
     def _caller_sym(self, lr: int) -> str:
         from ..emu.machine import SENTINEL
         if lr == SENTINEL:
             return "ret_from_initcall (sentinel)"
         a = lr & ~1
+        for s, e, name in self.code_names:
+            if s <= a < e:
+                return f"{name}+{a - s:#x}"
         return self.m.symbolize(a - (2 if lr & 1 else 4)) if a else "?"
 
     def _kprobe_trap(self, machine, addr: int) -> None:
@@ -243,6 +267,7 @@ class Probes:
                 rp = self._kret_stack.pop()
                 self.set_pc(rp.returned())
             self.trap(a, th, on_return)
+            self.name_code(a, 4, "__kretprobe_trampoline")
             self._kretprobe_tramp = a | (1 if th else 0)
         return self._kretprobe_tramp
 

@@ -57,18 +57,18 @@ class DirectTrampoline:
         """Offset from the trampoline's sp (at the entry trap) of the word holding the return address."""
         p, f, s = self.p, self.func, self.site
         if self.thumb:
-            if p.read(s.addr - 2, 2) == struct.pack("<H", 0xB500):
+            if p.read_original(s.addr - 2, 2) == struct.pack("<H", 0xB500):
                 push_at = s.addr - 2
-            elif p.read(s.addr - 4, 4) == struct.pack("<HH", 0xF84D, 0xED04):
+            elif p.read_original(s.addr - 4, 4) == struct.pack("<HH", 0xF84D, 0xED04):
                 push_at = s.addr - 4
             else:
                 push_at = None
         else:
-            push_at = s.addr - 4 if p.read(s.addr - 4, 4) == struct.pack("<I", 0xE52DE004) else None
+            push_at = s.addr - 4 if p.read_original(s.addr - 4, 4) == struct.pack("<I", 0xE52DE004) else None
         if push_at is not None:
             if push_at == f.start:
                 return 20                   # the `push {lr}` word
-            pro = p.read(f.start, push_at - f.start)
+            pro = p.read_original(f.start, push_at - f.start)
             n = None
             if not self.thumb and len(pro) == 4:
                 w = struct.unpack("<I", pro)[0]
@@ -86,7 +86,7 @@ class DirectTrampoline:
                 return 24 + 4 * (n - 1)
         raise refuse("register_fexit", EOPNOTSUPP, f"{self.name}: armload cannot find where the function "
                      f"keeps its return address at the ftrace site (prologue "
-                     f"{p.read(f.start, max(0, s.addr - f.start)).hex()})")
+                     f"{p.read_original(f.start, max(0, s.addr - f.start)).hex()})")
 
     def _build(self) -> None:
         p, th = self.p, self.thumb
@@ -100,6 +100,7 @@ class DirectTrampoline:
         if self.exit is not None:
             p.trap(t + EXIT_OFF, th, self._on_exit)
         self.tramp = t
+        p.name_code(t, TRAMP_SIZE, f"direct_trampoline[{self.name}]")
 
     def enable(self):
         if not self.enabled:

@@ -224,6 +224,7 @@ class Ftrace:
             entry = struct.pack("<II", 0xE51FF004, body)
         self.p.write_code(fa, entry)
         self.caller_body = body
+        self.p.name_code(body, 64, "ftrace_caller")
         self._caller_ready = True
 
     def _list_func(self, machine) -> None:
@@ -263,7 +264,7 @@ class Ftrace:
         out = []
         for s in self.sites.values():
             what = {"nop": "ftrace nop (pop {lr})", "call": f"ftrace call -> "
-                    f"{'ftrace_caller' if s.target == self.ftrace_addr else self.m.symbolize(s.target & ~1)}"
+                    f"{'ftrace_caller' if s.target == self.ftrace_addr else self.p.symbolize(s.target & ~1)}"
                     + (" via PLT" if s.via_plt else "")}.get(s.state)
             if what:
                 out.append({"addr": s.addr, "size": 4, "thumb": s.thumb, "what": what, "module": s.module.name})
