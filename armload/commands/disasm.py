@@ -19,6 +19,10 @@ def register(sub) -> None:
     add_module_args(p)
     p.add_argument("--function", "-f", metavar="NAME", help="only this function")
     p.add_argument("--plt", dest="plt_only", action="store_true", help="only the PLT sections (.plt, .init.plt)")
+    p.add_argument("--patched", action="store_true",
+                   help="show the code as the kernel patches it at load: every mcount call site as the ftrace NOP")
+    p.add_argument("--probe", dest="probes", action="append", default=[], metavar="KIND:FUNC[+OFF]",
+                   help="also attach this probe (as for run --probe) and show its patched instruction; implies --patched")
     p.add_argument("--json", action="store_true", help="machine-readable listing on stdout")
     p.set_defaults(func=cmd_disasm)
 
@@ -29,7 +33,15 @@ def cmd_disasm(args) -> int:
     m = modules[-1]
     if args.function and args.plt_only:
         raise EmulationError("--function and --plt cannot be combined")
+    marks = {}
+    if args.patched or args.probes:
+        from ..probes.cli import patched_view
+        m, marks = patched_view(session, modules, args.probes)
     blocks = disassemble(m, session.kernel, function=args.function, plt=args.plt_only)
+    for _t, lines in blocks:
+        for ln in lines:
+            if ln.addr in marks:
+                ln.comment = (ln.comment + " " if ln.comment else "") + f"@ patched: {marks[ln.addr]}"
     if args.json:
         json.dump({"ok": True, "module": m.name,
                    "blocks": [{"title": t, "lines": [ln.to_dict() for ln in lines]} for t, lines in blocks]},

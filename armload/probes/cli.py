@@ -61,3 +61,23 @@ def attach(machine, specs, say, report: dict):
                 raise ArmloadError(f"{v.module}: a patched ftrace site does not reach its target: "
                                    f"{v.branch_failures[0].format()}")
     return pr
+
+
+def patched_view(session, modules, specs):
+    """For `disasm --patched/--probe`: the last module as the machine holds it after
+    ftrace_module_init and the given probes, and {addr: what was patched}."""
+    import dataclasses
+
+    from ..emu import Machine
+    from ..model import MemRegion
+    machine = Machine(modules, session.kernel)
+    pr = attach(machine, specs, lambda _t: None, {}) if specs else None
+    if pr is None:
+        from .core import Probes
+        pr = Probes(machine, record=False)
+    m = modules[-1]
+    regions = [MemRegion(r.name, r.base, r.size, bytearray(pr.read(r.base, r.size)) if r.size else bytearray(),
+                         r.init) for r in m.regions]
+    view = dataclasses.replace(m, regions=regions)
+    marks = {s["addr"]: s["what"] for s in pr.patched_sites() if s["module"] == m.name}
+    return view, marks
