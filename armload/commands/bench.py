@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import sys
 
-WHAT = ("loader", "kallsyms", "emulate", "all")
+WHAT = ("loader", "kallsyms", "emulate", "probes", "all")
 
 
 def register(sub) -> None:
@@ -13,9 +13,13 @@ def register(sub) -> None:
                                    "relocate and total for the largest sample, the largest Debian module "
                                    "(after make corpus) and a seed-scale synthetic object, plus the legacy "
                                    "O(n^2) count. kallsyms: lookup strategies on the real Debian table. "
-                                   "emulate: instructions per second: raw Unicorn, with armload's clock, the whole machine.")
+                                   "emulate: instructions per second: raw Unicorn, with armload's clock, the whole machine. "
+                                   "probes: the attach benchmark (none/kprobe/kretprobe/ftrace/fentry on one "
+                                   "function; --many: 40,000 kprobes on Debian modules).")
     p.add_argument("what", nargs="?", choices=WHAT, default="loader")
     p.add_argument("--image", help="kernel image for the kallsyms benchmark (default: the Debian vmlinuz in .cache)")
+    p.add_argument("--many", action="store_true", help="probes: also 40,000 kprobes on 300 Debian modules "
+                   "(hash lists vs. a per-cpu cache; needs make corpus; minutes)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 
@@ -39,6 +43,15 @@ def run(args) -> int:
         if not args.json:
             print()
             emu_bench.print_benchmark(results["emulate"])
+    if args.what == "probes":             # not part of "all": minutes with --many
+        from ..probes import bench as probes_bench
+        results["probes"] = {"attach": probes_bench.run_attach()}
+        if not args.json:
+            probes_bench.print_attach(results["probes"]["attach"])
+        if args.many:
+            results["probes"]["many"] = probes_bench.run_many()
+            if not args.json:
+                probes_bench.print_many(results["probes"]["many"])
     if args.json:
         json.dump(results, sys.stdout, indent=2, default=str)
         print()

@@ -13,10 +13,12 @@ instruction the machine's breakpoint table dispatches (Machine.breakpoints).
 """
 from __future__ import annotations
 
+import bisect
+import contextlib
 import struct
 from dataclasses import dataclass, field
 
-from unicorn import UC_PROT_EXEC, UC_PROT_READ
+from unicorn import UC_PROT_EXEC, UC_PROT_READ, UC_PROT_WRITE
 from unicorn import arm_const as A
 
 from ..errors import ArmloadError
@@ -46,11 +48,16 @@ class ProbeHit:
     addr: int
     args: list[int]
     caller: int
-    caller_sym: str
     time_ns: int
     insns: int
     ret: int | None = None
     machine: object = field(default=None, repr=False)
+    probes: object = field(default=None, repr=False)
+
+    @property
+    def caller_sym(self) -> str:
+        """The caller as %pS prints it (computed on demand: hits are hot)."""
+        return self.probes._caller_sym(self.caller) if self.probes is not None else f"{self.caller:#x}"
 
     def set_reg(self, name: str, value: int) -> None:
         """Change a register before the probed code continues (pre-handlers)."""
@@ -109,11 +116,15 @@ class Probes:
         self._kret_stack: list = []                  # the task's kretprobe instances, innermost last
         self.probes: list = []
         self.code_names: list[tuple[int, int, str]] = []    # (start, end, name) of probe code
+        self._batch, self._dirty = 0, False
+        self._unprotected: dict[int, int] = {}
+        self._func_index: dict[int, tuple] = {}
         for mod in machine._all_modules:
             machine.map_module(mod)
         self.ftrace = Ftrace(self)
-        for mod in machine.modules:
-            self.ftrace.module_init(mod)
+        with self.batch():
+            for mod in machine.modules:
+                self.ftrace.module_init(mod)
 
     # --- memory ---------------------------------------------------------------------------
     def alloc_text(self, n: int, align: int = 4) -> int:
@@ -164,9 +175,36 @@ class Probes:
 
     def write_code(self, addr: int, data: bytes) -> None:
         """Patch text as __patch_text does, and drop every cached translation of it."""
+        if self._batch:
+            # Unicorn writes read-only memory by protecting, writing and restoring it (a TLB
+            # flush each time): in a batch each page is made writable once, restored at the end
+            for pg in range(addr & ~(PAGE - 1), (addr + len(data) + PAGE - 1) & ~(PAGE - 1), PAGE):
+                prot = self.m._perm.get(pg)
+                if prot is not None and not prot & UC_PROT_WRITE and pg not in self._unprotected:
+                    self.uc.mem_protect(pg, PAGE, prot | UC_PROT_WRITE)
+                    self._unprotected[pg] = prot
         self.uc.mem_write(addr, data)
         self.uc.ctl_remove_cache(addr & ~3, (addr + len(data) + 3) & ~3)
-        self.m.clock.clear_cache()
+        if self._batch:
+            self._dirty = True
+        else:
+            self.m.clock.clear_cache()
+
+    @contextlib.contextmanager
+    def batch(self):
+        """Many patches at once: the clock's block cache is cleared once at the end."""
+        self._batch += 1
+        try:
+            yield
+        finally:
+            self._batch -= 1
+            if not self._batch:
+                for pg, prot in self._unprotected.items():
+                    self.uc.mem_protect(pg, PAGE, prot)
+                self._unprotected.clear()
+                if self._dirty:
+                    self._dirty = False
+                    self.m.clock.clear_cache()
 
     def trap(self, addr: int, thumb: bool, fn) -> None:
         """An undefined instruction at addr whose hit runs fn(machine, addr)."""
@@ -202,15 +240,23 @@ class Probes:
         return [s.name for s in mod.symbols if s.stype == "func" and s.section and (s.addr & ~1) == start]
 
     def function_at(self, addr: int) -> Function | None:
+        """The function containing addr (the latest-starting one), from a per-module index."""
         mod = self.m._in_module(addr)
         if mod is None:
             return None
-        best = None
-        for s in mod.symbols:
-            if s.stype == "func" and s.section and (s.addr & ~1) <= addr < (s.addr & ~1) + max(s.size, 1):
-                if best is None or (s.addr & ~1) > best.start:
-                    best = Function(mod, s.name, s.addr & ~1, s.size, bool(s.addr & 1))
-        return best
+        idx = self._func_index.get(id(mod))
+        if idx is None:
+            funcs = sorted(((s.addr & ~1), -i, s) for i, s in enumerate(mod.symbols)
+                           if s.stype == "func" and s.section and mod.region_of(s.addr & ~1))
+            idx = self._func_index[id(mod)] = ([f[0] for f in funcs], [f[2] for f in funcs])
+        starts, syms = idx
+        i = bisect.bisect_right(starts, addr) - 1
+        while i >= 0 and addr - starts[i] < 0x100000:
+            s = syms[i]
+            if addr < starts[i] + max(s.size, 1):
+                return Function(mod, s.name, starts[i], s.size, bool(s.addr & 1))
+            i -= 1
+        return None
 
     def hit(self, kind: str, func: str, addr: int, ret: int | None = None, args=None, caller=None) -> ProbeHit:
         uc = self.uc
@@ -218,8 +264,7 @@ class Probes:
             args = list(uc.reg_read_batch([A.UC_ARM_REG_R0, A.UC_ARM_REG_R1, A.UC_ARM_REG_R2, A.UC_ARM_REG_R3]))
         if caller is None:
             caller = uc.reg_read(A.UC_ARM_REG_LR)
-        h = ProbeHit(kind, func, addr, args, caller, self._caller_sym(caller), self.m.clock.ns(),
-                     self.m.clock.insns, ret, self.m)
+        h = ProbeHit(kind, func, addr, args, caller, self.m.clock.ns(), self.m.clock.insns, ret, self.m, self)
         if self.record:
             self.hits.append(h)
         if self.on_hit is not None:
@@ -297,9 +342,9 @@ class Probes:
         self.probes.append(p)
         return p
 
-    def direct(self, target, entry=None, exit=None, enable: bool = True):
+    def direct(self, target, entry=None, exit=None, enable: bool = True, entry_code: int | None = None):
         from .direct import DirectTrampoline
-        p = DirectTrampoline(self, target, entry, exit)
+        p = DirectTrampoline(self, target, entry, exit, entry_code=entry_code)
         if enable:
             p.enable()
         self.probes.append(p)

@@ -40,11 +40,12 @@ EXIT_OFF, ENTRY_OFF, TRAMP_SIZE = 24, 32, 40
 class DirectTrampoline:
     kind = "fentry"
 
-    def __init__(self, probes, target, entry=None, exit=None):
+    def __init__(self, probes, target, entry=None, exit=None, *, entry_code: int | None = None):
         self.p = probes
         self.func = probes.function(target) if isinstance(target, str) else target
         self.name = self.func.name
         self.entry, self.exit = entry, exit
+        self.entry_code = entry_code            # emulated handler called by `bl` (no trap): fn(regs *)
         self.kind = "fexit" if exit is not None and entry is None else ("fentry+fexit" if exit else "fentry")
         self.site = probes.ftrace.site_of(self.func)
         self.thumb = self.site.thumb
@@ -91,10 +92,11 @@ class DirectTrampoline:
     def _build(self) -> None:
         p, th = self.p, self.thumb
         t = p.alloc_near(self.func.module, TRAMP_SIZE)
+        call = self.entry_code if self.entry_code is not None and self.exit is None else t + ENTRY_OFF
         if th:
-            code = thumb_frame_code(t, t + ENTRY_OFF, struct.pack("<H", 0x4668))     # mov r0, sp
+            code = thumb_frame_code(t, call, struct.pack("<H", 0x4668))     # mov r0, sp
         else:
-            code = assemble(_ARM, t, False, ENTRY=t + ENTRY_OFF)
+            code = assemble(_ARM, t, False, ENTRY=call & ~1)
         p.write_code(t, code)
         p.stub(th, self._on_entry, addr=t + ENTRY_OFF)
         if self.exit is not None:

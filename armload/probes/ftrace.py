@@ -134,7 +134,7 @@ class Ftrace:
 
     def module_init(self, mod) -> None:
         for addr in self.find_sites(mod):
-            if mod.region_of(addr) is None:
+            if mod.region_of(addr) is None or self.m._in_module(addr) is None:
                 continue                     # an init site whose memory is already freed
             fn = self.p.function_at(addr)
             reg = mod.region_of(addr)
@@ -203,6 +203,18 @@ class Ftrace:
         site.state, site.target, site.via_plt, site.owner = "call", target, plt, owner
 
     # --- ftrace_caller ------------------------------------------------------------------------
+    def set_tracer(self, addr: int | None) -> None:
+        """ftrace_update_ftrace_func: ftrace_call calls `addr` (emulated code taking (ip, parent_ip))
+        directly instead of the ops list function; None restores the list function."""
+        self._ensure_caller()
+        th = self.thumb
+        at = self.caller_body + (6 if th else 12)             # the `bl` at ftrace_call
+        dest = self.list_func if addr is None else addr
+        op = I.thumb_bl(at, dest) if th else I.arm_bl(at, dest & ~1)
+        if op is None:
+            raise refuse("ftrace_update_ftrace_func", EINVAL, f"{dest:#010x} is out of bl range of ftrace_call")
+        self.p.write_code(at, I.thumb_bytes(op, 4) if th else struct.pack("<I", op))
+
     def _ensure_caller(self) -> None:
         if self._caller_ready:
             return
@@ -224,6 +236,7 @@ class Ftrace:
             entry = struct.pack("<II", 0xE51FF004, body)
         self.p.write_code(fa, entry)
         self.caller_body = body
+        self.list_func = lst
         self.p.name_code(body, 64, "ftrace_caller")
         self._caller_ready = True
 

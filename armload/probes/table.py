@@ -25,10 +25,14 @@ def hash_ptr(addr: int, bits: int = KPROBE_HASH_BITS) -> int:
 
 
 class KprobeTable:
-    """Registered probes by address; `get` is get_kprobe and counts the nodes it visits."""
+    """Registered probes by address; `get` is get_kprobe and counts the nodes it visits.
+
+    Each hlist is kept as two parallel Python lists (addresses, probes) in list order, head
+    first; a walk that stops at position i has visited i + 1 nodes (list.index does the walk)."""
 
     def __init__(self, cache: bool = False, cache_slots: int = CACHE_SLOTS, ncpus: int = 1):
-        self.heads: list[list] = [[] for _ in range(KPROBE_TABLE_SIZE)]    # index 0 = hlist head
+        self.addrs: list[list[int]] = [[] for _ in range(KPROBE_TABLE_SIZE)]
+        self.heads: list[list] = [[] for _ in range(KPROBE_TABLE_SIZE)]
         self.cache_on = cache
         self.cache_slots = cache_slots
         self.caches = [[None] * cache_slots for _ in range(ncpus)]
@@ -40,37 +44,41 @@ class KprobeTable:
         return sum(len(h) for h in self.heads)
 
     def add(self, probe) -> None:
-        self.heads[hash_ptr(probe.addr)].insert(0, probe)      # hlist_add_head_rcu
+        h = hash_ptr(probe.addr)
+        self.addrs[h].insert(0, probe.addr)                   # hlist_add_head_rcu
+        self.heads[h].insert(0, probe)
 
     def remove(self, probe) -> None:
-        self.heads[hash_ptr(probe.addr)].remove(probe)
+        h = hash_ptr(probe.addr)
+        i = self.heads[h].index(probe)
+        del self.heads[h][i], self.addrs[h][i]
         for c in self.caches:
-            i = (probe.addr >> 1) % self.cache_slots
-            if c[i] is not None and c[i].addr == probe.addr:
-                c[i] = None
+            j = (probe.addr >> 2) % self.cache_slots
+            if c[j] is not None and c[j].addr == probe.addr:
+                c[j] = None
 
     def walk(self, addr: int):
         """get_kprobe without the cache: (probe or None, nodes visited)."""
-        n = 0
-        for p in self.heads[hash_ptr(addr)]:
-            n += 1
-            if p.addr == addr:
-                return p, n
-        return None, n
+        h = hash_ptr(addr)
+        try:
+            i = self.addrs[h].index(addr)
+        except ValueError:
+            return None, len(self.addrs[h])
+        return self.heads[h][i], i + 1
 
     def get(self, addr: int, cpu: int = 0):
         self.lookups += 1
         if self.cache_on:
             c = self.caches[cpu]
-            i = (addr >> 1) % self.cache_slots
-            p = c[i]
+            j = (addr >> 2) % self.cache_slots
+            p = c[j]
             if p is not None and p.addr == addr:
                 self.cache_hits += 1
                 return p
             p, n = self.walk(addr)
             self.nodes += n
             if p is not None:
-                c[i] = p
+                c[j] = p
             return p
         p, n = self.walk(addr)
         self.nodes += n
