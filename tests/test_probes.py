@@ -285,3 +285,59 @@ def test_simulated_thumb_instructions():
     assert m.call("f", [0]).retval == 0 + 10 + 1000
     assert m.call("f", [4]).retval == 5 + 10 + 1000
     assert hits == [2, 6, 8, 2, 6, 8]
+
+
+def test_kprobe_table_is_the_kernels_hash_of_hlists():
+    from armload.probes.table import KPROBE_TABLE_SIZE, KprobeTable, hash_ptr
+
+    class P:
+        def __init__(self, addr):
+            self.addr = addr
+    # hash_32 of a 32-bit kernel: the top 6 bits of addr * GOLDEN_RATIO_32 (mod 2^32)
+    for a in (0, 1, 0xBF000000, 0xFFFFFFFF, 0xC0008000):
+        assert hash_ptr(a) == ((a * 0x61C88647) % (1 << 32)) // (1 << 26)
+    assert KPROBE_TABLE_SIZE == 64
+    same = [a for a in range(0xBF000000, 0xBF100000, 4) if hash_ptr(a) == hash_ptr(0xBF000000)][:10]
+    for cache in (False, True):
+        t = KprobeTable(cache=cache)
+        probes = [P(a) for a in same]
+        for p in probes:
+            t.add(p)
+        assert t.walk(same[-1]) == (probes[-1], 1)           # hlist_add_head: the newest first
+        assert t.walk(same[0]) == (probes[0], 10)
+        assert t.walk(same[-1] + 0x100000) == (None, len(t.heads[hash_ptr(same[-1] + 0x100000)]))
+        t.reset_counts()
+        for _ in range(3):
+            assert t.get(same[0]) is probes[0]
+        assert t.nodes == (10 if cache else 30)              # the cache saves the second and third walk
+        assert t.cache_hits == (2 if cache else 0)
+        t.remove(probes[0])
+        assert t.get(same[0]) is None
+
+
+def test_cli_run_probe_prints_hits_and_refuses_bad_specs():
+    import subprocess
+    ko = os.path.join(SAMPLES, "exporter-arm.ko")
+    base = [sys.executable, "-m", "armload", "run", ko, "--kernel", SYMVERS, "--placement", "vmalloc",
+            "--call", "armload_sample_add", "--arg", "40", "--arg", "2"]
+    p = subprocess.run(base + ["--probe", "kretprobe:armload_sample_add", "--probe", "ftrace:armload_sample_add"],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    assert "patched call sites verified: 1/1" in p.stdout
+    assert "[ftrace] armload_sample_add @ 0xf0000004 (0x28, 0x2, " in p.stdout
+    assert "[kretprobe] armload_sample_add @ 0xf0000000 returned 42 (0x2a)" in p.stdout
+    for spec, msg in (("kprobe:armload_sample_add+0x4", "is an ftrace location"),
+                      ("uprobe:x", "expected KIND:FUNC[+OFF]"), ("kprobe:nosuch", "no function 'nosuch'")):
+        p = subprocess.run(base + ["--probe", spec], capture_output=True, text=True, cwd=ROOT)
+        assert p.returncode == 1 and msg in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
+def test_attach_bench_counts_are_deterministic():
+    from armload.probes.bench import run_attach
+    a, b = run_attach(events=40, min_time=0.0), run_attach(events=40, min_time=0.0)
+    key = [(r["flavour"], r["mode"], r["insns_per_event"], r["traps_per_event"]) for r in a["rows"]]
+    assert key == [(r["flavour"], r["mode"], r["insns_per_event"], r["traps_per_event"]) for r in b["rows"]]
+    traps = {(r["flavour"], r["mode"]): r["traps_per_event"] for r in a["rows"]}
+    assert traps[("python", "base")] == 0 and traps[("python", "kprobe")] == 1
+    assert traps[("python", "kretprobe")] == 2 and traps[("emulated", "fentry")] == 0
+    assert traps[("emulated", "ftrace")] == 0 and traps[("emulated", "fentry+fexit")] == 2
