@@ -203,12 +203,25 @@ def print_attach(res: dict) -> None:
           "Python here and retire no")
     print("emulated instructions, so insns/event understates kprobes; host time is dominated by leaving the "
           "emulator for each trap,")
-    print("which plays the role of the x86 trap cost (here 100x an instruction, not ~1.1x). With an emulated handler "
-          "ftrace and fentry")
+    py = {r["mode"]: r for r in res["rows"] if r["flavour"] == "python"}
+    per_insn = 1 / py["base"]["events_per_s"] / py["base"]["insns_per_event"]
+    per_trap = (1 / py["kprobe"]["events_per_s"] - 1 / py["base"]["events_per_s"]) / py["kprobe"]["traps_per_event"]
+    print(f"which plays the role of the x86 trap cost: here one trap costs ~{per_trap * 1e6:.0f} us of host time, "
+          f"~{per_trap / per_insn:,.0f} emulated instructions")
+    print("(on x86 a kprobe costs ~0.14 us more than base). A trap that calls the emulated handler starts a nested "
+          "emulation, dearer still.")
+    print("With an emulated handler ftrace and fentry")
     print("need no trap at all and are the cheapest probes, as on x86; they are still not ~ base because the probed "
           "function is 9")
     print("instructions and the trampoline adds ~11, where the x86 bench probes a whole syscall (thousands of "
           "instructions).")
+    em = {r["mode"]: r for r in res["rows"] if r["flavour"] == "emulated"}
+    cyc = 2.4e9 / (X86["base"][0] * 1000)               # x86 cycles per base event
+    proj = ", ".join(f"{k} {cyc / (cyc + em[k]['extra_insns']):.3f}" for k in ("ftrace", "fentry"))
+    print(f"projection (deterministic counts only): with x86's ~{cyc:.0f} cycles per base event and one cycle per "
+          f"added instruction, the")
+    print(f"trap-free probes would run at {proj} of base (x86 measured fentry {X86['fentry'][0] / X86['base'][0]:.3f}); "
+          f"trap costs are not simulated, so no projection is given for kprobes.")
 
 
 # --- many probes ---------------------------------------------------------------------------------

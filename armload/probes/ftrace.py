@@ -176,7 +176,13 @@ class Ftrace:
         return ProbeError(f"ftrace failed to modify [<{site.addr:08x}>] {self.m.symbolize(site.addr)} "
                           f"actual: {':'.join(f'{b:02x}' for b in actual)}", errno=-EINVAL)
 
+    def _live(self, site: Site) -> bool:
+        return self.m._in_module(site.addr) is not None
+
     def make_nop(self, site: Site) -> None:
+        if not self._live(site):             # freed init text: nothing left to patch
+            site.state, site.target, site.via_plt, site.owner = "nop", 0, 0, None
+            return
         cur = self.p.read(site.addr, 4)
         if site.state == "call":
             old, _ = self.call_insn(site, site.target)
@@ -193,6 +199,9 @@ class Ftrace:
         if site.state == "call":
             raise refuse("register_ftrace_function", EBUSY, f"{site.function}: its ftrace site is in use "
                          f"({getattr(site.owner, 'kind', '?')})")
+        if not self._live(site):
+            raise refuse("register_ftrace_function", EINVAL, f"{site.function}: its code was init memory, "
+                         f"freed after init")
         if target == self.ftrace_addr:
             self._ensure_caller()
         new, plt = self.call_insn(site, target, fixed_plt)

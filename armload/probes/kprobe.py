@@ -137,7 +137,8 @@ class Kprobe:
 
     def disable(self):
         if self.enabled:
-            self.p.write_code(self.addr, self.orig)
+            if self.p.m._in_module(self.addr) is not None:      # init text may be freed already
+                self.p.write_code(self.addr, self.orig)
             self.p.m.breakpoints.pop(self.addr, None)
             self.enabled = False
         return self
