@@ -341,3 +341,18 @@ def test_attach_bench_counts_are_deterministic():
     assert traps[("python", "base")] == 0 and traps[("python", "kprobe")] == 1
     assert traps[("python", "kretprobe")] == 2 and traps[("emulated", "fentry")] == 0
     assert traps[("emulated", "ftrace")] == 0 and traps[("emulated", "fentry+fexit")] == 2
+
+
+@pytest.mark.parametrize("thumb", [False, True])
+def test_post_handler_on_a_pc_writing_instruction_is_refused_but_pre_works(thumb):
+    m, mod, pr = _exporter(thumb, "window")
+    f = pr.function("init_module")
+    last = f.start + f.size - (2 if thumb else 4)               # pop {r4, pc} / pop {r3, pc}
+    with pytest.raises(ProbeError, match="writes pc"):
+        pr.kprobe(f, last - f.start, post=lambda h: None)
+    hits = []
+    pr.kprobe(f, last - f.start, pre=hits.append)
+    add = pr.function("armload_sample_add")                     # bx lr is simulated: post runs
+    pr.kprobe(add, add.size - (2 if thumb else 4), post=hits.append)
+    assert m.run_init().ok and len(hits) == 1
+    assert m.call("armload_sample_add", [1, 2]).retval == 3 and [h.kind for h in hits] == ["kprobe", "kprobe-post"]

@@ -78,10 +78,27 @@ class Kprobe:
             raise refuse("armload kprobe", EOPNOTSUPP, f"{self.name}: instruction {self.opcode:0{2 * self.size}x} "
                          f"({d.what}): the kernel emulates it, armload cannot run it out of line")
         self.orig = p.read(a, self.size)
+        if d.outcome == I.OUT_OF_LINE and self.post is not None and self._writes_pc():
+            raise refuse("armload kprobe", EOPNOTSUPP, f"{self.name}: a post-handler on an instruction that "
+                         f"writes pc (the kernel emulates it and then calls the post-handler; armload's "
+                         f"out-of-line slot never returns to the probe)")
         if d.outcome == I.OUT_OF_LINE:
             self._make_slot()
         p.table.add(self)
         self.registered = True
+
+    def _writes_pc(self) -> bool:
+        op = self.opcode
+        if not self.thumb:
+            if (op & 0x0E100000) == 0x08100000:
+                return bool(op & 0x8000)                     # ldm with pc in the list
+            return (op >> 12) & 0xF == 15
+        if self.size == 2:
+            return (op & 0xFF00) == 0xBD00 or ((op & 0xFF00) in (0x4400, 0x4600) and (op & 0x87) == 0x87)
+        h1, h2 = op >> 16, op & 0xFFFF
+        if (h1 & 0xFE50) == 0xE810:
+            return bool(h2 & 0x8000)                         # ldm.w with pc
+        return (h1 & 0xFE10) == 0xF810 and (h2 >> 12) == 15  # ldr.w pc
 
     def _on_boundary(self) -> bool:
         f = self.func
