@@ -356,3 +356,23 @@ def test_post_handler_on_a_pc_writing_instruction_is_refused_but_pre_works(thumb
     pr.kprobe(add, add.size - (2 if thumb else 4), post=hits.append)
     assert m.run_init().ok and len(hits) == 1
     assert m.call("armload_sample_add", [1, 2]).retval == 3 and [h.kind for h in hits] == ["kprobe", "kprobe-post"]
+
+
+@pytest.mark.parametrize("thumb", [False, True])
+def test_disasm_shows_patched_sites(thumb):
+    import subprocess
+    ko = os.path.join(SAMPLES, f"exporter-{'thumb2' if thumb else 'arm'}.ko")
+    cmd = [sys.executable, "-m", "armload", "disasm", ko, "--kernel", SYMVERS, "-f", "armload_sample_add"]
+    cmd += ["--thumb2"] if thumb else []
+    plain = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    assert plain.returncode == 0 and "patched" not in plain.stdout
+    p = subprocess.run(cmd + ["--probe", "kprobe:armload_sample_add+0x8" if not thumb else
+                              "kprobe:armload_sample_add+0xe", "--probe", "ftrace:armload_sample_add"],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    lines = [ln for ln in p.stdout.splitlines() if "patched:" in ln]
+    assert len(lines) == 2
+    assert "bl\t" in lines[0] and "ftrace call -> ftrace_caller" in lines[0]
+    assert "udf" in lines[1] and "kprobe breakpoint (was " in lines[1]
+    nop = subprocess.run(cmd + ["--patched"], capture_output=True, text=True, cwd=ROOT)
+    assert "patched: ftrace nop (pop {lr})" in nop.stdout
