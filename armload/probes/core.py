@@ -119,6 +119,8 @@ class Probes:
         self._batch, self._dirty = 0, False
         self._unprotected: dict[int, int] = {}
         self._func_index: dict[int, tuple] = {}
+        self._names_index: dict[int, dict] = {}
+        self._owner_key, self._owner_idx = None, None
         for mod in machine._all_modules:
             machine.map_module(mod)
         self.ftrace = Ftrace(self)
@@ -237,11 +239,28 @@ class Probes:
                      f"({', '.join(m.name for m in self.m.modules)})")
 
     def function_names(self, mod, start: int) -> list[str]:
-        return [s.name for s in mod.symbols if s.stype == "func" and s.section and (s.addr & ~1) == start]
+        idx = self._names_index.get(id(mod))
+        if idx is None:
+            idx = self._names_index[id(mod)] = {}
+            for s in mod.symbols:
+                if s.stype == "func" and s.section:
+                    idx.setdefault(s.addr & ~1, []).append(s.name)
+        return idx.get(start, [])
+
+    def owner(self, addr: int):
+        """Machine._in_module through a sorted index of live regions (rebuilt when they change)."""
+        key = (len(self.m.modules), len(self.m._init_freed))
+        if self._owner_key != key:
+            regs = sorted((r.base, r.end, mod) for mod in self.m.modules for r in self.m._live_regions(mod) if r.size)
+            self._owner_idx = ([r[0] for r in regs], regs)
+            self._owner_key = key
+        starts, regs = self._owner_idx
+        i = bisect.bisect_right(starts, addr) - 1
+        return regs[i][2] if i >= 0 and addr < regs[i][1] else None
 
     def function_at(self, addr: int) -> Function | None:
         """The function containing addr (the latest-starting one), from a per-module index."""
-        mod = self.m._in_module(addr)
+        mod = self.owner(addr)
         if mod is None:
             return None
         idx = self._func_index.get(id(mod))

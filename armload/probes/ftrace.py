@@ -134,7 +134,7 @@ class Ftrace:
 
     def module_init(self, mod) -> None:
         for addr in self.find_sites(mod):
-            if mod.region_of(addr) is None or self.m._in_module(addr) is None:
+            if mod.region_of(addr) is None or self.p.owner(addr) is None:
                 continue                     # an init site whose memory is already freed
             fn = self.p.function_at(addr)
             reg = mod.region_of(addr)
@@ -177,7 +177,7 @@ class Ftrace:
                           f"actual: {':'.join(f'{b:02x}' for b in actual)}", errno=-EINVAL)
 
     def _live(self, site: Site) -> bool:
-        return self.m._in_module(site.addr) is not None
+        return self.p.owner(site.addr) is not None
 
     def make_nop(self, site: Site) -> None:
         if not self._live(site):             # freed init text: nothing left to patch

@@ -51,7 +51,7 @@ class Kprobe:
         if f is None or not (f.start <= a < f.start + max(f.size, 1)):
             raise refuse(what, EINVAL, f"{self.name}: offset beyond the function (kallsyms_lookup_size_offset)")
         sec = f.module.section_at(a)
-        if sec is None or not (sec.flags & 0x4) or p.m._in_module(a) is None:
+        if sec is None or not (sec.flags & 0x4) or p.owner(a) is None:
             raise refuse(what, EINVAL, f"{self.name}: {a:#010x} is not in kernel or module text")
         if p.ftrace.is_site(a):
             raise refuse(what, EINVAL, f"{self.name}: {a:#010x} is an ftrace location "
@@ -154,7 +154,7 @@ class Kprobe:
 
     def disable(self):
         if self.enabled:
-            if self.p.m._in_module(self.addr) is not None:      # init text may be freed already
+            if self.p.owner(self.addr) is not None:      # init text may be freed already
                 self.p.write_code(self.addr, self.orig)
             self.p.m.breakpoints.pop(self.addr, None)
             self.enabled = False
