@@ -117,7 +117,8 @@ class Probes:
         self.probes: list = []
         self.code_names: list[tuple[int, int, str]] = []    # (start, end, name) of probe code
         self._batch, self._dirty = 0, False
-        self._unprotected: dict[int, int] = {}
+        self._unprotected: dict[tuple[int, int], int] = {}
+        self._regions = None
         self._func_index: dict[int, tuple] = {}
         self._names_index: dict[int, dict] = {}
         self._owner_key, self._owner_idx = None, None
@@ -138,6 +139,7 @@ class Probes:
         while self._text_end < end:
             self.m._map_pages({self._text_end: UC_PROT_READ | UC_PROT_EXEC})
             self._text_end += PAGE
+            self._regions = None
         self._text = end
         return a
 
@@ -158,6 +160,7 @@ class Probes:
                 raise refuse("module_alloc", ENOMEM, f"no free memory next to {mod.name} for a trampoline")
         if pages:
             self.m._map_pages(pages)
+            self._regions = None
         self._near[key] = a + n
         return a
 
@@ -178,19 +181,30 @@ class Probes:
     def write_code(self, addr: int, data: bytes) -> None:
         """Patch text as __patch_text does, and drop every cached translation of it."""
         if self._batch:
-            # Unicorn writes read-only memory by protecting, writing and restoring it (a TLB
-            # flush each time): in a batch each page is made writable once, restored at the end
-            for pg in range(addr & ~(PAGE - 1), (addr + len(data) + PAGE - 1) & ~(PAGE - 1), PAGE):
-                prot = self.m._perm.get(pg)
-                if prot is not None and not prot & UC_PROT_WRITE and pg not in self._unprotected:
-                    self.uc.mem_protect(pg, PAGE, prot | UC_PROT_WRITE)
-                    self._unprotected[pg] = prot
+            # Unicorn writes read-only memory by marking its region writable and back (a memory
+            # map rebuild each time): in a batch each region is made writable once, as a whole
+            # (no split), and restored at the end
+            self._writable(addr)
         self.uc.mem_write(addr, data)
         self.uc.ctl_remove_cache(addr & ~3, (addr + len(data) + 3) & ~3)
         if self._batch:
             self._dirty = True
         else:
             self.m.clock.clear_cache()
+
+    def _writable(self, addr: int) -> None:
+        if self._regions is None:
+            regs = sorted(self.uc.mem_regions())
+            self._regions = ([r[0] for r in regs], regs)
+        starts, regs = self._regions
+        i = bisect.bisect_right(starts, addr) - 1
+        if i < 0 or addr > regs[i][1]:
+            return
+        begin, end, prot = regs[i]
+        key = (begin, end - begin + 1)
+        if not prot & UC_PROT_WRITE and key not in self._unprotected:
+            self.uc.mem_protect(begin, key[1], prot | UC_PROT_WRITE)
+            self._unprotected[key] = prot
 
     @contextlib.contextmanager
     def batch(self):
@@ -201,9 +215,10 @@ class Probes:
         finally:
             self._batch -= 1
             if not self._batch:
-                for pg, prot in self._unprotected.items():
-                    self.uc.mem_protect(pg, PAGE, prot)
+                for (begin, size), prot in self._unprotected.items():
+                    self.uc.mem_protect(begin, size, prot)
                 self._unprotected.clear()
+                self._regions = None
                 if self._dirty:
                     self._dirty = False
                     self.m.clock.clear_cache()
