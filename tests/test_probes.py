@@ -376,3 +376,25 @@ def test_disasm_shows_patched_sites(thumb):
     assert "udf" in lines[1] and "kprobe breakpoint (was " in lines[1]
     nop = subprocess.run(cmd + ["--patched"], capture_output=True, text=True, cwd=ROOT)
     assert "patched: ftrace nop (pop {lr})" in nop.stdout
+
+
+@pytest.mark.parametrize("thumb", [False, True])
+def test_kprobes_aggregate_at_one_address(thumb):
+    """kprobe and kretprobe on one function entry share the breakpoint (register_aggr_kprobe)."""
+    m, mod, pr = _exporter(thumb, "vmalloc")
+    f = pr.function("armload_sample_add")
+    orig = pr.read(f.start, 4)
+    ev = []
+    kp = pr.kprobe(f, 0, pre=lambda h: ev.append(("kprobe", h.args[:2])))
+    rp = pr.kretprobe(f, lambda h: ev.append(("ret", h.ret)))
+    assert m.call("armload_sample_add", [3, 4]).retval == 7
+    assert ev == [("kprobe", [3, 4]), ("ret", 7)]
+    kp.disable()
+    assert pr.read(f.start, 4) != orig                   # still armed for the kretprobe
+    assert m.call("armload_sample_add", [1, 1]).retval == 2 and ev[-1] == ("ret", 2) and len(ev) == 3
+    rp.disable()
+    assert pr.read(f.start, 4) == orig
+    kp.unregister()
+    rp.unregister()
+    assert pr.table.walk(f.start)[0] is None
+    assert m.call("armload_sample_add", [1, 1]).retval == 2 and len(ev) == 3

@@ -10,7 +10,8 @@ table.py), runs the pre-handler, then the instruction: simulated here if the dec
 kernel simulates it (branches, literal loads, adr, mrs, hints), otherwise executed out of line
 from an instruction slot `insn; ldr pc, =next` (with a post-handler: `insn; trap`, the trap
 runs the post-handler and resumes after the probe). The kernel's exception entry and
-kprobe_handler are Python here: they retire no emulated instructions.
+kprobe_handler are Python here: they retire no emulated instructions. Several kprobes on one
+address share one breakpoint and slot, as register_aggr_kprobe does (pre-handlers in order).
 """
 from __future__ import annotations
 
@@ -42,6 +43,9 @@ class Kprobe:
         self.enabled = False
         self.registered = False
         self.slot = 0
+        self.leader = None               # the kprobe holding the breakpoint at this address
+        self.members = [self]            # on a leader: every kprobe at its address (aggr_kprobe)
+        self.armed = False
 
     # --- register_kprobe --------------------------------------------------------------------
     def register(self) -> None:
@@ -57,9 +61,19 @@ class Kprobe:
             raise refuse(what, EINVAL, f"{self.name}: {a:#010x} is an ftrace location "
                          f"(ARM has no CONFIG_KPROBES_ON_FTRACE)")
         old = p.table.walk(a)[0]
-        if old is not None:
-            raise refuse("armload kprobe", EOPNOTSUPP, f"{self.name}: a kprobe is already registered at "
-                         f"{a:#010x} (the kernel would aggregate them; armload does not)")
+        if old is not None:              # register_aggr_kprobe: share the breakpoint and the slot
+            if self.post is not None and old.decoded.outcome == I.OUT_OF_LINE and not old.post_slot:
+                raise refuse("armload kprobe", EOPNOTSUPP, f"{self.name}: a post-handler joining a kprobe "
+                             f"registered without one (armload's slot has no post trap)")
+            if self.post is not None and old.decoded.outcome == I.OUT_OF_LINE and old._writes_pc():
+                raise refuse("armload kprobe", EOPNOTSUPP, f"{self.name}: a post-handler on an instruction "
+                             f"that writes pc")
+            for k in ("opcode", "size", "decoded", "orig", "slot"):
+                setattr(self, k, getattr(old, k))
+            self.leader = old
+            old.members.append(self)
+            self.registered = True
+            return
         if self.thumb:
             if not self._on_boundary():
                 raise refuse(what, EILSEQ, f"{self.name}: probe point is not an instruction boundary")
@@ -129,19 +143,43 @@ class Kprobe:
             p.m.breakpoints[slot + self.size] = self._on_post
         self.slot = slot
 
+    @property
+    def post_slot(self) -> bool:
+        """The slot ends in a post-handler trap (built so when the first kprobe had one)."""
+        return self.post is not None
+
     def unregister(self) -> None:
         self.disable()
-        if self.registered:
-            self.p.table.remove(self)
-            self.registered = False
-            if self.slot and self.post is not None:
-                self.p.m.breakpoints.pop(self.slot + self.size, None)
+        if not self.registered:
+            return
+        self.registered = False
+        lead = self.leader or self
+        if lead is not self:
+            lead.members.remove(self)
+            self.leader = None
+        if not any(m.registered for m in lead.members):  # the last one: the aggregate goes
+            self.p.table.remove(lead)
+            if lead.slot and lead.post is not None:
+                self.p.m.breakpoints.pop(lead.slot + lead.size, None)
 
     # --- arming -----------------------------------------------------------------------------
     def enable(self):
         if not self.registered:
             self.register()
-        if not self.enabled:
+        self.enabled = True
+        (self.leader or self)._rearm()
+        return self
+
+    def disable(self):
+        if self.enabled:
+            self.enabled = False
+            (self.leader or self)._rearm()
+        return self
+
+    def _rearm(self) -> None:
+        """arm_kprobe / disarm_kprobe: the breakpoint is there while any member is enabled."""
+        want = any(m.enabled for m in self.members)
+        if want and not self.armed:
             if self.thumb:
                 bp = (I.thumb_bytes(I.KPROBE_THUMB32_BREAKPOINT_INSTRUCTION, 4) if self.size == 4
                       else struct.pack("<H", I.KPROBE_THUMB16_BREAKPOINT_INSTRUCTION))
@@ -149,19 +187,15 @@ class Kprobe:
                 bp = struct.pack("<I", I.arm_kprobe_breakpoint(self.opcode))
             self.p.write_code(self.addr, bp)
             self.p.m.breakpoints[self.addr] = self.p._kprobe_trap
-            self.enabled = True
-        return self
-
-    def disable(self):
-        if self.enabled:
+            self.armed = True
+        elif not want and self.armed:
             if self.p.owner(self.addr) is not None:      # init text may be freed already
                 self.p.write_code(self.addr, self.orig)
             self.p.m.breakpoints.pop(self.addr, None)
-            self.enabled = False
-        return self
+            self.armed = False
 
     def sites(self) -> list[dict]:
-        if not self.enabled:
+        if not self.armed:
             return []
         return [{"addr": self.addr, "size": self.size, "thumb": self.thumb, "module": self.func.module.name,
                  "what": f"kprobe breakpoint (was {self.orig.hex()})"}]
@@ -172,18 +206,22 @@ class Kprobe:
         if self.thumb and self.decoded.sim in ("t16-bcond",) and not self._cc(((self.opcode >> 8) & 0xF)):
             p.set_pc((self.addr + self.size) | 1)      # condition failed: skipped, no handlers
             return
-        if self.pre is not None:
-            h = p.hit(self.kind, self.name, self.addr)
-            self.pre(h)
+        for k in self.members:           # aggr_pre_handler: every enabled member, in order
+            if k.enabled and k.pre is not None:
+                k.pre(p.hit(k.kind, k.name, k.addr))
         if self.decoded.outcome == I.OUT_OF_LINE:
             p.set_pc(self.slot | (1 if self.thumb else 0))
             return
         self._simulate()
-        if self.post is not None:
-            self.post(p.hit("kprobe-post", self.name, self.addr))
+        self._posts()
+
+    def _posts(self) -> None:
+        for k in self.members:
+            if k.enabled and k.post is not None:
+                k.post(self.p.hit("kprobe-post", k.name, k.addr))
 
     def _on_post(self, machine, at) -> None:
-        self.post(self.p.hit("kprobe-post", self.name, self.addr))
+        self._posts()
         self.p.set_pc((self.addr + self.size) | (1 if self.thumb else 0))
 
     def _cc(self, cond: int) -> bool:
