@@ -398,3 +398,23 @@ def test_kprobes_aggregate_at_one_address(thumb):
     rp.unregister()
     assert pr.table.walk(f.start)[0] is None
     assert m.call("armload_sample_add", [1, 1]).retval == 2 and len(ev) == 3
+
+
+def test_thumb_probe_inside_an_it_block_is_refused():
+    m, pr = _fixture({"f": """
+        cmp r0, #0
+        ite eq
+        moveq r0, #5
+        movne r0, #6
+        bx lr
+    """}, thumb=True)
+    for off in (4, 6):
+        with pytest.raises(ProbeError, match="inside an IT block"):
+            pr.kprobe("f", off)
+    with pytest.raises(ProbeError, match="IT blocks"):
+        pr.kprobe("f", 2)                                   # the IT instruction itself
+    hits = []
+    pr.kprobe("f", 8, pre=hits.append)                      # after the block: fine
+    assert m.call("f", [0]).retval == 5 and m.call("f", [1]).retval == 6 and len(hits) == 2
+    with pytest.raises(ProbeError, match="not an instruction boundary"):
+        pr.kprobe("f", 1)

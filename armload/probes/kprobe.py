@@ -75,8 +75,12 @@ class Kprobe:
             self.registered = True
             return
         if self.thumb:
-            if not self._on_boundary():
+            boundary, in_it = self._on_boundary()
+            if not boundary:
                 raise refuse(what, EILSEQ, f"{self.name}: probe point is not an instruction boundary")
+            if in_it:
+                raise refuse("armload kprobe", EOPNOTSUPP, f"{self.name}: the instruction is inside an IT "
+                             f"block (the kernel checks ITSTATE; armload does not simulate IT blocks)")
             self.opcode, self.size = I.thumb_opcode(p.read(a, 4))
             d = I.decode_thumb(self.opcode, self.size)
         else:
@@ -114,13 +118,20 @@ class Kprobe:
             return bool(h2 & 0x8000)                         # ldm.w with pc
         return (h1 & 0xFE10) == 0xF810 and (h2 >> 12) == 15  # ldr.w pc
 
-    def _on_boundary(self) -> bool:
+    def _on_boundary(self) -> tuple[bool, bool]:
+        """(addr starts an instruction, that instruction is inside an IT block), walking from the
+        function start."""
         f = self.func
-        at = f.start
+        at, it_left = f.start, 0
         while at < self.addr:
-            _, n = I.thumb_opcode(self.p.read(at, 4))
+            op, n = I.thumb_opcode(self.p.read_original(at, 4))
+            if it_left:
+                it_left -= 1
+            elif n == 2 and op & 0xFF00 == 0xBF00 and op & 0xF:
+                mask = op & 0xF
+                it_left = 4 - (mask & -mask).bit_length() + 1      # 1..4 instructions follow
             at += n
-        return at == self.addr
+        return at == self.addr, it_left > 0
 
     def _make_slot(self) -> None:
         p = self.p
