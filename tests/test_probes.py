@@ -418,3 +418,12 @@ def test_thumb_probe_inside_an_it_block_is_refused():
     assert m.call("f", [0]).retval == 5 and m.call("f", [1]).retval == 6 and len(hits) == 2
     with pytest.raises(ProbeError, match="not an instruction boundary"):
         pr.kprobe("f", 1)
+
+
+def test_kprobe_outside_text_is_refused():
+    m, mod, pr = _exporter(False, "window")
+    data = next(s for s in mod.sections if s.name == ".data" and s.size)
+    for a in (data.addr, 0xC0000000, pr.function("armload_sample_add").start + 0x1000):
+        with pytest.raises(ProbeError, match=r"returned -22 \(-EINVAL\).*not in kernel or module text"):
+            pr.kprobe(None, addr=a)
+    pr.kprobe(None, addr=pr.function("armload_sample_add").start + 8)     # text: accepted

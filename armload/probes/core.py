@@ -351,9 +351,10 @@ class Probes:
         return self._kretprobe_tramp
 
     # --- probe kinds ---------------------------------------------------------------------------
-    def kprobe(self, target, offset: int = 0, pre=None, post=None, enable: bool = True):
+    def kprobe(self, target, offset: int = 0, pre=None, post=None, enable: bool = True, addr: int | None = None):
+        """register_kprobe on FUNC+offset (target a name or Function), or on a raw `addr`."""
         from .kprobe import Kprobe
-        p = Kprobe(self, target, offset, pre, post)
+        p = Kprobe(self, target, offset, pre, post, addr=addr)
         p.register()
         if enable:
             p.enable()

@@ -23,6 +23,8 @@ from keystone import KS_ARCH_ARM, KS_MODE_ARM, KS_MODE_THUMB, Ks
 from . import insn as I
 from .core import EBUSY, EINVAL, ProbeError, refuse
 
+ENODEV = 19
+
 MCOUNT = "__gnu_mcount_nc"
 
 _CALLER_ARM = """
@@ -266,7 +268,7 @@ class Ftrace:
     def site_of(self, func) -> Site:
         sites = self.by_function.get((id(func.module), func.name))
         if not sites:
-            raise refuse("register_ftrace_function", EINVAL if False else 19,
+            raise refuse("register_ftrace_function", ENODEV,
                          f"{func.name} has no mcount call site (not traceable: notrace or no -pg)")
         return sites[0]
 

@@ -38,7 +38,7 @@ class Kprobe:
         else:
             self.func = probes.function(target) if isinstance(target, str) else target
             self.addr = self.func.start + offset
-        self.name = f"{self.func.name}+{self.offset:#x}" if self.func else f"{self.addr:#x}"
+        self.name = f"{self.func.name}+{self.offset:#x}" if self.func else f"{self.addr:#010x}"
         self.thumb = bool(self.func.thumb) if self.func else bool(probes.m.config.thumb2)
         self.enabled = False
         self.registered = False
@@ -52,7 +52,9 @@ class Kprobe:
         p, a = self.p, self.addr
         what = "register_kprobe"
         f = self.func
-        if f is None or not (f.start <= a < f.start + max(f.size, 1)):
+        if f is None:
+            raise refuse(what, EINVAL, f"{a:#010x} is not in kernel or module text")
+        if not (f.start <= a < f.start + max(f.size, 1)):
             raise refuse(what, EINVAL, f"{self.name}: offset beyond the function (kallsyms_lookup_size_offset)")
         sec = f.module.section_at(a)
         if sec is None or not (sec.flags & 0x4) or p.owner(a) is None:
