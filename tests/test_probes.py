@@ -427,3 +427,27 @@ def test_kprobe_outside_text_is_refused():
         with pytest.raises(ProbeError, match=r"returned -22 \(-EINVAL\).*not in kernel or module text"):
             pr.kprobe(None, addr=a)
     pr.kprobe(None, addr=pr.function("armload_sample_add").start + 8)     # text: accepted
+
+
+def test_thumb_decoder_follows_the_kernel_tables():
+    from armload.probes.insn import OUT_OF_LINE, REJECT, SIMULATE, UNSUPPORTED, decode_thumb
+    cases = {  # opcode (first halfword high), size -> outcome (arch/arm/probes/decode-thumb.c)
+        (0xF3BF8F5B, 4): REJECT,          # dmb ish: barriers are not probed
+        (0xF3AF8000, 4): SIMULATE,        # nop.w
+        (0xF3AF8005, 4): REJECT,          # unallocated hint
+        (0xE8BD8010, 4): OUT_OF_LINE,     # pop.w {r4, pc}
+        (0xE8BDC000, 4): REJECT,          # ldm with lr and pc
+        (0xE92D2010, 4): REJECT,          # stm with sp in the list
+        (0xE8524F00, 4): REJECT,          # ldrex
+        (0xE8D1F002, 4): UNSUPPORTED,     # tbb: simulated by the kernel, not by armload
+        (0xEE1D0F70, 4): REJECT,          # mrc p15 (current)
+        (0xF8DF0008, 4): SIMULATE,        # ldr.w r0, [pc, #8]
+        (0xF8CDF000, 4): REJECT,          # str.w pc, [sp]
+        (0xEA4F0D01, 4): REJECT,          # mov.w sp, r1 (NOSPPC)
+        (0xEB0D0D01, 4): OUT_OF_LINE,     # add.w sp, sp, r1
+        (0xBE00, 2): REJECT, (0xDF00, 2): REJECT, (0xDE18, 2): REJECT, (0xB672, 2): REJECT,   # bkpt, svc, udf, cpsid
+        (0xBA80, 2): REJECT, (0xBF50, 2): REJECT, (0xBF20, 2): SIMULATE, (0x47F8, 2): REJECT,
+        (0x44FF, 2): REJECT, (0xB510, 2): OUT_OF_LINE, (0x4478, 2): UNSUPPORTED,     # add r0, pc
+    }
+    for (op, size), want in cases.items():
+        assert decode_thumb(op, size).outcome == want, (hex(op), decode_thumb(op, size))

@@ -330,63 +330,184 @@ def decode_arm(op: int) -> Decoded:
     return Decoded(OUT_OF_LINE, what)
 
 
+def _t16_misc(op: int) -> Decoded:
+    """t16_table_1011: miscellaneous 16-bit instructions."""
+    if op & 0xFF00 == 0xB000:
+        return Decoded(OUT_OF_LINE, "add/sub sp", size=2)
+    if op & 0xF500 == 0xB100:
+        return Decoded(SIMULATE, "cbz/cbnz", "t16-cbz", 2)
+    if op & 0xFFC0 == 0xBA80:
+        return Decoded(REJECT, "unallocated", size=2)
+    if op & 0xF500 == 0xB000:
+        return Decoded(OUT_OF_LINE, "extend/rev", size=2)
+    if op & 0xFE00 in (0xB400, 0xBC00):
+        return Decoded(OUT_OF_LINE, "push/pop", size=2)
+    if op & 0xFF00 == 0xBF00:
+        if op & 0xF:
+            return Decoded(UNSUPPORTED, "it (armload does not simulate IT blocks)", size=2)
+        if op in (0xBF00, 0xBF10, 0xBF20, 0xBF30, 0xBF40):
+            return Decoded(SIMULATE, "hint", "nop", 2)
+        return Decoded(REJECT, "unassigned hint", size=2)
+    return Decoded(REJECT, "setend/cps/bkpt/unallocated", size=2)
+
+
+def _nosppc(*regs: int) -> bool:
+    return all(r not in (13, 15) for r in regs)
+
+
+def _t32_loadstore(op: int, h1: int, h2: int) -> Decoded:
+    """t32_table_1111_100x: load/store single data item (memory hints before it)."""
+    rn, rt = h1 & 0xF, h2 >> 12
+    if (op & 0xFE50F000) == 0xF810F000:
+        return Decoded(SIMULATE, "preload", "nop")
+    for mask, val in ((0xFE600000, 0xF8600000), (0xFFF00000, 0xF9500000), (0xFE800D00, 0xF8000800),
+                      (0xFE800F00, 0xF8000E00), (0xFF1F0000, 0xF80F0000), (0xFF10F000, 0xF800F000)):
+        if op & mask == val:
+            return Decoded(REJECT, "load/store form not probed (unprivileged, pc, unallocated)")
+    if (op & 0xFF7F0000) == 0xF85F0000:
+        return Decoded(SIMULATE, "ldr literal", "t32-ldr-literal")
+    if (op & 0xFE5F0000) == 0xF81F0000:
+        if not _nosppc(rt):
+            return Decoded(REJECT, "literal load to sp/pc")
+        return Decoded(UNSUPPORTED, "literal load other than ldr (the kernel simulates it; armload does not)")
+    word = (op & 0xFFE00800) == 0xF8400800 or (op & 0xFFE00000) == 0xF8C00000 or (op & 0xFFE00FC0) == 0xF8400000
+    if (op & 0xFFE00FC0) == 0xF8400000 or (not word and (op & 0xFE800FC0) == 0xF8000000):
+        if not _nosppc(h2 & 0xF):
+            return Decoded(REJECT, "register offset sp/pc")
+    if not word and not _nosppc(rt):
+        return Decoded(REJECT, "byte/halfword transfer of sp/pc")
+    if rn == 15:
+        return Decoded(REJECT, "pc base")
+    if not word and not ((op & 0xFEC00800) == 0xF8000800 or (op & 0xFEC00000) == 0xF8800000
+                         or (op & 0xFE800FC0) == 0xF8000000):
+        return Decoded(REJECT, "unallocated")
+    return Decoded(OUT_OF_LINE, "load/store")
+
+
+def _t32_dataproc(op: int, h1: int, h2: int) -> Decoded:
+    rn, rd, rm = h1 & 0xF, (h2 >> 8) & 0xF, h2 & 0xF
+    if (op & 0xFE000000) == 0xEA000000:               # shifted register
+        if (op & 0xFF700F00) == 0xEA100F00:
+            ok = _nosppc(rn, rm)
+        elif (op & 0xFFF00F00) in (0xEB100F00, 0xEBB00F00):
+            ok = rn != 15 and _nosppc(rm)
+        elif (op & 0xFFCF0000) == 0xEA4F0000:
+            ok = _nosppc(rd, rm)
+        elif any(op & m == v for m, v in ((0xFFA00000, 0xEAA00000), (0xFFE00000, 0xEB200000),
+                                          (0xFFE00000, 0xEB800000), (0xFFE00000, 0xEBE00000))):
+            return Decoded(REJECT, "unallocated")
+        elif (op & 0xFF4F7F30) == 0xEB0D0D00:
+            ok = _nosppc(rm)
+        elif (op & 0xFF4F0F00) == 0xEB0D0D00:
+            return Decoded(REJECT, "add/sub sp, sp, shifted register")
+        elif (op & 0xFF4F0000) == 0xEB0D0000:
+            ok = rd != 15 and _nosppc(rm)
+        else:
+            ok = _nosppc(rn, rd, rm)
+        return Decoded(OUT_OF_LINE if ok else REJECT, "data-processing" if ok else "data-processing on sp/pc")
+    if (op & 0xFA008000) == 0xF0000000:               # modified immediate
+        if (op & 0xFB708F00) == 0xF0100F00:
+            ok = _nosppc(rn)
+        elif (op & 0xFBF08F00) in (0xF1100F00, 0xF1B00F00):
+            ok = rn != 15
+        elif (op & 0xFBCF8000) == 0xF04F0000:
+            ok = _nosppc(rd)
+        elif any(op & m == v for m, v in ((0xFBE08000, 0xF0A00000), (0xFBC08000, 0xF0C00000),
+                                          (0xFBE08000, 0xF1200000), (0xFBE08000, 0xF1800000),
+                                          (0xFBE08000, 0xF1E00000))):
+            return Decoded(REJECT, "unallocated")
+        elif (op & 0xFB4F8000) == 0xF10D0000:
+            ok = rd != 15
+        else:
+            ok = _nosppc(rn, rd)
+        return Decoded(OUT_OF_LINE if ok else REJECT, "data-processing" if ok else "data-processing on sp/pc")
+    # plain binary immediate
+    if (op & 0xFBFF8000) in (0xF20F0000, 0xF2AF0000):
+        return Decoded(SIMULATE, "adr", "t32-adr") if _nosppc(rd) else Decoded(REJECT, "adr to sp/pc")
+    if (op & 0xFBFF8F00) in (0xF20D0D00, 0xF2AD0D00):
+        return Decoded(OUT_OF_LINE, "addw/subw sp")
+    if (op & 0xFBF08000) in (0xF2000000, 0xF2A00000) or (op & 0xFB708000) == 0xF2400000 \
+            or (op & 0xFBFF8000) == 0xF36F0000:
+        ok = _nosppc(rd)
+    elif (op & 0xFB508000) == 0xF3000000 or (op & 0xFB708000) == 0xF3400000 or (op & 0xFBF08000) == 0xF3600000:
+        ok = _nosppc(rn, rd)
+    else:
+        return Decoded(REJECT, "unallocated")
+    return Decoded(OUT_OF_LINE if ok else REJECT, "data-processing" if ok else "data-processing on sp/pc")
+
+
 def decode_thumb(op: int, size: int) -> Decoded:
+    """arch/arm/probes/decode-thumb.c: probes_decode_thumb16_table / probes_decode_thumb32_table."""
     if size == 2:
+        if op & 0xFE00 == 0xDE00:
+            return Decoded(REJECT, "udf/svc", size=2)
         if op & 0xF000 == 0xD000:
-            c = (op >> 8) & 0xF
-            if c == 0xE:
-                return Decoded(REJECT, "udf", size=2)
-            if c == 0xF:
-                return Decoded(REJECT, "svc", size=2)
             return Decoded(SIMULATE, "b<c>", "t16-bcond", 2)
         if op & 0xF800 == 0xE000:
             return Decoded(SIMULATE, "b", "t16-b", 2)
-        if op & 0xF500 == 0xB100:
-            return Decoded(SIMULATE, "cbz/cbnz", "t16-cbz", 2)
+        if op & 0xF000 == 0xB000:
+            return _t16_misc(op)
+        if op & 0xFFF8 == 0x47F8 or op == 0x44FF:
+            return Decoded(REJECT, "blx pc / add pc, pc", size=2)
         if op & 0xFF00 == 0x4700:
             return Decoded(SIMULATE, "bx/blx", "t16-bx", 2)
         if op & 0xF800 == 0x4800:
             return Decoded(SIMULATE, "ldr literal", "t16-ldr-literal", 2)
         if op & 0xF800 == 0xA000:
             return Decoded(SIMULATE, "adr", "t16-adr", 2)
-        if op & 0xFF00 == 0xBE00:
-            return Decoded(REJECT, "bkpt", size=2)
-        if op & 0xFFE0 == 0xB660 or op & 0xFFF0 == 0xB650:
-            return Decoded(REJECT, "cps/setend", size=2)
-        if op & 0xFF00 == 0xBF00:
-            if op & 0xF:
-                return Decoded(UNSUPPORTED, "it (armload does not simulate IT blocks)", size=2)
-            return Decoded(SIMULATE, "hint", "nop", 2)
         if op & 0xFC00 == 0x4400:                 # hi-register add/cmp/mov
             rm = (op >> 3) & 0xF
             rdn = (op & 7) | ((op >> 4) & 8)
             opc = (op >> 8) & 3
             if rm == 15 or (rdn == 15 and opc != 2):
                 return Decoded(UNSUPPORTED, "hi-register operation reading pc", size=2)
+        if op & 0xF800 == 0xF000 or op & 0xE000 == 0xE000:
+            return Decoded(REJECT, "unallocated", size=2)
         return Decoded(OUT_OF_LINE, "thumb16", size=2)
     h1, h2 = op >> 16, op & 0xFFFF
-    if (h1 & 0xF800) == 0xF000 and h2 & 0x8000:  # branches and miscellaneous control
-        if (h2 & 0x5000) in (0x5000, 0x4000, 0x1000) or (h1 & 0x380) != 0x380:
-            if (h2 & 0x5000) == 0x0000 and (h1 & 0x380) != 0x380:
-                return Decoded(SIMULATE, "b<c>.w", "t32-branch")
-            return Decoded(SIMULATE, "bl/blx/b.w", "t32-branch")
-        if (h1 & 0xFFF0) == 0xF3E0 and (h2 & 0xF000) == 0x8000:
-            return Decoded(SIMULATE, "mrs", "t32-mrs")
-        if (h1 & 0xFFF0) == 0xF3A0 and (h2 & 0xFF00) == 0x8000 and (h2 & 0xF0) == 0:
-            return Decoded(SIMULATE, "hint", "nop")
-        return Decoded(REJECT, "system/udf/smc")
-    if (h1 & 0xEC00) == 0xEC00:
+    if (op & 0xFE400000) == 0xE8000000:              # load/store multiple
+        if (op & 0xFE4F0000) == 0xE80F0000 or (op & 0xFFC00000) in (0xE8000000, 0xE9800000) \
+                or (op & 0xFE508000) == 0xE8008000 or (op & 0xFE50C000) == 0xE810C000 \
+                or (op & 0xFE402000) == 0xE8002000:
+            return Decoded(REJECT, "ldm/stm form (pc base, srs/rfe, stm pc, ldm lr+pc, sp in list)")
+        return Decoded(OUT_OF_LINE, "ldm/stm")
+    if (op & 0xFE400000) == 0xE8400000:              # dual, exclusive, table branch
+        if (op & 0xFF600000) == 0xE8600000 or (op & 0xFF400000) == 0xE9400000:
+            rn = h1 & 0xF
+            if rn == 15 and _writeback_t32(op) or not _nosppc(h2 >> 12, (h2 >> 8) & 0xF):
+                return Decoded(REJECT, "ldrd/strd on sp/pc")
+            if rn == 15:
+                return Decoded(UNSUPPORTED, "ldrd literal (the kernel emulates it; armload does not)")
+            return Decoded(OUT_OF_LINE, "ldrd/strd")
+        if (op & 0xFFF000E0) == 0xE8D00000:
+            return Decoded(UNSUPPORTED, "tbb/tbh (the kernel simulates table branches; armload does not)")
+        return Decoded(REJECT, "exclusive / unallocated")
+    if (op & 0xFC000000) == 0xEC000000 or (op & 0xFC000000) == 0xFC000000:
         return Decoded(REJECT, "coprocessor")
-    if (h1 & 0xFFF0) == 0xE8D0 and (h2 & 0xFFE0) == 0xF000:
-        return Decoded(UNSUPPORTED, "tbb/tbh (the kernel simulates table branches; armload does not)")
-    if (h1 & 0xFE40) == 0xE840 and (h1 & 0xFFE0) != 0xE860 or (h1 & 0xFFF0) in (0xE8C0, 0xE8D0):
-        return Decoded(REJECT, "exclusive / table branch")
-    if (h1 & 0xFE00) == 0xE800 and (h1 & 0xF) == 15:
-        return Decoded(REJECT, "ldm/stm with pc base")
-    if (h1 & 0xFE00) == 0xF800 and (h1 & 0xF) == 15 and (h1 & 0x0010):
-        if (h1 & 0xFF7F) == 0xF85F:
-            return Decoded(SIMULATE, "ldr literal", "t32-ldr-literal")
-        return Decoded(UNSUPPORTED, "literal load other than ldr")
-    if (h1 & 0xFB4F) == 0xF20F and not h2 & 0x8000:
-        return Decoded(SIMULATE, "adr", "t32-adr")
-    return Decoded(OUT_OF_LINE, "thumb32")
+    if (op & 0xF8008000) == 0xF0008000:              # branches and miscellaneous control
+        if (op & 0xFFF0D7FF) in (0xF3A08001, 0xF3A08004) or (op & 0xFFF0D7FC) == 0xF3A08000:
+            return Decoded(SIMULATE, "hint", "nop")
+        if (op & 0xFFF0D000) == 0xF3E08000:
+            return Decoded(SIMULATE, "mrs", "t32-mrs") if _nosppc((h2 >> 8) & 0xF) else Decoded(REJECT, "mrs to sp/pc")
+        if (op & 0xFB80D000) == 0xF3808000:
+            return Decoded(REJECT, "system (msr, cps, barriers, smc, udf, ...)")
+        if (op & 0xF800D000) == 0xF0008000:
+            return Decoded(SIMULATE, "b<c>.w", "t32-branch")
+        if (op & 0xF800D001) == 0xF000C000 or (op & 0xF8009000) == 0xF0009000:
+            return Decoded(SIMULATE, "bl/blx/b.w", "t32-branch")
+        return Decoded(REJECT, "unallocated")
+    if (op & 0xFA008000) in (0xF0000000, 0xF2000000) or (op & 0xFE000000) == 0xEA000000:
+        return _t32_dataproc(op, h1, h2)
+    if (op & 0xFF100000) == 0xF9000000:
+        return Decoded(REJECT, "advanced SIMD load/store")
+    if (op & 0xFE000000) == 0xF8000000:
+        return _t32_loadstore(op, h1, h2)
+    if (op & 0xFF00F000) == 0xFA00F000 or (op & 0xFF000000) == 0xFB000000:
+        if not _nosppc(h1 & 0xF, (h2 >> 8) & 0xF, h2 & 0xF):
+            return Decoded(REJECT, "data-processing/multiply on sp/pc")
+        return Decoded(OUT_OF_LINE, "data-processing/multiply")
+    return Decoded(REJECT, "unallocated")
+
+
+def _writeback_t32(op: int) -> bool:
+    return bool(op & (1 << 21)) or not (op & (1 << 24))
