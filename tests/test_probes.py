@@ -451,3 +451,27 @@ def test_thumb_decoder_follows_the_kernel_tables():
     }
     for (op, size), want in cases.items():
         assert decode_thumb(op, size).outcome == want, (hex(op), decode_thumb(op, size))
+
+
+VMLINUZ = os.path.join(ROOT, ".cache", "linux-image-6.1.0-50-armmp", "boot", "vmlinuz-6.1.0-50-armmp")
+needs_image = pytest.mark.skipif(not os.path.isfile(VMLINUZ), reason="Debian image not in .cache (make corpus)")
+
+
+@needs_image
+@pytest.mark.corpus
+def test_probes_with_the_debian_image_use_its_ftrace_caller_and_kretprobe_trampoline():
+    cfg = DEBIAN_ARMMP
+    kernel = Kernel.from_files([SYMVERS, VMLINUZ], cfg)
+    mod = Session(kernel, cfg, "vmalloc").load(os.path.join(SAMPLES, "exporter-arm.ko"))
+    m = Machine(mod, kernel)
+    assert m.image is not None
+    pr = Probes(m)
+    assert pr.ftrace.ftrace_addr == m.image.address("ftrace_caller")
+    ev = []
+    pr.ftrace_function("armload_sample_add", lambda h: ev.append(("ftrace", h.args[:2])))
+    rp = pr.kretprobe("armload_sample_add", lambda h: ev.append(("ret", h.ret)))
+    assert rp.tramp == m.image.address("__kretprobe_trampoline")
+    v, = pr.verify()
+    assert v.ok and v.via_plt == 1, v.format()
+    assert m.call("armload_sample_add", [40, 2]).retval == 42
+    assert ev == [("ftrace", [40, 2]), ("ret", 42)]
