@@ -475,3 +475,13 @@ def test_probes_with_the_debian_image_use_its_ftrace_caller_and_kretprobe_trampo
     assert v.ok and v.via_plt == 1, v.format()
     assert m.call("armload_sample_add", [40, 2]).retval == 42
     assert ev == [("ftrace", [40, 2]), ("ret", 42)]
+
+
+def test_a_failing_handler_ends_the_run_with_a_report():
+    m, mod, pr = _exporter(False, "window")
+
+    def bad(hit):
+        raise ValueError("boom")
+    pr.kprobe("armload_sample_add", 8, pre=bad)
+    r = m.call("armload_sample_add", [1, 2])
+    assert r.status == "fault" and r.fault.kind == "handler-error" and "ValueError: boom" in r.fault.message

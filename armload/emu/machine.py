@@ -387,6 +387,10 @@ class Machine:
         except ModelFault as f:
             self._stop_with(self._fault(f.kind, str(f)), "fault")
             self.uc.emu_stop()
+        except Exception as e:           # a probe handler's bug ends the run with a report
+            self._stop_with(self._fault("handler-error", f"breakpoint handler at {addr:#010x} raised "
+                                        f"{type(e).__name__}: {e}"), "fault")
+            self.uc.emu_stop()
         return True
 
     def _on_trap(self, pc: int) -> None:
