@@ -229,18 +229,18 @@ _ARM_BLOCK = [
     (0x0E400000, 0x08000000, L, "ldm/stm", _regs()),
 ]
 _ARM_TOP = [
-    (0xF0000000, 0xF0000000, T, _ARM_1111, None),
-    (0x0F900080, 0x01000000, T, _ARM_MISC, None),
-    (0x0F900090, 0x01000080, T, _ARM_HALFMUL, None),
-    (0x0F0000F0, 0x00000090, T, _ARM_MUL, None),
-    (0x0F0000F0, 0x01000090, T, _ARM_SYNC, None),
-    (0x0E000090, 0x00000090, T, _ARM_EXTRA_LS, None),
-    (0x0E000000, 0x00000000, T, _ARM_DP_REG, None),
-    (0x0E000000, 0x02000000, T, _ARM_DP_IMM, None),
-    (0x0F000010, 0x06000010, T, _ARM_MEDIA6, None),
-    (0x0F000010, 0x07000010, T, _ARM_MEDIA7, None),
-    (0x0C000000, 0x04000000, T, _ARM_LS, None),
-    (0x0E000000, 0x08000000, T, _ARM_BLOCK, None),
+    (0xF0000000, 0xF0000000, T, _ARM_1111, "unconditional (barriers, clrex, cps, setend, srs, rfe, coprocessor 2)"),
+    (0x0F900080, 0x01000000, T, _ARM_MISC, "miscellaneous (msr, mrs spsr, bxj, bkpt, smc)"),
+    (0x0F900090, 0x01000080, T, _ARM_HALFMUL, "halfword multiply"),
+    (0x0F0000F0, 0x00000090, T, _ARM_MUL, "multiply"),
+    (0x0F0000F0, 0x01000090, T, _ARM_SYNC, "synchronization primitive (ldrex/strex/swp)"),
+    (0x0E000090, 0x00000090, T, _ARM_EXTRA_LS, "extra load/store"),
+    (0x0E000000, 0x00000000, T, _ARM_DP_REG, "data-processing (register)"),
+    (0x0E000000, 0x02000000, T, _ARM_DP_IMM, "data-processing (immediate)"),
+    (0x0F000010, 0x06000010, T, _ARM_MEDIA6, "media"),
+    (0x0F000010, 0x07000010, T, _ARM_MEDIA7, "media"),
+    (0x0C000000, 0x04000000, T, _ARM_LS, "load/store"),
+    (0x0E000000, 0x08000000, T, _ARM_BLOCK, "ldm/stm (user registers / exception return)"),
     (0x0E000000, 0x0A000000, S, "branch", _regs()),
     (0x0C000000, 0x0C000000, R, "coprocessor/svc", _regs()),
 ]
@@ -266,7 +266,7 @@ def _walk(op: int, table) -> tuple[str, str, object] | None:
         if op & mask != value:
             continue
         if kind == T:
-            return _walk(op, payload) or (R, "unallocated", None)
+            return _walk(op, payload) or (R, f"{regs}: not probed", None)
         if not _regs_ok(op, regs):
             return R, f"{payload} using pc", None
         return kind, payload, regs
