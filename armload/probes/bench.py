@@ -315,7 +315,7 @@ def run_many(n_modules: int = 300, n_register: int = 40000, n_enable: int = 2000
                 import re
                 hit = (re.search(r"instruction [0-9a-f]+ \((.*)\) is rejected", str(e))
                        or re.search(r"instruction [0-9a-f]+ \((.*)\):", str(e)))
-                key = f"{e.errno}: " + (hit.group(1) if hit else str(e).split(": ")[-1])[:70]
+                key = f"{e.errno}: " + (hit.group(1) if hit else str(e).split(": ")[-1])[:100]
                 refused[key] = refused.get(key, 0) + 1
                 continue
             probes.append(kp)
