@@ -210,11 +210,10 @@ def print_attach(res: dict) -> None:
           f"~{per_trap / per_insn:,.0f} emulated instructions")
     print("(on x86 a kprobe costs ~0.14 us more than base). A trap that calls the emulated handler starts a nested "
           "emulation, dearer still.")
-    print("With an emulated handler ftrace and fentry")
-    print("need no trap at all and are the cheapest probes, as on x86; they are still not ~ base because the probed "
-          "function is 9")
-    print("instructions and the trampoline adds ~11, where the x86 bench probes a whole syscall (thousands of "
-          "instructions).")
+    print("With an emulated handler ftrace and fentry need no trap at all and are the cheapest probes, as on x86;")
+    print("they are still not ~ base because the probed function is 9 instructions and the trampoline adds ~11, "
+          "where the x86")
+    print("bench probes a whole syscall (hundreds of cycles per event).")
     em = {r["mode"]: r for r in res["rows"] if r["flavour"] == "emulated"}
     cyc = 2.4e9 / (X86["base"][0] * 1000)               # x86 cycles per base event
     proj = ", ".join(f"{k} {cyc / (cyc + em[k]['extra_insns']):.3f}" for k in ("ftrace", "fentry"))
