@@ -388,6 +388,7 @@ def _run_init(mod, deps, kernel, opts: CheckOptions) -> dict:
     out: dict = {"outcome": "not-run"}
     try:
         m = Machine(deps + [mod], kernel, budget=opts.budget, timeout=opts.timeout, console=_quiet,
+                    deferred_budget=opts.budget,
                     unmodelled=getattr(opts, "unmodelled", "fail"))
     except Exception as e:
         out.update(outcome="not-run", error=_err_dict(e)["message"])

@@ -741,16 +741,17 @@ class Machine:
             for r in self._live_regions(o):
                 if r.size:
                     keep.update(range(r.base & ~(PAGE - 1), (r.end + PAGE - 1) & ~(PAGE - 1), PAGE))
+        doomed = []
         for r in m.regions:
-            if not r.init or not r.size:
+            if r.init and r.size:
+                doomed += [p for p in range(r.base & ~(PAGE - 1), (r.end + PAGE - 1) & ~(PAGE - 1), PAGE)
+                           if p not in keep and p in self._module_pages_all]
+        for start, n in _runs(sorted(set(doomed))):           # unmap whole runs, not page by page
+            try:
+                self.uc.mem_unmap(start, n * PAGE)
+            except UcError:
                 continue
-            for p in range(r.base & ~(PAGE - 1), (r.end + PAGE - 1) & ~(PAGE - 1), PAGE):
-                if p in keep or p not in self._module_pages_all:
-                    continue
-                try:
-                    self.uc.mem_unmap(p, PAGE)
-                except UcError:
-                    continue
+            for p in range(start, start + n * PAGE, PAGE):
                 self._perm.pop(p, None)
                 self._module_pages_all.discard(p)
         self._caller_syms.clear()
@@ -947,6 +948,18 @@ class Machine:
         if code in (UCC.UC_ERR_INSN_INVALID, UCC.UC_ERR_EXCEPTION):
             return self._classify_udf()
         return self._fault("cpu", f"CPU error: {err}")
+
+
+def _runs(pages: list[int]):
+    """(first page, count) of each run of consecutive pages in a sorted list."""
+    start = prev = None
+    for p in pages + [None]:
+        if p is not None and prev is not None and p == prev + PAGE:
+            prev = p
+            continue
+        if start is not None:
+            yield start, (prev - start) // PAGE + 1
+        start = prev = p
 
 
 _TEMPLATES: dict[tuple, tuple[bytes, dict]] = {}

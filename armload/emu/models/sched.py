@@ -502,10 +502,6 @@ def register(lib: ModelLibrary) -> None:
     def usleep_range(call):
         sched(call.machine).wait_until(now(call) + call.arg(0) * 1000)
 
-    @m("__cond_resched", "_cond_resched", subsystem="sched")
-    def cond_resched(call):
-        return 0                          # nothing else is runnable on this CPU
-
     @m("yield", subsystem="sched")
     def yield_(call):
         s = sched(call.machine)
