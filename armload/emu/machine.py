@@ -50,6 +50,7 @@ DEFAULT_BUDGET = 200_000_000      # instructions per call (kernel code included)
 DEFAULT_TIMEOUT = 120.0           # seconds: a safety net only, never a result
 DEFAULT_DEFERRED_BUDGET = 50_000_000
 DEFAULT_HZ = 250                  # Debian armmp CONFIG_HZ, used only when the image gives none
+REAL_RECORD_LIMIT = 256           # without --trace, calls to one real function are recorded up to this
 
 ARM_SVC = struct.pack("<I", 0xEF00A4C0)        # svc #0xa4c0: armload's model trap
 ARM_BX_LR = struct.pack("<I", 0xE12FFF1E)
@@ -125,6 +126,9 @@ class Machine:
         self._current = TASK_BASE
         self.booted: dict[str, str | None] = {}     # boot initcall -> None (ran) or why it failed
         self.breakpoints: dict[int, object] = {}      # addr -> fn(machine, addr): BKPT/UDF traps (probes)
+        self._real_handles: dict[int, int] = {}
+        self._real_seen: dict[int, int] = {}
+        self.real_record_limit = None if trace is not None else REAL_RECORD_LIMIT
         self._scratch = SCRATCH_BASE
         self._timer_base = None
         try:
@@ -317,14 +321,16 @@ class Machine:
                 return
         if d.cls == REAL and in_image:
             if self.record_real:
-                self._real_hooks[a] = name
-                self.uc.hook_add(UC_HOOK_CODE, self._on_real, begin=a, end=a)
+                self._hook_real(a, name)
             return
         if d.cls == UNMODELLED and self.table.policy == "real" and in_image:
-            self._real_hooks[a] = name
-            self.uc.hook_add(UC_HOOK_CODE, self._on_real, begin=a, end=a)
+            self._hook_real(a, name)
             return
         self._install_trap(a, thumb, name, d)
+
+    def _hook_real(self, a: int, name: str) -> None:
+        self._real_hooks[a] = name
+        self._real_handles[a] = self.uc.hook_add(UC_HOOK_CODE, self._on_real, begin=a, end=a)
 
     def _install_trap(self, a: int, thumb: bool, name: str, decision) -> None:
         code = (THUMB_SVC + THUMB_BX_LR) if thumb else (ARM_SVC + ARM_BX_LR)
@@ -493,6 +499,10 @@ class Machine:
         name = self._real_hooks.get(address)
         if name is None:
             return
+        n = self._real_seen[address] = self._real_seen.get(address, 0) + 1
+        if self.real_record_limit is not None and n >= self.real_record_limit and address in self._real_handles:
+            uc.hook_del(self._real_handles.pop(address))      # enough recorded: stop paying for the hook
+            self.notes.append(f"calls to {name} (real code) recorded up to {n}; later ones ran unrecorded")
         d = self.table.decide(name)
         regs = uc.reg_read_batch([A.UC_ARM_REG_R0, A.UC_ARM_REG_R1, A.UC_ARM_REG_R2, A.UC_ARM_REG_R3])
         cls = REAL if d.cls == REAL else UNMODELLED
