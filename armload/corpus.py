@@ -708,7 +708,7 @@ def apply_dependencies(plan: Plan, records: dict[str, dict]) -> None:
         if dep is None:
             for x in (rec.get("init") or {}).get("dependency_init_failures", []):
                 dep, where = x["name"], x.get("where")
-                why = f"init {init_class(x)} when run before this module's: {x.get('reason')}"
+                why = f"init {init_class(x)} when run before this module's own: {x.get('reason')}"
                 break
         if dep is not None:
             mark_dependency_failed(rec, plan, dep, why, where=where,

@@ -83,6 +83,28 @@ def test_init_status_table():
     assert all(OUTCOMES[c][0] == "harness" for c in ("timeout", "internal"))
 
 
+def test_unmodelled_init_result_is_classified():
+    """The emulator interface turns a run that ended on an unmodelled call into plain data
+    (the status string, the call as the place to show); the tables do the rest."""
+    from types import SimpleNamespace as NS
+    from armload.baseline import outcome_key
+    from armload.corpus import CheckOptions, _result_data, failing_apis
+    msg = "unmodelled: regulator_get called from foo_probe+0x10/0x40 [foo]"
+    fault = NS(kind="unmodelled", message=msg, pc=0xC0100000, pc_sym="regulator_get+0x0", access_addr=None,
+               access_type=None, lr_sym="foo_probe+0x14/0x40 [foo]")
+    call = NS(name="regulator_get", ret=None, caller_sym="foo_probe+0x10/0x40 [foo]")
+    r = NS(status="unmodelled", retval=None, elapsed=0.5, calls=[call], log=["foo: probing"], instructions=1234,
+           fault=fault, summary=lambda: msg)
+    d = _result_data(r, CheckOptions())
+    assert d.pop("elapsed") == 0.5
+    assert init_class(d) == "unmodelled"
+    assert d["reason"] == msg and d["where"] == "regulator_get called from foo_probe+0x10/0x40 [foo]"
+    assert d["unmodelled_call"] == "regulator_get"
+    rec = {"module": "foo.ko", "outcome": init_class(d), "init": d}
+    assert outcome_key(rec) == "unmodelled regulator_get"
+    assert failing_apis([rec])[0][:2] == ("regulator_get", 1)
+
+
 def test_parse_fail_on():
     assert parse_fail_on("fault,load") == ("load", "fault")                 # table order
     assert parse_fail_on("none") == ()
@@ -162,7 +184,7 @@ def test_dependency_init_failure_makes_dependents_dependency_failed(tmp_path):
     rc, doc, recs = check(tree, "--module", "importer-arm.ko", "--fail-on", "dependency-failed")
     assert list(recs) == ["importer-arm.ko"] and rc == 1
     assert recs["importer-arm.ko"]["reason"].startswith("dependency exporter (exporter-arm.ko) init error when "
-                                                        "run before this module's: ")
+                                                        "run before this module's own: ")
 
 
 def test_dependency_load_failure(tmp_path):

@@ -5,6 +5,7 @@ import argparse
 import json
 import os
 import sys
+import textwrap
 import time
 
 from ..errors import ArmloadError
@@ -14,16 +15,17 @@ from .load import add_common_args, config_from_args, parse_placement
 def register(sub) -> None:
     from ..corpus import DEFAULT_BUDGET, DEFAULT_FAIL_ON, DEFAULT_TIMEOUT, OUTCOMES
     classes = "\n".join(f"  {c:<18} {meaning}" for c, (kind, meaning) in OUTCOMES.items())
+    fill = lambda t: textwrap.fill(t, 90)                                     # noqa: E731
     p = sub.add_parser("check", help="check every module of a tree (regression suite)",
                        formatter_class=argparse.RawDescriptionHelpFormatter,
-                       description="Walk a module tree, order modules by their .modinfo depends=, and for "
-                                   "every module run the whole pipeline: modversions check, layout, PLT "
-                                   "counting, relocation, branch-reach verification and init_module in the "
-                                   "emulator. Each module is loaded into its own simulated kernel after its "
-                                   "dependency closure (whose inits run first). Every module ends in one "
-                                   "outcome class:\n\n" + classes + "\n\nThe exit status is 1 when a "
-                                   "module's class is in --fail-on or, with --baseline, when any module "
-                                   "differs from the baseline.")
+                       description=fill("Walk a module tree, order modules by their .modinfo depends=, and for "
+                                        "every module run the whole pipeline: modversions check, layout, PLT "
+                                        "counting, relocation, branch-reach verification and init_module in the "
+                                        "emulator. Each module is loaded into its own simulated kernel after its "
+                                        "dependency closure (whose inits run first). Every module ends in one "
+                                        "outcome class:") + "\n\n" + classes + "\n\n"
+                       + fill("The exit status is 1 when a module's class is in --fail-on or, with "
+                              "--baseline, when any module differs from the baseline."))
     p.add_argument("tree", metavar="DIR", help="directory of .ko files (searched recursively), or one .ko")
     add_common_args(p)
     p.add_argument("--builtin-kernel", action="store_true",
