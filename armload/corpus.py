@@ -480,7 +480,10 @@ def _run_init(mod, deps, kernel, opts: CheckOptions) -> dict:
     line), "where" (symbolized PC, or the unmodelled call), "fault", ..., "elapsed" (wall
     seconds: moved to the timings by the caller), "dependency_inits": [the same for each
     dependency: name, status, retval, reason]}. Only deterministic data apart from "elapsed"."""
-    from .emulate import Machine
+    try:
+        from .emu import Machine                # the emulator package (armload/emu/)
+    except ImportError:
+        from .emulate import Machine            # the emulator before it became a package
     try:
         m = Machine(deps + [mod], kernel, budget=opts.budget, timeout=opts.timeout, console=_quiet)
     except Exception as e:
@@ -524,7 +527,10 @@ def _quiet(*a, **k) -> None:
 
 
 def _errno_name(v: int) -> str:
-    from .stubs import errno_name
+    try:
+        from .emu.errno import errno_name
+    except ImportError:
+        from .stubs import errno_name
     name = errno_name(v)
     if name.isdigit() and sys.platform.startswith("linux"):
         # The emulator's table is short; ARM Linux uses the generic errno numbers, as the host does.
@@ -559,15 +565,18 @@ def _result_data(r, opts: CheckOptions) -> dict:
         f = r.fault
         d["fault"] = {"kind": f.kind, "message": f.message, "pc": f.pc, "pc_sym": f.pc_sym,
                       "access_addr": f.access_addr, "access_type": f.access_type, "lr_sym": f.lr_sym}
+        if getattr(f, "in_kernel", False):
+            d["fault"]["in_kernel"] = True      # the faulting PC is in the kernel's own code
         d["reason"] = _first_line(f.message)
         d["where"] = f.pc_sym
     if st == "unmodelled":
         # "unmodelled: NAME called from SYM+0xOFF [module]": the call is the place to show.
         msg = d.get("reason") or r.summary()
         d["reason"] = msg
-        call = getattr(r, "unmodelled", None) or msg.split("unmodelled:", 1)[-1].strip()
-        d["where"] = str(call)
-        d["unmodelled_call"] = str(call).split()[0] if str(call).split() else str(call)
+        call = msg.split("unmodelled:", 1)[-1].strip()
+        d["where"] = call
+        name = getattr(r.fault, "unmodelled", None) if r.fault is not None else None
+        d["unmodelled_call"] = name or (call.split() or [call])[0]
     real = [c for c in r.calls if c.name != "__gnu_mcount_nc"]
     if real:
         last = real[-1]
