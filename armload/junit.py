@@ -27,7 +27,7 @@ def build(records: list[dict], options: CheckOptions, fail_on, *, name: str = "a
             case = TestCase(stage, classname=rec["module"], time=t.get(_TIME_KEY[stage]) if timing else None)
             msg = f"{cls}: {why}" if why else str(cls)
             where = rec.get("where") if cls == rec["outcome"] else (rec.get("init") or {}).get("where")
-            if where and cls not in (None, "ok"):
+            if where and cls not in (None, "ok") and where not in msg:
                 msg += f" (at {where})"
             if cls is None:
                 case.result = [Skipped(why)]

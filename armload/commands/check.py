@@ -281,7 +281,7 @@ def format_report(recs: list[dict], summ: dict, plan, opts, kernel_desc: str, to
                 continue
             lines.append(f"{c} ({len(grp)}{', in --fail-on' if c in fail_on else ''}):")
             for r in grp:
-                where = f"; at {r['where']}" if r.get("where") else ""
+                where = f"; at {r['where']}" if r.get("where") and r["where"] not in (r.get("reason") or "") else ""
                 lines.append(f"  {r['module']}: {r.get('reason') or c}{where}")
     if opts.emulate:
         rows = failing_apis(recs, 15)
