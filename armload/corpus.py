@@ -4,24 +4,79 @@ pipeline (load, relocate, verify branches, run init) for every module, in parall
 Design: a module is checked in a fresh `Session` into which its dependency closure is loaded
 first (in dependency order), so every result is independent of scheduling and of `--jobs`,
 and workers share nothing but the read-only kernel export table (inherited through fork).
-A module whose dependency failed to load (or was itself skipped, is missing from the tree, or
-sits in a dependency cycle) is reported as skipped because of it.
+
+Every module ends in exactly one outcome class (the `OUTCOMES` table): its own load, verify
+or init result, or `dependency-failed` when a module it depends on did not load or its init
+did not succeed in the same run (modprobe would have stopped there). A module is named by its
+file path relative to the tree. Records hold no wall-clock data: timings travel separately
+(`RunStats.timing`), so two runs on the same tree give identical records.
 """
 from __future__ import annotations
 
 import os
 import struct
+import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-STATUSES = ("ok", "load-failed", "verify-failed", "skipped")
-INIT_OUTCOMES = ("returned-0", "returned-error", "fault", "fault-kernel", "unmodelled", "budget", "timeout",
-                 "no-init", "not-run")
+# Outcome classes, one row each: class -> (kind, meaning). Kind "ok" is success, "module" is the
+# module's own behaviour, "harness" means armload could not decide (not counted as behaviour,
+# so not in the success ratio). A new class is one row here (and, for init, one in INIT_STATUS).
+OUTCOMES = {
+    "ok":                ("ok", "loaded, verified, init returned 0 (or has none, or was not run)"),
+    "load":              ("module", "the loader refused it (or a dependency is missing from the tree or cyclic)"),
+    "verify":            ("module", "a branch site or PLT entry does not reach its target"),
+    "dependency-failed": ("module", "a module it depends on failed to load or its init did not succeed"),
+    "fault":             ("module", "init faulted"),
+    "budget":            ("module", "init ran out of its instruction / simulated-time budget"),
+    "error":             ("module", "init returned a negative errno"),
+    "unmodelled":        ("module", "init called a kernel function that has no model"),
+    "timeout":           ("harness", "the wall-clock safety net stopped init (machine load, not the module)"),
+    "internal":          ("harness", "armload could not run a stage (a bug in armload)"),
+}
+DEFAULT_FAIL_ON = ("load", "verify", "fault", "timeout", "internal")
 
-DEFAULT_BUDGET = 5_000_000          # instructions per init run in a corpus check
-DEFAULT_TIMEOUT = 60.0              # wall-clock safety net per init run (never a result)
-DEP_BUDGET = 2_000_000              # dependencies' inits run first, with a smaller budget
+# The emulator's init status string -> outcome class. "returned" with a negative value is
+# "error" (do_init_module fails on ret < 0 and only warns on ret > 0). A status not listed here
+# is "internal": never a success by default.
+INIT_STATUS = {
+    "returned": "ok",
+    "no-function": "ok",
+    "fault": "fault",
+    "budget": "budget",
+    "unmodelled": "unmodelled",
+    "timeout": "timeout",
+    "not-run": "internal",
+}
+
+DEFAULT_BUDGET = 5_000_000          # instructions per init run (dependencies' inits get the same)
+DEFAULT_TIMEOUT = 60.0              # seconds of wall clock per init run: only a safety net
+
+
+def init_class(init: dict | None) -> str | None:
+    """The outcome class of one init run (a record's "init" dict); None when init was not run."""
+    if init is None:
+        return None
+    st = init.get("status")
+    cls = INIT_STATUS.get(st, "internal")
+    if st == "returned" and (init.get("retval") or 0) < 0:
+        cls = "error"
+    return cls
+
+
+def parse_fail_on(text: str) -> tuple[str, ...]:
+    """'load,verify,fault' -> classes; 'all' and 'none' as shorthands. ValueError on a bad name."""
+    want = [w.strip() for w in text.split(",") if w.strip()]
+    if want == ["none"]:
+        return ()
+    if want == ["all"]:
+        return tuple(c for c, (kind, _) in OUTCOMES.items() if kind != "ok")
+    bad = [w for w in want if w not in OUTCOMES or w == "ok"]
+    if bad or not want:
+        raise ValueError(f"unknown outcome class {', '.join(bad) or repr(text)} (use "
+                         f"{', '.join(c for c in OUTCOMES if c != 'ok')}, all or none)")
+    return tuple(c for c in OUTCOMES if c in want)
 
 
 # --------------------------------------------------------------------------------------------
@@ -35,6 +90,10 @@ class ModuleInfo:
     vermagic: str | None
     size: int
     scan_error: str | None = None    # .modinfo could not be read (the loader will say why)
+    rel: str = ""                    # path relative to the tree: how reports name the module
+
+    def __post_init__(self):
+        self.rel = self.rel or os.path.basename(self.path)
 
 
 def read_modinfo(path: str) -> tuple[dict[str, list[str]], str | None]:
@@ -90,7 +149,8 @@ def scan_tree(root: str) -> list[ModuleInfo]:
         info, err = read_modinfo(p)
         name = (info.get("name") or [None])[0] or _name_from_path(p)
         deps = [d.replace("-", "_") for d in ",".join(info.get("depends", [])).split(",") if d]
-        out.append(ModuleInfo(p, name, deps, (info.get("vermagic") or [None])[0], os.path.getsize(p), err))
+        rel = os.path.basename(p) if p == root else os.path.relpath(p, root).replace(os.sep, "/")
+        out.append(ModuleInfo(p, name, deps, (info.get("vermagic") or [None])[0], os.path.getsize(p), err, rel))
     return out
 
 
@@ -284,14 +344,19 @@ def check_group(names: list[str]) -> list[dict]:
     return [check_one(n) for n in names]
 
 
+def _new_record(info: ModuleInfo) -> dict:
+    return {"module": info.rel, "name": info.name, "size": info.size, "depends": info.depends,
+            "outcome": "ok", "stage": None, "reason": None, "where": None}
+
+
 def check_one(name: str) -> dict:
-    """The full pipeline for one module; returns a JSON-ready record. Never raises."""
+    """The full pipeline for one module; returns a JSON-ready record with its wall-clock
+    timings under "_time" (run_checks moves them out). Never raises."""
     ctx = _WORKER
     plan: Plan = ctx["plan"]
     opts: CheckOptions = ctx["options"]
     info = plan.modules[name]
-    rec: dict = {"module": name, "path": info.path, "size": info.size, "depends": info.depends,
-                 "status": "ok", "stage": None, "error": None}
+    rec = _new_record(info)
     t0 = time.perf_counter()
     try:
         bad = _STACK.enter(ctx, plan.closure[name])
@@ -300,9 +365,10 @@ def check_one(name: str) -> dict:
         bad = ("?", e)
     if bad is not None:                        # normally caught by the parent's skip logic
         d, e = bad
-        rec.update(status="skipped", stage="dependency", skipped_because=d,
-                   error={"message": f"{name}: dependency {d} failed to load: {_err_dict(e)['message']}"})
-        rec["time"] = {"total": time.perf_counter() - t0}
+        msg = _err_dict(e)["message"]
+        mark_dependency_failed(rec, plan, d, f"failed to load: {_first_line(msg)}", outcome="load")
+        rec["error"] = {"message": f"{name}: dependency {d} failed to load: {msg}"}
+        rec["_time"] = {"total": time.perf_counter() - t0}
         return rec
     session = _STACK.session
     deps = list(_STACK.mods)
@@ -310,9 +376,11 @@ def check_one(name: str) -> dict:
     try:
         mod = session.load(info.path)
     except Exception as e:
-        rec.update(status="load-failed", stage="load", error=_err_dict(e))
-        rec["time"] = {"deps": t_deps - t0, "load": time.perf_counter() - t_deps,
-                       "total": time.perf_counter() - t0}
+        err = _err_dict(e)
+        rec.update(outcome="internal" if err["error"] == "InternalError" else "load", stage="load",
+                   reason=_first_line(err["message"]), error=err)
+        rec["_time"] = {"deps": t_deps - t0, "load": time.perf_counter() - t_deps,
+                        "total": time.perf_counter() - t0}
         return rec
     t_load = time.perf_counter()
     try:
@@ -331,19 +399,35 @@ def check_one(name: str) -> dict:
                              "via_plt": vr.via_plt, "plt_entries": vr.plt_total, "plt_verified": vr.plt_ok,
                              "failures": [f.format() for f in (vr.branch_failures + vr.plt_failures)[:10]]}
             if not vr.ok:
-                rec.update(status="verify-failed", stage="verify",
-                           error={"message": f"{name}: {vr.summary()}"})
+                fails = rec["verify"]["failures"]
+                rec.update(outcome="verify", stage="verify", reason=_first_line(vr.summary()),
+                           where=fails[0] if fails else None)
         except Exception as e:
-            rec["verify"] = {"ok": False, "error": _err_dict(e)["message"]}
-            rec.update(status="verify-failed", stage="verify", error=_err_dict(e))
+            msg = _err_dict(e)["message"]
+            rec["verify"] = {"ok": False, "error": msg}
+            rec.update(outcome="internal", stage="verify", reason=_first_line(msg))
         times["verify"] = time.perf_counter() - t
     if opts.emulate:
         t = time.perf_counter()
-        rec["init"] = _run_init(mod, deps, ctx["kernel"], opts)
+        init = _run_init(mod, deps, ctx["kernel"], opts)
         times["init"] = time.perf_counter() - t
+        times["init.emulator"] = init.pop("elapsed", None)
+        dep_inits = init.pop("dependency_inits", [])
+        failed = [d for d in dep_inits if init_class(d) != "ok"]
+        if failed:
+            init["dependency_init_failures"] = failed
+        rec["init"] = init
+        if rec["outcome"] == "ok":
+            cls = init_class(init)
+            if cls != "ok" or init.get("reason"):
+                rec.update(outcome=cls, stage="init", reason=init.get("reason"), where=init.get("where"))
     times["total"] = time.perf_counter() - t0
-    rec["time"] = times
+    rec["_time"] = {k: v for k, v in times.items() if v is not None}
     return rec
+
+
+def _first_line(s: str | None) -> str | None:
+    return None if s is None else s.split("\n", 1)[0]
 
 
 def _module_record(mod) -> dict:
@@ -367,9 +451,9 @@ def _module_record(mod) -> dict:
     b = mod.branches
     return {
         "relocations": int(sum(mod.reloc_counts.values())),
-        "relocations_by_type": dict(mod.reloc_counts),
+        "relocations_by_type": {str(k): v for k, v in sorted(mod.reloc_counts.items())},
         "plt": {"core_entries": used.get("core", 0), "init_entries": used.get("init", 0),
-                "fixed_entries": dict(fixed), "core_bytes": sizes.get(".plt", 0),
+                "fixed_entries": dict(sorted(fixed.items())), "core_bytes": sizes.get(".plt", 0),
                 "init_bytes": sizes.get(".init.plt", 0),
                 "counts": {k: {"core": v.core, "init": v.init} for k, v in mod.plt_counts.items()}},
         "branches": {"sites": int(len(b)), "via_plt": int((b["plt"] != 0).sum()) if len(b) else 0},
@@ -383,40 +467,47 @@ def _module_record(mod) -> dict:
     }
 
 
+# --------------------------------------------------------------------------------------------
+# The emulator interface: the only code here that drives the emulator or reads its results.
+# It returns plain data; everything else in this file works on that data.
+# --------------------------------------------------------------------------------------------
 def _run_init(mod, deps, kernel, opts: CheckOptions) -> dict:
+    """Run the dependencies' inits (load order, as modprobe would have) and then the module's
+    own init, in one machine, each with the same instruction budget and wall-clock safety net.
+
+    Returns {"status": the emulator's status string (returned, no-function, fault, budget,
+    unmodelled, timeout; "not-run" when the machine could not start), "retval", "reason" (one
+    line), "where" (symbolized PC, or the unmodelled call), "fault", ..., "elapsed" (wall
+    seconds: moved to the timings by the caller), "dependency_inits": [the same for each
+    dependency: name, status, retval, reason]}. Only deterministic data apart from "elapsed"."""
     from .emu import Machine
-    out: dict = {"outcome": "not-run"}
     try:
         m = Machine(deps + [mod], kernel, budget=opts.budget, timeout=opts.timeout, console=_quiet,
                     deferred_budget=opts.budget,
                     unmodelled=getattr(opts, "unmodelled", "fail"))
     except Exception as e:
-        out.update(outcome="not-run", error=_err_dict(e)["message"])
-        return out
-    dep_fail = None
+        return {"status": "not-run", "reason": f"emulator could not start: {_err_dict(e)['message']}"}
+    dep_inits = []
     for d in deps:
-        ok = False
         if opts.dep_inits:
             try:
-                r = m.run_init(d.name, budget=min(opts.budget, DEP_BUDGET), timeout=opts.timeout)
-                ok = r.ok
-                if not ok and dep_fail is None:
-                    dep_fail = r.summary()
+                r = m.run_init(d.name, budget=opts.budget, timeout=opts.timeout)
+                x = _result_data(r, opts)
+                dep_inits.append({"name": d.name, "status": x["status"], "retval": x.get("retval"),
+                                  "reason": x.get("reason"), "where": x.get("where")})
             except Exception as e:
-                if dep_fail is None:
-                    dep_fail = f"{d.name}: {_err_dict(e)['message']}"
+                dep_inits.append({"name": d.name, "status": "not-run", "reason": _err_dict(e)["message"]})
         # The kernel frees init memory after a successful init (and a later module may have been
         # given those addresses). Release it whatever happened, so that the module under test
         # can be mapped: a dependency whose init failed is treated as loaded, its init incomplete.
         _release_init(m, d)
-    if dep_fail:
-        out["dependency_init"] = dep_fail
     try:
         r = m.run_init(mod)
     except Exception as e:
-        out.update(outcome="not-run", error=_err_dict(e)["message"])
-        return out
-    out.update(_init_summary(r))
+        return {"status": "not-run", "reason": f"init could not run: {_err_dict(e)['message']}",
+                "dependency_inits": dep_inits}
+    out = _result_data(r, opts)
+    out["dependency_inits"] = dep_inits
     return out
 
 
@@ -434,26 +525,53 @@ def _quiet(*a, **k) -> None:
     pass
 
 
-def _init_summary(r) -> dict:
-    if r.status == "no-function":
-        outcome = "no-init"
-    elif r.status == "returned":
-        outcome = "returned-0" if r.retval == 0 else "returned-error"
-    elif r.status in ("budget", "timeout", "unmodelled"):
-        outcome = r.status
-    elif r.fault is not None and r.fault.in_kernel:
-        outcome = "fault-kernel"
-    else:
-        outcome = "fault"
-    d = {"outcome": outcome, "status": r.status, "retval": r.retval, "elapsed": round(r.elapsed, 6),
-         "calls": len(r.calls), "log": r.log[-5:]}
+def _errno_name(v: int) -> str:
+    from .emu.errno import errno_name
+    name = errno_name(v)
+    if name.isdigit() and sys.platform.startswith("linux"):
+        # The emulator's table is short; ARM Linux uses the generic errno numbers, as the host does.
+        import errno
+        name = errno.errorcode.get(-v, name)
+    return name
+
+
+def _result_data(r, opts: CheckOptions) -> dict:
+    """An emulator RunResult as plain, deterministic data (+ "elapsed")."""
+    st = r.status
+    d: dict = {"status": st, "retval": r.retval, "elapsed": round(r.elapsed, 6)}
+    if st == "timeout":
+        # Where a wall-clock limit stops the code depends on the machine's load: keep nothing of it.
+        d["reason"] = (f"the wall-clock safety net of {opts.timeout:g} s stopped init (a harness "
+                       f"failure, not module behaviour)")
+        return d
+    d.update(calls=len(r.calls), log=r.log[-5:])
+    if r.instructions is not None:
+        d["instructions"] = r.instructions
     if r.retval is not None and r.retval < 0:
-        from .emu.errno import errno_name
-        d["errno_name"] = errno_name(r.retval)
+        d["errno_name"] = _errno_name(r.retval)
+    if st == "no-function":
+        d["reason"] = None
+    elif st == "returned":
+        v = r.retval
+        if v < 0:
+            d["reason"] = f"init returned {v} (-{d['errno_name']})"
+        elif v > 0:
+            d["reason"] = f"init returned {v} (suspicious: the kernel only warns; init should follow 0/-E)"
     if r.fault is not None:
         f = r.fault
         d["fault"] = {"kind": f.kind, "message": f.message, "pc": f.pc, "pc_sym": f.pc_sym,
+                      "in_kernel": f.in_kernel,      # the faulting PC is in the kernel's own code
                       "access_addr": f.access_addr, "access_type": f.access_type, "lr_sym": f.lr_sym}
+        d["reason"] = _first_line(f.message)
+        d["where"] = f.pc_sym
+    if st == "unmodelled":
+        # "unmodelled: NAME called from SYM+0xOFF [module]": the call is the place to show.
+        msg = d.get("reason") or r.summary()
+        d["reason"] = msg
+        call = msg.split("unmodelled:", 1)[-1].strip()
+        d["where"] = call
+        name = getattr(r.fault, "unmodelled", None) if r.fault is not None else None
+        d["unmodelled_call"] = name or (call.split() or [call])[0]
     real = [c for c in r.calls if c.name != "__gnu_mcount_nc"]
     if real:
         last = real[-1]
@@ -461,6 +579,8 @@ def _init_summary(r) -> dict:
         errs = [c.name for c in r.calls if c.ret is not None and c.ret >= 0xFFFFF001]
         if errs:
             d["error_calls"] = errs[-3:]
+            if st == "returned" and (r.retval or 0) < 0:
+                d["where"] = f"after {errs[-1]}() returned an error"
     d["kernel_calls"] = sorted({c.name for c in r.calls})[:200]
     d["classes"] = r.class_counts()
     d["instructions"] = r.instructions
@@ -477,37 +597,48 @@ class RunStats:
     records: list[dict]
     wall: float
     jobs: int
+    timing: dict = field(default_factory=dict)   # module path -> stage -> wall seconds
 
 
-def skip_record(name: str, plan: Plan, reason: str, because: str | None = None) -> dict:
-    info = plan.modules[name]
-    return {"module": name, "path": info.path, "size": info.size, "depends": info.depends,
-            "status": "skipped", "stage": "dependency", "skipped_because": because,
-            "error": {"message": f"{name}: {reason}"}, "time": {"total": 0.0}}
+def mark_dependency_failed(rec: dict, plan: Plan, dep: str, why: str, *, where: str | None = None,
+                           outcome: str | None = None) -> None:
+    info = plan.modules.get(dep)
+    rec.update(outcome="dependency-failed", stage="dependency",
+               reason=f"dependency {dep} ({info.rel if info else 'not in the tree'}) {why}", where=where,
+               dependency={"name": dep, "module": info.rel if info else None, "outcome": outcome})
+
+
+def skip_record(name: str, plan: Plan) -> dict:
+    """A module the plan refuses: a dependency missing from the tree or a cycle (load, stage
+    "order"), or a dependency refused so (dependency-failed). It is never loaded."""
+    why = plan.blocked[name]
+    rec = _new_record(plan.modules[name])
+    because = next((d for d in plan.closure.get(name, []) if d in plan.blocked), None)
+    if why.startswith("skipped: dependency ") and because is not None:
+        mark_dependency_failed(rec, plan, because, f"cannot be loaded: {plan.blocked[because]}", outcome="load")
+    else:
+        rec.update(outcome="load", stage="order", reason=why)
+    rec["error"] = {"message": f"{name}: {why}"}
+    return rec
 
 
 def run_checks(plan: Plan, kernel, config, options: CheckOptions, *, jobs: int = 1, names=None,
                progress=None, chunk: int = 24) -> RunStats:
     """Check `names` (default: every module in plan.order). progress(done, total, failures, rec)."""
+    if jobs < 1:
+        raise ValueError("jobs must be at least 1")
     names = list(plan.order if names is None else names)
     set_worker_context(kernel, config, options, plan)
     records: dict[str, dict] = {}
+    timing: dict[str, dict] = {}
     todo = []
     for n in names:
         if n in plan.blocked:
-            why = plan.blocked[n]
-            because = None
-            if why.startswith("skipped: dependency "):
-                because = why.split()[2]
-            rec = skip_record(n, plan, why, because)
-            if not why.startswith("skipped"):
-                rec["status"] = "load-failed"
-                rec["stage"] = "order"
-            records[n] = rec
+            records[n] = skip_record(n, plan)
         else:
             todo.append(n)
     total = len(names)
-    failures = sum(1 for r in records.values() if r["status"] != "ok")
+    failures = sum(1 for r in records.values() if r["outcome"] != "ok")
     done = len(records)
     t0 = time.perf_counter()
     if progress:
@@ -520,12 +651,16 @@ def run_checks(plan: Plan, kernel, config, options: CheckOptions, *, jobs: int =
     groups = [todo[i:i + size] for i in range(0, len(todo), size)]
     weight = lambda g: sum(plan.modules[n].size for n in g)
     groups.sort(key=lambda g: -weight(g))
+    by_rel = {plan.modules[n].rel: n for n in names}
 
     def take(rec):
         nonlocal done, failures
-        records[rec["module"]] = rec
+        t = rec.pop("_time", None)
+        if t is not None:
+            timing[rec["module"]] = {k: round(v, 6) for k, v in t.items()}
+        records[by_rel[rec["module"]]] = rec
         done += 1
-        if rec["status"] != "ok":
+        if rec["outcome"] != "ok":
             failures += 1
         if progress:
             progress(done, total, failures, rec)
@@ -542,83 +677,144 @@ def run_checks(plan: Plan, kernel, config, options: CheckOptions, *, jobs: int =
                 for rec in recs:
                     take(rec)
     wall = time.perf_counter() - t0
-    _apply_skips(plan, records)
+    apply_dependencies(plan, records)
     ordered = [records[n] for n in names]
-    return RunStats(ordered, wall, jobs)
+    return RunStats(ordered, wall, jobs, {r["module"]: timing[r["module"]] for r in ordered
+                                          if r["module"] in timing})
 
 
-def _apply_skips(plan: Plan, records: dict[str, dict]) -> None:
-    """A module whose dependency failed to load is skipped because of it (whatever its worker
-    found, it could not have loaded in the real kernel)."""
-    for n in plan.order:
+def _dependency_failure(dr: dict) -> str | None:
+    """Why a dependency's record means its dependents cannot have worked, or None."""
+    if dr["outcome"] == "dependency-failed":
+        return dr["reason"]
+    if dr["outcome"] in ("load", "internal") and dr["stage"] in ("order", "load"):
+        return f"failed to load: {dr['reason']}"
+    cls = init_class(dr.get("init"))
+    if cls not in (None, "ok"):
+        return f"init {cls}: {dr['init'].get('reason')}"
+    return None
+
+
+def apply_dependencies(plan: Plan, records: dict[str, dict]) -> None:
+    """dependency-failed: a dependency (in load order, the first one) failed to load or its init
+    did not succeed, either as checked in this run or when run before this module's own init.
+    It replaces only an init result (which depends on what the dependencies' inits left behind):
+    a module's own load or verify failure is a fact about the module and stays. The module's
+    own init result stays in its record."""
+    for n in plan.order:                     # dependencies come first: chains resolve in one pass
         rec = records.get(n)
-        if rec is None or rec["status"] == "skipped" and rec.get("skipped_because"):
+        if rec is None or rec["stage"] not in (None, "init"):
             continue
+        dep = why = where = None
         for d in plan.closure.get(n, []):
             dr = records.get(d)
-            if dr is not None and dr["status"] in ("load-failed", "skipped"):
-                records[n] = skip_record(n, plan, f"skipped: dependency {d} "
-                                         f"{'failed to load' if dr['status'] == 'load-failed' else 'was skipped'}"
-                                         f" ({(dr.get('error') or {}).get('message', '')})", d)
+            if dr is not None:
+                why = _dependency_failure(dr)
+                if why:
+                    dep, where = d, dr.get("where")
+                    break
+        if dep is None:
+            for x in (rec.get("init") or {}).get("dependency_init_failures", []):
+                dep, where = x["name"], x.get("where")
+                why = f"init {init_class(x)} when run before this module's own: {x.get('reason')}"
                 break
+        if dep is not None:
+            mark_dependency_failed(rec, plan, dep, why, where=where,
+                                   outcome=(records.get(dep) or {}).get("outcome", "init"))
 
 
 # --------------------------------------------------------------------------------------------
 # Summaries
 # --------------------------------------------------------------------------------------------
+def success(outcomes: dict) -> dict:
+    """The one success ratio: modules whose outcome is ok over modules whose outcome was
+    decided (all but the harness classes, timeout and internal)."""
+    decided = sum(n for c, n in outcomes.items() if OUTCOMES[c][0] != "harness")
+    ok = outcomes.get("ok", 0)
+    return {"ok": ok, "decided": decided, "ratio": round(ok / decided, 4) if decided else None}
+
+
 def summarize(records: list[dict]) -> dict:
     c = Counter()
+    outcomes = Counter(r["outcome"] for r in records)
     for r in records:
         c["modules"] += 1
-        st = r["status"]
-        if st == "skipped":
-            c["skipped"] += 1
-            continue
-        if st == "load-failed":
-            c["load_failed"] += 1
+        if "relocations" not in r:           # never loaded
             continue
         c["loaded"] += 1
-        c["relocated"] += 1
         c["relocations"] += r.get("relocations", 0)
         v = r.get("verify")
         if v is not None:
-            if v.get("ok"):
-                c["verified"] += 1
-            else:
-                c["verify_failed"] += 1
+            c["verified" if v.get("ok") else "verify_failed"] += 1
             c["branches"] += v.get("branches", 0)
             c["branches_verified"] += v.get("branches_verified", 0)
             c["plt_entries"] += v.get("plt_entries", 0)
             c["plt_verified"] += v.get("plt_verified", 0)
         i = r.get("init")
         if i is not None:
-            c["init_" + i["outcome"].replace("-", "_")] += 1
             c["init_run"] += 1
-    out = dict(c)
-    run = c["init_run"]
-    if run:
-        out["init_ok_share"] = (c["init_returned_0"] + c["init_no_init"]) / run
+            c["init_" + (init_class(i) or "none").replace("-", "_")] += 1
+    out = dict(sorted(c.items()))
+    out["outcomes"] = {k: outcomes.get(k, 0) for k in OUTCOMES}
+    out["success"] = success(out["outcomes"])
+    return out
+
+
+def failed_modules(records: list[dict], fail_on) -> dict[str, int]:
+    """Outcome class -> modules in it, for the classes in `fail_on` that occur."""
+    c = Counter(r["outcome"] for r in records if r["outcome"] in fail_on)
+    return {k: c[k] for k in OUTCOMES if c.get(k)}
+
+
+def stage_results(rec: dict, options: CheckOptions) -> dict[str, tuple[str | None, str | None]]:
+    """Per stage (load, verify, init): (outcome class or None when not run, reason). The
+    record's own outcome is attributed to the stage that decided it; dependency-failed goes to
+    load when the module was never loaded, else to init."""
+    out: dict[str, tuple[str | None, str | None]] = {}
+    loaded = "relocations" in rec
+    o, why = rec["outcome"], rec.get("reason")
+    if not loaded:
+        out["load"] = (o, why)
+        skip = "not run: the module did not load"
+        return {**out, "verify": (None, skip), "init": (None, skip)}
+    out["load"] = ("ok", None)
+    v = rec.get("verify")
+    if v is None:
+        out["verify"] = (None, "not run (--no-verify)")
+    elif rec["stage"] == "verify":
+        out["verify"] = (o, why)
+    else:
+        out["verify"] = ("ok" if v.get("ok") else "verify", None)
+    i = rec.get("init")
+    if o == "dependency-failed":
+        out["init"] = (o, why)
+    elif i is None:
+        out["init"] = (None, "not run (--no-emulate)" if not options.emulate else "not run")
+    else:
+        out["init"] = (init_class(i), i.get("reason") or ("no init function" if i.get("status") == "no-function"
+                                                          else None))
     return out
 
 
 def failing_apis(records: list[dict], top: int = 20) -> list[tuple[str, int, Counter]]:
-    """Kernel functions most often the last call before an init fault/budget/error.
+    """Kernel functions most often the last call before an init that did not succeed.
     Returns (function, modules, Counter of outcomes)."""
     per: dict[str, Counter] = {}
     for r in records:
         i = r.get("init")
-        if not i or i["outcome"] not in ("fault", "returned-error", "budget", "timeout"):
+        cls = init_class(i)
+        if cls in (None, "ok", "timeout"):
             continue
         culprit = None
-        if i["outcome"] == "returned-error" and i.get("error_calls"):
+        if cls == "error" and i.get("error_calls"):
             culprit = i["error_calls"][-1]
-        elif i.get("fault", {}).get("kind") in ("stub", "bug") and i.get("last_call"):
-            culprit = i["last_call"]["name"]
+        elif cls == "unmodelled" and i.get("unmodelled_call"):
+            culprit = i["unmodelled_call"]
         elif i.get("last_call"):
             culprit = i["last_call"]["name"]
         culprit = culprit or "(no kernel call)"
-        per.setdefault(culprit, Counter())[i["outcome"] + (":" + i["fault"]["kind"] if i.get("fault") else "")] += 1
-    rows = sorted(((k, sum(v.values()), v) for k, v in per.items()), key=lambda x: -x[1])
+        per.setdefault(culprit, Counter())[cls + (":" + i["fault"]["kind"] if i.get("fault") else "")] += 1
+    rows = sorted(((k, sum(v.values()), v) for k, v in per.items()), key=lambda x: (-x[1], x[0]))
     return rows[:top]
 
 

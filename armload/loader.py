@@ -269,7 +269,8 @@ def _apply_all(obj, layout, plan, syms, mems, config, router):
             parts = [(0, rel)]
         for base_i, part in parts:
             res = apply_rel_section(obj.name, sec.index, sec.name, part["r_offset"], part["r_info"], tgt, syms,
-                                    obj.symcount, config, router, obj.path, index_base=base_i)
+                                    obj.symcount, config, router, obj.path, index_base=base_i,
+                                    rows=None if order is None else order[base_i:base_i + len(part)])
             for k, v in res.counts.items():
                 counts[k] = counts.get(k, 0) + v
             for rows in res.branches:

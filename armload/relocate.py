@@ -321,8 +321,10 @@ class AppliedSection:
 
 def apply_rel_section(modname: str, relidx: int, relname: str, r_offset: np.ndarray, r_info: np.ndarray,
                       tgt: SectionTarget, syms: SymbolValues, symcount: int, config: KernelConfig,
-                      plt: PltRouter | None, file: str, index_base: int = 0) -> AppliedSection:
-    """apply_relocate() for one REL section whose entries are already in kernel order."""
+                      plt: PltRouter | None, file: str, index_base: int = 0,
+                      rows: np.ndarray | None = None) -> AppliedSection:
+    """apply_relocate() for one REL section whose entries are already in kernel order.
+    `rows`: each entry's row in the file (readelf's order) when the kernel sorted the table."""
     n = len(r_info)
     rtype = (r_info & U32(0xFF)).astype(np.int64)
     rsym = (r_info >> U32(8)).astype(np.int64)
@@ -330,11 +332,18 @@ def apply_rel_section(modname: str, relidx: int, relname: str, r_offset: np.ndar
     def err(i: int, msg: str, cls=RelocationError, **extra):
         sym = syms.names[rsym[i]] if rsym[i] <= symcount and rsym[i] < len(syms.names) else None
         return cls(msg, file=file, section=relidx, section_name=relname, reloc=i + index_base,
-                   offset=int(r_offset[i]), target_section=tgt.name, symbol=sym,
+                   row=None if rows is None else int(rows[i]), offset=int(r_offset[i]), target_section=tgt.name, symbol=sym,
                    type=reloc_name(int(rtype[i])), **extra)
 
     def where(i: int) -> str:
         return f" [{relname} -> {tgt.name}+{int(r_offset[i]):#x}]"
+
+    def reloc(i: int) -> str:
+        """The kernel's index counts the table after its sort; readelf shows the file's rows."""
+        ii = i + index_base
+        if rows is None or int(rows[i]) == ii:
+            return f"reloc {ii}"
+        return f"reloc {ii} (row {int(rows[i])} of {relname} as readelf shows it; the kernel sorted the table)"
 
     # Checks in the kernel's order for each entry; the first failing entry wins.
     bad_sym = rsym > symcount
@@ -415,8 +424,7 @@ def apply_rel_section(modname: str, relidx: int, relname: str, r_offset: np.ndar
     if bad_any.any():
         i = int(np.argmax(bad_any))
         symname = syms.names[rsym[i]] if rsym[i] <= symcount and rsym[i] < len(syms.names) else ""
-        ii = i + index_base
-        head = f"{modname}: section {relidx} reloc {ii}"
+        head = f"{modname}: section {relidx} {reloc(i)}"
         if bad_sym[i]:
             raise err(i, f"{head}: bad relocation sym offset{where(i)} (symbol index {int(rsym[i])} "
                          f"> {symcount} symbols)")
@@ -428,7 +436,7 @@ def apply_rel_section(modname: str, relidx: int, relname: str, r_offset: np.ndar
             if RELOCS.get(int(rtype[i])) and RELOCS[int(rtype[i])].thumb:
                 hint = " (a Thumb-2 relocation: this kernel is not CONFIG_THUMB2_KERNEL; try --thumb2)"
             raise err(i, f"{modname}: unknown relocation: {int(rtype[i])}{where(i)} "
-                         f"{reloc_name(int(rtype[i]))} sym '{symname}' reloc {ii} of section {relidx}{hint}")
+                         f"{reloc_name(int(rtype[i]))} sym '{symname}' {reloc(i)} of section {relidx}{hint}")
         if interwork_bad[i]:
             d = "(Thumb -> ARM)" if int(rtype[i]) in THUMB_BRANCHES else "(ARM -> Thumb)"
             raise err(i, f"{head} sym '{symname}': unsupported interworking call {d}{where(i)}")
@@ -440,7 +448,7 @@ def apply_rel_section(modname: str, relidx: int, relname: str, r_offset: np.ndar
                      f"({hash_x(int(P[i]))} -> {hash_x(sv)}){where(i)}")
     if not inmem.all():
         i = int(np.argmax(~inmem))
-        raise err(i, f"{modname}: section {relidx} reloc {i + index_base}: place {int(P[i]):#x} lies outside module memory "
+        raise err(i, f"{modname}: section {relidx} {reloc(i)}: place {int(P[i]):#x} lies outside module memory "
                      f"(section {tgt.name} is {tgt.size} bytes){where(i)}")
 
     # Write back; a place touched twice must see the first write (the kernel is sequential).

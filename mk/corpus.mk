@@ -1,11 +1,14 @@
 # The Debian armhf regression corpus (owned by the corpus stage).
 #   make corpus     fetch linux-image/linux-headers-$(CORPUS_KREL):armhf into $(CACHE) (once; nothing installed)
-#   make regress    check every module of the corpus twice and assert the results against
-#                   tests/corpus_baseline.json: once in the module window (load, relocate, verify, run
-#                   init), once placed in vmalloc space, where every kernel call needs a PLT veneer
-#                   (load, relocate, verify every branch and PLT entry). ~2 minutes with 2 jobs.
-#                   `make corpus` exits 3 with a loud message when the packages cannot be fetched.
-#   make corpus-check   the same check without the assertions (REGRESS_ARGS adds options, e.g. --no-emulate)
+#   make regress    check every module of the corpus twice, each against its pass of the per-module
+#                   baseline tests/corpus_baseline.json (outcome, PLT counts, image size of every module):
+#                   once in the module window (load, relocate, verify, run init), once placed in vmalloc
+#                   space, where every kernel call needs a PLT veneer (load, relocate, verify every branch
+#                   and PLT entry). Fails on any per-module difference (printed as a table) or on a load or
+#                   verify failure; then runs the corpus assertions of tests/test_corpus.py. ~3 minutes with
+#                   2 jobs. `make corpus` exits 3 with a loud message when the packages cannot be fetched.
+#   make regress-update   the same two passes, writing their results into the baseline (review the diff)
+#   make corpus-check   the window pass without a baseline (REGRESS_ARGS adds options, e.g. --no-emulate)
 
 CORPUS_KREL     ?= 6.1.0-50-armmp
 CORPUS_DEBS     := linux-image-$(CORPUS_KREL):armhf linux-headers-$(CORPUS_KREL):armhf
@@ -15,14 +18,21 @@ CORPUS_VMLINUZ  := $(CORPUS_IMAGE)/boot/vmlinuz-$(CORPUS_KREL)
 CORPUS_SYMVERS  := $(CACHE)/linux-headers-$(CORPUS_KREL)/usr/src/linux-headers-$(CORPUS_KREL)/Module.symvers
 CORPUS_STAMPS   := $(CORPUS_IMAGE)/.unpacked $(CACHE)/linux-headers-$(CORPUS_KREL)/.unpacked
 REGRESS_JOBS    ?= 2
-REGRESS_JSON    ?= $(CACHE)/corpus-check.json
-REGRESS_JSON_VMALLOC ?= $(CACHE)/corpus-check-vmalloc.json
+REGRESS_OUT     ?= build
+REGRESS_JSON    ?= $(REGRESS_OUT)/corpus-check.json
+REGRESS_JSON_VMALLOC ?= $(REGRESS_OUT)/corpus-check-vmalloc.json
+REGRESS_BASELINE ?= tests/corpus_baseline.json
+# The loader is bit-exact on the whole corpus: a load or verify failure always fails. Init outcomes
+# (faults included) are held to the baseline instead, module by module.
+REGRESS_FAIL_ON ?= load,verify,internal
 REGRESS_ARGS    ?=
 CORPUS_VERMAGIC ?= $(CORPUS_KREL) SMP mod_unload modversions ARMv7 p2v8 
 CORPUS_CHECK    = $(ARMLOAD) check $(CORPUS_DIR) --kernel $(CORPUS_SYMVERS) --kernel $(CORPUS_VMLINUZ) \
                   --vermagic "$(CORPUS_VERMAGIC)" --jobs $(REGRESS_JOBS) --json $(REGRESS_JSON) $(REGRESS_ARGS)
+REGRESS_CHECK   = $(CORPUS_CHECK) --fail-on $(REGRESS_FAIL_ON) --baseline $(REGRESS_BASELINE) --top 0
+REGRESS_VMALLOC = $(REGRESS_CHECK:$(REGRESS_JSON)=$(REGRESS_JSON_VMALLOC)) --placement vmalloc --no-emulate
 
-.PHONY: corpus regress corpus-check
+.PHONY: corpus regress regress-update corpus-check
 
 corpus: $(CORPUS_STAMPS)
 
@@ -35,10 +45,14 @@ $(CORPUS_STAMPS):
 corpus-check: venv corpus
 	$(CORPUS_CHECK)
 
-# The check's own exit status is kept; the assertions then explain any failure in detail.
+# Both passes always run; the checks' own exit statuses are kept (each prints its baseline diff).
 regress: venv corpus
-	@st=0; $(CORPUS_CHECK) || st=$$?; \
-	$(CORPUS_CHECK:$(REGRESS_JSON)=$(REGRESS_JSON_VMALLOC)) --placement vmalloc --no-emulate || st=$$?; \
+	@mkdir -p $(REGRESS_OUT); st=0; $(REGRESS_CHECK) || st=$$?; \
+	$(REGRESS_VMALLOC) || st=$$?; \
 	ARMLOAD_CORPUS_JSON=$(REGRESS_JSON) ARMLOAD_CORPUS_JSON_VMALLOC=$(REGRESS_JSON_VMALLOC) \
 	  $(PY) -m pytest -q -rs tests/test_corpus.py || st=1; \
 	exit $$st
+
+regress-update: venv corpus
+	@mkdir -p $(REGRESS_OUT); st=0; $(REGRESS_CHECK) --update-baseline || st=$$?; \
+	$(REGRESS_VMALLOC) --update-baseline || st=$$?; exit $$st

@@ -1,9 +1,11 @@
 """`armload check`: load, relocate, verify and run every module of a tree, in dependency order."""
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
+import textwrap
 import time
 
 from ..errors import ArmloadError
@@ -11,28 +13,53 @@ from .load import add_common_args, config_from_args, parse_placement
 
 
 def register(sub) -> None:
+    from ..corpus import DEFAULT_BUDGET, DEFAULT_FAIL_ON, DEFAULT_TIMEOUT, OUTCOMES
+    classes = "\n".join(f"  {c:<18} {meaning}" for c, (kind, meaning) in OUTCOMES.items())
+    fill = lambda t: textwrap.fill(t, 90)                                     # noqa: E731
     p = sub.add_parser("check", help="check every module of a tree (regression suite)",
-                       description="Walk a module tree, order modules by their .modinfo depends=, and for "
-                                   "every module run the whole pipeline: modversions check, layout, PLT "
-                                   "counting, relocation, branch-reach verification and init_module in the "
-                                   "emulator. Each module is loaded into its own simulated kernel after its "
-                                   "dependency closure; a module whose dependency fails to load is skipped.")
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description=fill("Walk a module tree, order modules by their .modinfo depends=, and for "
+                                        "every module run the whole pipeline: modversions check, layout, PLT "
+                                        "counting, relocation, branch-reach verification and init_module in the "
+                                        "emulator. Each module is loaded into its own simulated kernel after its "
+                                        "dependency closure (whose inits run first). Every module ends in one "
+                                        "outcome class:") + "\n\n" + classes + "\n\n"
+                       + fill("The exit status is 1 when a module's class is in --fail-on or, with "
+                              "--baseline, when any module differs from the baseline."))
     p.add_argument("tree", metavar="DIR", help="directory of .ko files (searched recursively), or one .ko")
     add_common_args(p)
+    p.add_argument("--builtin-kernel", action="store_true",
+                   help="without --kernel, use the built-in kernel that invents an address for every symbol "
+                        "(check refuses to run without --kernel otherwise)")
     p.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1, metavar="N",
-                   help="worker processes (default: number of CPUs)")
-    p.add_argument("--json", metavar="FILE", help="write per-module records as JSON to FILE ('-' = stdout)")
+                   help="worker processes, at least 1 (default: number of CPUs)")
+    p.add_argument("--json", metavar="FILE", help="write per-module records as JSON to FILE ('-' = stdout); "
+                                                  "wall-clock data only under the top-level \"timing\"")
+    p.add_argument("--no-timing", action="store_true",
+                   help="leave wall-clock data out of the JSON and the text (two runs then give identical JSON)")
+    p.add_argument("--fail-on", default=",".join(DEFAULT_FAIL_ON), metavar="CLASSES",
+                   help="comma-separated outcome classes that make the check fail, or all / none "
+                        f"(default: {','.join(DEFAULT_FAIL_ON)})")
+    p.add_argument("--baseline", metavar="FILE",
+                   help="compare every module with a previous --json output or a baseline written by "
+                        "--update-baseline; any difference fails the check and is listed")
+    p.add_argument("--update-baseline", action="store_true",
+                   help="write this run's pass (placement, +init) into the --baseline FILE in the compact "
+                        "one-line-per-module form (other passes kept) instead of failing on differences")
+    p.add_argument("--junit", metavar="FILE", help="write a JUnit XML report: one test case per module and stage")
     p.add_argument("--no-emulate", action="store_true", help="do not run init_module in the emulator")
     p.add_argument("--no-verify", action="store_true", help="skip branch-reach verification")
     p.add_argument("--no-dep-inits", action="store_true",
                    help="do not run the dependencies' init functions before a module's own init")
     p.add_argument("--limit", type=int, metavar="N", help="check only the first N modules in dependency order")
     p.add_argument("--module", action="append", default=[], metavar="NAME",
-                   help="check only this module (its dependencies are loaded for it); repeatable")
+                   help="check only this module (a name or a path relative to the tree; its dependencies "
+                        "are loaded for it); repeatable")
     p.add_argument("--budget", type=int, default=None, metavar="INSNS",
-                   help="instruction budget per init run (default 5,000,000)")
+                   help=f"instruction budget per init run, dependencies' included (default {DEFAULT_BUDGET:,})")
     p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
-                   help="wall-clock limit per init run (default 5)")
+                   help=f"wall-clock safety net per init run (default {DEFAULT_TIMEOUT:g}); when it ends a run "
+                        "the outcome is 'timeout', a harness failure")
     p.add_argument("--top", type=int, default=10, metavar="N", help="rows in the slowest/largest tables")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     p.set_defaults(func=run)
@@ -80,10 +107,26 @@ class Progress:
 
 
 def run(args) -> int:
-    from ..corpus import (CheckOptions, DEFAULT_BUDGET, DEFAULT_TIMEOUT, build_kernel, plan_order,
-                          run_checks, scan_tree, summarize)
+    from .. import baseline as bl
+    from ..corpus import (CheckOptions, DEFAULT_BUDGET, DEFAULT_TIMEOUT, build_kernel, failed_modules,
+                          parse_fail_on, plan_order, run_checks, scan_tree, summarize)
     if not os.path.exists(args.tree):
         raise ArmloadError(f"{args.tree}: no such file or directory")
+    if not args.kernel and not args.builtin_kernel:
+        raise ArmloadError("check: no --kernel given: pass Module.symvers (and vmlinuz or System.map for "
+                           "addresses) with --kernel, or --builtin-kernel to use the built-in kernel, which "
+                           "invents an address for every symbol")
+    if args.jobs < 1:
+        raise ArmloadError(f"check: --jobs {args.jobs}: at least one worker is needed")
+    try:
+        fail_on = parse_fail_on(args.fail_on)
+    except ValueError as e:
+        raise ArmloadError(f"check: --fail-on: {e}") from None
+    if args.update_baseline and not args.baseline:
+        raise ArmloadError("check: --update-baseline needs --baseline FILE (the file to write)")
+    base = None
+    if args.baseline and not (args.update_baseline and not os.path.exists(args.baseline)):
+        base = bl.load(args.baseline)           # read first: a bad file fails before the long run
     config = config_from_args(args)
     t_start = time.perf_counter()
     kernel = build_kernel(args.kernel, config)
@@ -94,8 +137,9 @@ def run(args) -> int:
     plan = plan_order(mods)
     names = list(plan.order)
     if args.module:
-        want = [m.replace("-", "_") for m in args.module]
-        unknown = [m for m in want if m not in plan.modules]
+        by_rel = {m.rel: n for n, m in plan.modules.items()}
+        want = [by_rel.get(m, m.replace("-", "_")) for m in args.module]
+        unknown = [m for m, w in zip(args.module, want) if w not in plan.modules]
         if unknown:
             raise ArmloadError(f"no module named {', '.join(unknown)} in {args.tree}")
         names = [n for n in names if n in want]
@@ -105,35 +149,55 @@ def run(args) -> int:
                         budget=args.budget or DEFAULT_BUDGET, timeout=args.timeout or DEFAULT_TIMEOUT,
                         dep_inits=not args.no_dep_inits, placement=parse_placement(args.placement),
                         modversions=not args.no_modversions)
-    jobs = max(1, args.jobs)
     t_setup = time.perf_counter() - t_start
     progress = Progress(enabled=not args.quiet)
-    stats = run_checks(plan, kernel, config, opts, jobs=jobs, names=names, progress=progress)
+    stats = run_checks(plan, kernel, config, opts, jobs=args.jobs, names=names, progress=progress)
     recs = stats.records
     summ = summarize(recs)
-    wall = time.perf_counter() - t_start
-    summ.update(wall_seconds=round(wall, 3), check_seconds=round(stats.wall, 3),
-                setup_seconds=round(t_setup, 3), jobs=jobs)
-
+    failed = failed_modules(recs, fail_on)
+    timing = {"jobs": args.jobs, "wall_seconds": round(time.perf_counter() - t_start, 3),
+              "check_seconds": round(stats.wall, 3), "setup_seconds": round(t_setup, 3),
+              "modules": stats.timing}
+    doc = {"ok": None, "tree": args.tree, "kernel": kernel.describe(),
+           "config": {"plt_algorithm": config.plt_algorithm, "l1_cache_bytes": config.l1_cache_bytes,
+                      "dynamic_ftrace": config.dynamic_ftrace, "thumb2": config.thumb2,
+                      "module_unload": config.module_unload, "layout": config.layout,
+                      "placement": args.placement},
+           "options": {"verify": opts.verify, "emulate": opts.emulate, "budget": opts.budget,
+                       "timeout": opts.timeout, "dep_inits": opts.dep_inits, "modversions": opts.modversions,
+                       "fail_on": list(fail_on)},
+           "summary": summ,
+           "failed": failed,
+           "duplicates": [{"name": n, "path": p} for n, p in plan.duplicates],
+           "modules": recs}
+    diff = None
+    if base is not None and (bl.pass_name(doc) in base or not args.update_baseline):
+        diff = bl.diff(base, doc, args.baseline)
+        doc["baseline"] = diff
+    rc = 1 if failed or (diff and diff["differences"] and not args.update_baseline) else 0
+    doc["ok"] = rc == 0
+    if not args.no_timing:
+        doc["timing"] = timing
+    # The baseline is written from the records without the timing object.
+    updated = bl.update(args.baseline, doc) if args.update_baseline else None
     if args.json:
-        doc = {"ok": _exit_status(summ) == 0, "tree": args.tree, "kernel": kernel.describe(),
-               "config": {"plt_algorithm": config.plt_algorithm, "l1_cache_bytes": config.l1_cache_bytes,
-                          "dynamic_ftrace": config.dynamic_ftrace, "thumb2": config.thumb2,
-                          "module_unload": config.module_unload, "placement": args.placement},
-               "options": {"verify": opts.verify, "emulate": opts.emulate, "budget": opts.budget,
-                           "timeout": opts.timeout, "dep_inits": opts.dep_inits},
-               "summary": summ,
-               "duplicates": [{"name": n, "path": p} for n, p in plan.duplicates],
-               "modules": recs}
         if args.json == "-":
             json.dump(doc, sys.stdout, indent=1, default=_json_default)
             print()
         else:
             with open(args.json, "w") as f:
                 json.dump(doc, f, indent=1, default=_json_default)
+                f.write("\n")
+    if args.junit:
+        from .. import junit
+        junit.write(args.junit, recs, opts, fail_on, name=f"armload check {args.tree}",
+                    timing=None if args.no_timing else stats.timing,
+                    properties={"kernel": kernel.describe(), "fail_on": ",".join(fail_on) or "none"})
     out = sys.stderr if args.json == "-" else sys.stdout
-    print(format_report(recs, summ, plan, opts, kernel.describe(), args.top), file=out)
-    return _exit_status(summ)
+    print(format_report(recs, summ, plan, opts, kernel.describe(), args.top, fail_on=fail_on,
+                        timing=None if args.no_timing else timing, diff=diff, updated=updated,
+                        baseline_file=args.baseline, rc=rc), file=out)
+    return rc
 
 
 def _json_default(o):
@@ -148,98 +212,132 @@ def _json_default(o):
     return str(o)
 
 
-def _exit_status(summ: dict) -> int:
-    bad = summ.get("load_failed", 0) + summ.get("verify_failed", 0) + summ.get("skipped", 0)
-    return 1 if bad else 0
-
-
-def format_report(recs: list[dict], summ: dict, plan, opts, kernel_desc: str, top: int = 10) -> str:
-    from ..corpus import failing_apis
+def format_report(recs: list[dict], summ: dict, plan, opts, kernel_desc: str, top: int = 10, *,
+                  fail_on=(), timing: dict | None = None, diff: dict | None = None, updated: str | None = None,
+                  baseline_file: str | None = None, rc: int = 0) -> str:
+    from ..baseline import changed_text
+    from ..corpus import OUTCOMES, failing_apis
     from ..report import table
     n = summ.get("modules", 0)
     g = summ.get
     lines = [f"kernel: {kernel_desc}", ""]
     rows = [["modules", n, ""],
-            ["loaded", g("loaded", 0), f"{g('relocations', 0):,} relocations"],
-            ["relocated", g("relocated", 0), ""],
-            ["failed to load", g("load_failed", 0), ""]]
+            ["loaded and relocated", g("loaded", 0), f"{g('relocations', 0):,} relocations"]]
     if opts.verify:
         rows.append(["verified", g("verified", 0),
                      f"{g('branches_verified', 0):,}/{g('branches', 0):,} branch sites, "
                      f"{g('plt_verified', 0):,}/{g('plt_entries', 0):,} PLT entries"])
-        rows.append(["verification failed", g("verify_failed", 0), ""])
     else:
         rows.append(["verified", "-", "not run (--no-verify)"])
     if opts.emulate:
-        run_ = g("init_run", 0)
-        ok = g("init_returned_0", 0)
-        rows += [["init returned 0", ok, f"{ok / run_:.1%} of runs" if run_ else ""],
-                 ["no init function", g("init_no_init", 0), ""],
-                 ["init returned an error", g("init_returned_error", 0), ""],
-                 ["init faulted", g("init_fault", 0), ""],
-                 ["init out of budget", g("init_budget", 0), f"{opts.budget:,} instructions"],
-                 ["init timed out", g("init_timeout", 0), f"{opts.timeout:g} s"],
-                 ["init not run", g("init_not_run", 0), ""]]
+        rows.append(["init run", g("init_run", 0),
+                     f"budget {opts.budget:,} instructions, wall-clock safety net {opts.timeout:g} s"])
     else:
-        rows.append(["init", "-", "not run (--no-emulate)"])
-    rows.append(["skipped (dependency)", g("skipped", 0), ""])
-    lines.append(table([[a, str(b), c] for a, b, c in rows], ["result", "modules", ""], "lrl"))
-    lines.append(f"wall time {g('wall_seconds', 0):.1f} s with {g('jobs', 1)} job(s) "
-                 f"(setup {g('setup_seconds', 0):.1f} s, checks {g('check_seconds', 0):.1f} s)")
+        rows.append(["init run", "-", "not run (--no-emulate)"])
+    lines.append(table([[a, str(b), c] for a, b, c in rows], ["", "modules", ""], "lrl"))
+    lines.append("")
+    oc = summ["outcomes"]
+    rows = [[c, str(oc.get(c, 0)), meaning + (" (harness)" if kind == "harness" else ""),
+             "fails" if c in fail_on and oc.get(c) else ("fail-on" if c in fail_on else "")]
+            for c, (kind, meaning) in OUTCOMES.items()]
+    lines.append(table(rows, ["outcome", "modules", "", "--fail-on"], "lrll"))
+    sc = summ["success"]
+    if sc["ratio"] is not None:
+        lines.append(f"success: {sc['ok']:,} of {sc['decided']:,} modules ({sc['ratio']:.2%}): outcome ok, over "
+                     f"all modules whose outcome was decided (harness classes excluded)")
+    if timing:
+        lines.append(f"wall time {timing['wall_seconds']:.1f} s with {timing['jobs']} job(s) "
+                     f"(setup {timing['setup_seconds']:.1f} s, checks {timing['check_seconds']:.1f} s)")
 
-    done = [r for r in recs if r["status"] not in ("skipped",) and r.get("time")]
-    if done:
+    mt = (timing or {}).get("modules", {})
+    done = [r for r in recs if r["module"] in mt and "relocations" in r]
+    if done and top > 0:
         lines += ["", "slowest modules:"]
-        slow = sorted(done, key=lambda r: -r["time"].get("total", 0))[:top]
-        lines.append(table([[r["module"], f"{r['time'].get('total', 0) * 1000:.0f}",
-                             f"{r['time'].get('deps', 0) * 1000:.0f}", f"{r['time'].get('load', 0) * 1000:.0f}",
-                             _ms(r['time'].get('verify')), _ms(r['time'].get('init')),
-                             str(len(plan.closure.get(r['module'], [])))] for r in slow],
+        slow = sorted(done, key=lambda r: (-mt[r["module"]].get("total", 0), r["module"]))[:top]
+        lines.append(table([[r["module"], *(_ms(mt[r["module"]].get(k)) for k in ("total", "deps", "load",
+                                                                                   "verify", "init")),
+                             str(len(plan.closure.get(r["name"], [])))] for r in slow],
                            ["module", "total ms", "deps ms", "load ms", "verify ms", "init ms", "deps"], "lrrrrrr"))
-        big = sorted([r for r in done if "relocations" in r], key=lambda r: -r["relocations"])[:top]
-        if big:
-            lines += ["", "largest modules:"]
-            lines.append(table([[r["module"], f"{r['size']:,}", f"{r['relocations']:,}",
-                                 str(r["branches"]["sites"]),
-                                 f"{r['plt']['counts']['v6']['core']}+{r['plt']['counts']['v6']['init']}",
-                                 f"{r['time'].get('load', 0) * 1000:.0f}"] for r in big],
-                               ["module", "bytes", "relocations", "branches", "v6 PLTs", "load ms"],
-                               "lrrrrr"))
+    big = sorted([r for r in recs if "relocations" in r], key=lambda r: (-r["relocations"], r["module"]))[:top]
+    if big and top > 0:
+        alg = next(iter(big[0]["plt"]["counts"]))
+        alg = "v6" if "v6" in big[0]["plt"]["counts"] else alg
+        lines += ["", "largest modules:"]
+        lines.append(table([[r["module"], f"{r['size']:,}", f"{r['relocations']:,}",
+                             str(r["branches"]["sites"]),
+                             f"{r['plt']['counts'][alg]['core']}+{r['plt']['counts'][alg]['init']}"] for r in big],
+                           ["module", "bytes", "relocations", "branches", f"{alg} PLTs"], "lrrrr"))
     if len(recs) <= 20:
         lines += ["", "modules:"]
-        lines.append(table([[r["module"], r["status"], str(r.get("relocations", "-")),
+        lines.append(table([[r["module"], r["outcome"], str(r.get("relocations", "-")),
                              str((r.get("branches") or {}).get("sites", "-")), _init_text(r)] for r in recs],
-                           ["module", "status", "relocations", "branches", "init"], "llrrl"))
-    bad = [r for r in recs if r["status"] != "ok"]
+                           ["module", "outcome", "relocations", "branches", "init"], "llrrl"))
+    bad = [r for r in recs if r["outcome"] != "ok"]
     if bad:
-        lines += ["", f"failures ({len(bad)}):"]
-        for r in bad[:40]:
-            msg = (r.get("error") or {}).get("message", "").replace("\n", "\n      ")
-            lines.append(f"  {r['module']}: {r['status']}: {msg}")
-        if len(bad) > 40:
-            lines.append(f"  ... {len(bad) - 40} more (see --json)")
+        lines += ["", f"modules that did not succeed ({len(bad)}), by outcome:"]
+        for c in OUTCOMES:
+            grp = [r for r in bad if r["outcome"] == c]
+            if not grp:
+                continue
+            lines.append(f"{c} ({len(grp)}{', in --fail-on' if c in fail_on else ''}):")
+            for r in grp:
+                where = f"; at {r['where']}" if r.get("where") and r["where"] not in (r.get("reason") or "") else ""
+                lines.append(f"  {r['module']}: {r.get('reason') or c}{where}")
     if opts.emulate:
         rows = failing_apis(recs, 15)
         if rows:
-            lines += ["", "init runs that did not return 0, by the last kernel call made:"]
+            lines += ["", "init runs that did not succeed, by the last kernel call made:"]
             lines.append(table([[k, str(n), ", ".join(f"{o} {c}" for o, c in v.most_common(3))]
                                 for k, n, v in rows], ["kernel function", "modules", "outcomes"], "lrl"))
+    if diff is not None:
+        lines += ["", f"baseline {diff['file']} (pass {diff['pass']}, {diff['modules_compared']:,} modules compared): "
+                  + (_diff_text(diff) if diff["differences"] else "no difference")]
+        for note in diff["option_differences"]:
+            lines.append(f"  {note}")
+        if diff["changes"]:
+            lines.append("  " + ", ".join(f"{k} {v}" for k, v in sorted(diff["counts"].items())))
+            rows = []
+            for ch in diff["changes"]:
+                b, c = changed_text(ch)
+                rows.append([ch["module"], ", ".join(ch["kinds"]), b, c])
+            lines.append(table(rows, ["module", "change", "baseline", "now"], "llll"))
+            for ch in diff["changes"]:
+                if ch.get("reason") and "newly failing" in ch["kinds"] or "changed outcome" in ch["kinds"]:
+                    lines.append(f"  {ch['module']}: {ch.get('reason')}")
+    if updated:
+        lines.append(f"baseline {baseline_file}: pass {updated} written")
+    fails = failed_modules_text(summ, fail_on)
+    verdict = [f"{fails} (--fail-on {','.join(fail_on) or 'none'})"] if fails else []
+    if diff and diff["differences"] and not updated:
+        verdict.append(f"baseline: {_diff_text(diff)}")
+    lines += ["", f"check: {'FAILED: ' + '; '.join(verdict) if rc else 'passed'}"
+              + ("" if rc or not fail_on else f" (no module in --fail-on {','.join(fail_on)})")]
     return "\n".join(lines)
+
+
+def _diff_text(diff: dict) -> str:
+    n, other = len(diff["changes"]), len(diff["option_differences"])
+    return f"{n} module(s) differ" + (f", {other} option/total difference(s)" if other else "")
+
+
+def failed_modules_text(summ: dict, fail_on) -> str:
+    hit = [(c, summ["outcomes"].get(c, 0)) for c in fail_on if summ["outcomes"].get(c)]
+    if not hit:
+        return ""
+    return f"{sum(n for _, n in hit)} module(s) in " + ", ".join(f"{c} {n}" for c, n in hit)
 
 
 def _init_text(r: dict) -> str:
     i = r.get("init")
     if not i:
         return "-"
-    o = i["outcome"]
-    if o == "returned-0":
-        return "returned 0"
-    if o == "returned-error":
-        return f"returned {i['retval']} ({i.get('errno_name', '')})"
-    if i.get("fault"):
-        f = i["fault"]
-        return f"{o}: {f['message']} (pc {f['pc_sym']})"
-    return o + (f": {i['error']}" if i.get("error") else "")
+    st = i.get("status")
+    if st == "returned":
+        v = i.get("retval")
+        return f"returned {v}" + (f" ({i['errno_name']})" if i.get("errno_name") else "")
+    if st == "no-function":
+        return "no init function"
+    return st + (f": {i['reason']}" if i.get("reason") else "") + (f" (at {i['where']})" if i.get("where") else "")
 
 
 def _ms(v) -> str:

@@ -1,0 +1,69 @@
+"""JUnit XML for `armload check` (written with junitparser): one test case per module and stage
+(load, verify, init), the module's path as the class name, so CI dashboards group by module.
+
+A stage whose outcome class is in --fail-on is a <failure> (an <error> for the harness classes,
+timeout and internal); a stage that did not succeed but is not in --fail-on passes and says
+why in <system-out>; a stage that did not run is <skipped>. So the dashboard's failures are
+exactly what made the check exit 1 (baseline differences aside).
+"""
+from __future__ import annotations
+
+from junitparser import Error, Failure, JUnitXml, Skipped, TestCase, TestSuite
+
+from .corpus import OUTCOMES, CheckOptions, stage_results
+
+STAGES = ("load", "verify", "init")
+_TIME_KEY = {"load": "load", "verify": "verify", "init": "init"}
+
+
+def build(records: list[dict], options: CheckOptions, fail_on, *, name: str = "armload check",
+          timing: dict | None = None, properties: dict | None = None) -> JUnitXml:
+    suite = TestSuite(name)
+    for k, v in (properties or {}).items():
+        suite.add_property(k, str(v))
+    for rec in records:
+        t = (timing or {}).get(rec["module"], {})
+        for stage, (cls, why) in stage_results(rec, options).items():
+            case = TestCase(stage, classname=rec["module"], time=t.get(_TIME_KEY[stage]) if timing else None)
+            msg = f"{cls}: {why}" if why else str(cls)
+            where = rec.get("where") if cls == rec["outcome"] else (rec.get("init") or {}).get("where")
+            if where and cls not in (None, "ok") and where not in msg:
+                msg += f" (at {where})"
+            if cls is None:
+                case.result = [Skipped(why)]
+            elif cls in fail_on:
+                res = (Error if OUTCOMES[cls][0] == "harness" else Failure)(msg, cls)
+                res.text = _detail(rec, stage)
+                case.result = [res]
+            elif cls != "ok" or why:
+                case.system_out = f"{msg} (not a failure: {cls} is not in --fail-on)" if cls != "ok" else msg
+            suite.add_testcase(case)
+    suite.update_statistics()
+    xml = JUnitXml()
+    xml.add_testsuite(suite)
+    return xml
+
+
+def _detail(rec: dict, stage: str) -> str:
+    lines = [f"module: {rec['module']} ({rec['name']})", f"outcome: {rec['outcome']}"]
+    if rec.get("reason"):
+        lines.append(f"reason: {rec['reason']}")
+    if rec.get("where"):
+        lines.append(f"at: {rec['where']}")
+    err = rec.get("error") or {}
+    if stage == "load" and err.get("message") and err["message"] != rec.get("reason"):
+        lines.append(err["message"])
+    v = rec.get("verify") or {}
+    if stage == "verify":
+        lines += v.get("failures", [])
+    i = rec.get("init") or {}
+    if stage == "init":
+        lines += [f"log: {x}" for x in i.get("log", [])]
+        if i.get("last_call"):
+            lc = i["last_call"]
+            lines.append(f"last kernel call: {lc['name']} from {lc['caller_sym']}")
+    return "\n".join(lines)
+
+
+def write(path: str, records: list[dict], options: CheckOptions, fail_on, **kw) -> None:
+    build(records, options, fail_on, **kw).write(path, pretty=True)
