@@ -269,6 +269,7 @@ class CheckOptions:
     dep_inits: bool = True          # run the dependencies' inits first (as the kernel would have)
     placement: object = "window"
     modversions: bool = True
+    unmodelled: str = "fail"        # policy for calls nothing simulates: fail | real | zero
 
 
 _WORKER: dict = {}
@@ -484,7 +485,7 @@ def _run_init(mod, deps, kernel, opts: CheckOptions) -> dict:
     try:
         m = Machine(deps + [mod], kernel, budget=opts.budget, timeout=opts.timeout, console=_quiet,
                     deferred_budget=opts.budget,
-                    unmodelled=getattr(opts, "unmodelled", "fail"))
+                    unmodelled=opts.unmodelled)
     except Exception as e:
         return {"status": "not-run", "reason": f"emulator could not start: {_err_dict(e)['message']}"}
     dep_inits = []
@@ -560,7 +561,7 @@ def _result_data(r, opts: CheckOptions) -> dict:
     if r.fault is not None:
         f = r.fault
         d["fault"] = {"kind": f.kind, "message": f.message, "pc": f.pc, "pc_sym": f.pc_sym,
-                      "in_kernel": f.in_kernel,      # the faulting PC is in the kernel's own code
+                      "in_kernel": getattr(f, "in_kernel", False),   # the faulting PC is in the kernel's code
                       "access_addr": f.access_addr, "access_type": f.access_type, "lr_sym": f.lr_sym}
         d["reason"] = _first_line(f.message)
         d["where"] = f.pc_sym

@@ -60,6 +60,9 @@ def register(sub) -> None:
     p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                    help=f"wall-clock safety net per init run (default {DEFAULT_TIMEOUT:g}); when it ends a run "
                         "the outcome is 'timeout', a harness failure")
+    p.add_argument("--unmodelled", choices=("fail", "real", "zero"), default="fail",
+                   help="a call to a kernel function armload does not simulate: fail (default: the init's "
+                        "outcome is unmodelled), real (run the kernel's own code), zero (return 0, marked)")
     p.add_argument("--top", type=int, default=10, metavar="N", help="rows in the slowest/largest tables")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     p.set_defaults(func=run)
@@ -145,7 +148,7 @@ def run(args) -> int:
         names = [n for n in names if n in want]
     if args.limit is not None:
         names = names[:max(0, args.limit)]
-    opts = CheckOptions(verify=not args.no_verify, emulate=not args.no_emulate,
+    opts = CheckOptions(verify=not args.no_verify, emulate=not args.no_emulate, unmodelled=args.unmodelled,
                         budget=args.budget or DEFAULT_BUDGET, timeout=args.timeout or DEFAULT_TIMEOUT,
                         dep_inits=not args.no_dep_inits, placement=parse_placement(args.placement),
                         modversions=not args.no_modversions)
