@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from ..errors import EmulationError
@@ -28,10 +29,39 @@ def build_session(args):
     return session_from_args(args)
 
 
+def split_modules(words) -> list[tuple[str, list[str]]]:
+    """insmod semantics on the positional words: a word that is not a module file (no .ko
+    suffix and no such file) is a parameter of the module before it."""
+    out: list[tuple[str, list[str]]] = []
+    for w in words:
+        if w.endswith(".ko") or os.path.exists(w) or not out:
+            out.append((w, []))
+        else:
+            out[-1][1].append(w)
+    return out
+
+
 def load_all(args):
-    session = build_session(args)
-    modules = [session.load(p) for p in args.modules]
+    session, modules, _ = load_with_params(args)
     return session, modules
+
+
+def load_with_params(args):
+    """Load the positional modules; their parameters (positional words and --param) by module."""
+    session = build_session(args)
+    pairs = split_modules(args.modules)
+    modules = [session.load(p) for p, _ in pairs]
+    params = {id(m): list(ps) for m, (_, ps) in zip(modules, pairs)}
+    for spec in getattr(args, "params", None) or []:
+        target = modules[-1]
+        name = spec.split("=", 1)[0]
+        if "." in name:
+            prefix = name.split(".", 1)[0]
+            for m in modules:
+                if m.name == prefix:
+                    target, spec = m, spec[len(prefix) + 1:]
+        params[id(target)].append(spec)
+    return session, modules, params
 
 
 def _int(s: str) -> int:
@@ -45,12 +75,19 @@ def register(sub) -> None:
     from ..emu.machine import DEFAULT_BUDGET, DEFAULT_TIMEOUT
     p = sub.add_parser("run", help="run init_module in the emulator and verify every branch",
                        description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("modules", nargs="+", metavar="MODULE.ko")
+    p.add_argument("modules", nargs="+", metavar="MODULE.ko [name=value ...]",
+                   help="modules in load order, each followed by its parameters as for insmod")
     add_module_args(p)
-    p.add_argument("--call", metavar="NAME", help="run the named function of the last module instead of init")
+    p.add_argument("--param", dest="params", action="append", default=[], metavar="[MODULE.]NAME=VALUE",
+                   help="a parameter of the last module (or of MODULE); repeatable; set through the module's "
+                        "__param table by the kernel's own param_set_* before init, as load_module does")
+    p.add_argument("--call", dest="calls", action="append", nargs="+", default=[], metavar=("NAME", "ARG"),
+                   help="after init, call NAME(ARG...) on the same machine state; repeatable, in order. "
+                        "ARG: an integer, s:TEXT (a string in kernel memory), b:HEX (a buffer) or buf:N "
+                        "(N zeroed bytes); buffers are printed after the call")
     p.add_argument("--arg", dest="call_args", action="append", type=_int, default=[], metavar="N",
-                   help="argument for --call (repeatable, r0 first)")
-    p.add_argument("--exit", action="store_true", help="after init succeeds, run cleanup_module too")
+                   help=argparse.SUPPRESS)      # deprecated: --call NAME --arg N (use --call NAME N)
+    p.add_argument("--exit", action="store_true", help="after init (and the calls) succeed, run cleanup_module too")
     p.add_argument("--trace", action="store_true", help="list every kernel call with its class, arguments and result")
     p.add_argument("--unmodelled", choices=("fail", "real", "zero"), default="fail",
                    help="a call to a kernel function armload does not simulate: fail (default: end the run "
@@ -71,9 +108,15 @@ def cmd_run(args) -> int:
 
     if args.budget <= 0:
         raise EmulationError("--budget must be positive")
-    if args.call_args and not args.call:
+    if args.call_args and not args.calls:
         raise EmulationError("--arg needs --call NAME")
-    session, modules = load_all(args)
+    if args.call_args:                 # the old form: --call NAME --arg N ...
+        print("armload: --arg is deprecated: write --call NAME ARG... (arguments go to the last --call)",
+              file=sys.stderr)
+        args.calls[-1].extend(str(a) for a in args.call_args)
+    from ..emu import callargs
+    calls = [(c[0], [callargs.parse(a) for a in c[1:]]) for c in args.calls]
+    session, modules, params = load_with_params(args)
     as_json = args.json
     out = sys.stdout
 
@@ -106,20 +149,45 @@ def cmd_run(args) -> int:
     failed = False
     inits_ok = []
     for i, m in enumerate(modules):
-        last = i == len(modules) - 1
-        if last and args.call:
-            res = machine.call(args.call, args.call_args, module=m)
-            ok_run = res.status == "returned"
-        else:
-            res = machine.run_init(m)
-            ok_run = res.ok
+        if params.get(id(m)):
+            from ..emu.params import apply_params
+            po = apply_params(machine, m, params[id(m)])
+            entries[m.name]["params"] = po.to_dict()
+            for note in po.notes:
+                say(f"armload: {note}")
+            if po.run is not None:
+                _print_result(say, po.run)
+            say(po.summary())
+            if not po.ok:
+                ok, failed = False, True
+                break
+        res = machine.run_init(m)
         entries[m.name]["run"] = res.to_dict()
-        _print_result(say, res, show_value=bool(last and args.call))
-        if not ok_run:
+        _print_result(say, res)
+        if not res.ok:
             ok = False
             failed = True
             break
         inits_ok.append(m)
+    if not failed and calls:
+        done = []
+        for name, cargs in calls:
+            words = callargs.place(machine, cargs)
+            res = machine.call(name, words)
+            after = callargs.read_back(machine, cargs)
+            shown = ", ".join(a.spec if a.kind == "int" else f"{a.spec} @{a.addr:#x}" for a in cargs)
+            rec = res.to_dict()
+            rec["args"] = [a.to_dict(b) for a, b in zip(cargs, after)]
+            done.append(rec)
+            _print_result(say, res, show_value=True, label=f"{name}({shown})")
+            for a, b in zip(cargs, after):
+                if b is not None and a.kind == "buf":
+                    say(f"{res.module}:   {a.spec} @{a.addr:#x} = {b.hex()}  '{callargs._printable(b)}'")
+            if res.status != "returned":
+                ok = False
+                failed = True
+                break
+        entries[modules[-1].name]["calls"] = done
     if args.exit and not failed:
         for m in reversed(inits_ok):
             res = machine.run_exit(m)
@@ -150,13 +218,13 @@ def cmd_run(args) -> int:
     return 0 if ok else 1
 
 
-def _print_result(say, res, *, show_value: bool = False, void: bool = False) -> None:
+def _print_result(say, res, *, show_value: bool = False, void: bool = False, label: str | None = None) -> None:
     if res.fault is not None:
         say(res.fault.format())
     if void and res.status == "returned":
         say(f"{res.module}: {res.function} returned")
     elif show_value and res.status == "returned":
-        say(f"{res.module}: {res.function} returned {res.retval} ({res.retval & 0xFFFFFFFF:#x})")
+        say(f"{res.module}: {label or res.function} returned {res.retval} ({res.retval & 0xFFFFFFFF:#x})")
     else:
         say(res.summary())
     say(f"{res.module}: {res.instructions:,} instructions, {res.sim_ns / 1e6:.3f} ms simulated")
