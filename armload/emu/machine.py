@@ -836,6 +836,8 @@ class Machine:
         if access is not None:
             rep.access_type, rep.access_addr, rep.access_size = access
             rep.access_sym = self.symbolize(rep.access_addr)
+        from .oops import annotate
+        annotate(self, rep)              # backtrace, Code: line, held locks
         return rep
 
     def _classify_udf(self) -> FaultReport:
