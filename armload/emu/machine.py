@@ -331,6 +331,29 @@ class Machine:
         if not boot.init_sim_data(self, name, a):
             self.notes.append(f"kernel data {name} is zero-filled simulated memory (no kernel image)")
 
+    def override(self, name: str, fn, *, subsystem: str = "user") -> None:
+        """From now on, kernel function `name` is the Python model `fn(call)` on this machine,
+        wherever it is called from (a test's stand-in, fault injection)."""
+        from .calls import Decision
+        from .models.base import Model
+        self.models.set(name, fn, subsystem=subsystem)
+        d = Decision(name, MODEL, subsystem, Model(name, fn, subsystem))
+        self.table._memo[name] = d
+        for e, (n, _) in list(self._entries.items()):
+            if n == name:
+                self._entries[e] = (name, d)
+        trapped = {n_a for n_a, (n, _) in self._entries.items() if n == name}
+        addrs = {a for a, n in self._names_at.items() if n == name}
+        if self.image is not None and self.image.symbols.get(name) is not None:
+            addrs.add(self.image.symbols[name] & ~1)     # the kernel's own callers reach it too
+        for a in sorted(addrs):
+            if any(t in (a + 2, a + 4) for t in trapped):
+                continue
+            self._names_at.setdefault(a, name)
+            self._real_hooks.pop(a, None)
+            in_image = self.image is not None and self.image.contains(a)
+            self._install_trap(a, not in_image and self.config.thumb2, name, d)
+
     def kernel_function(self, name: str) -> int | None:
         """The address of the kernel's own code for `name` (None without an image)."""
         if self.image is None:
