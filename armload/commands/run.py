@@ -88,6 +88,12 @@ def register(sub) -> None:
     p.add_argument("--arg", dest="call_args", action="append", type=_int, default=[], metavar="N",
                    help=argparse.SUPPRESS)      # deprecated: --call NAME --arg N (use --call NAME N)
     p.add_argument("--exit", action="store_true", help="after init (and the calls) succeed, run cleanup_module too")
+    p.add_argument("--image", metavar="FILE", help="write each loaded module as an ELF executable at its load "
+                                                   "addresses with its DWARF relocated (symbols for gdb/addr2line; "
+                                                   "several modules: FILE gets a -NAME suffix)")
+    p.add_argument("--gdb", type=int, metavar="PORT",
+                   help="stop before the last module's init and serve the GDB remote protocol on PORT "
+                        "(udbserver); load symbols with `file` on the --image FILE")
     p.add_argument("--trace", action="store_true", help="list every kernel call with its class, arguments and result")
     p.add_argument("--unmodelled", choices=("fail", "real", "zero"), default="fail",
                    help="a call to a kernel function armload does not simulate: fail (default: end the run "
@@ -146,6 +152,15 @@ def cmd_run(args) -> int:
     for m in modules:
         if m.name in verified:
             entries[m.name]["verify"] = verified[m.name].to_dict()
+    if args.image:
+        from ..debug_image import write_debug_image
+        for m in modules:
+            path = args.image
+            if len(modules) > 1:
+                stem, dot, ext = path.rpartition(".")
+                path = f"{stem}-{m.name}.{ext}" if dot else f"{path}-{m.name}"
+            write_debug_image(m, path)
+            say(f"armload: wrote {path} ({m.name} at its load addresses, with its debug sections)")
     failed = False
     inits_ok = []
     for i, m in enumerate(modules):
@@ -161,6 +176,8 @@ def cmd_run(args) -> int:
             if not po.ok:
                 ok, failed = False, True
                 break
+        if args.gdb and m is modules[-1] and m.init_addr is not None:
+            _serve_gdb(machine, m, args.gdb, say)
         res = machine.run_init(m)
         entries[m.name]["run"] = res.to_dict()
         _print_result(say, res)
@@ -245,3 +262,18 @@ def _print_result(say, res, *, show_value: bool = False, void: bool = False, lab
         extra = ", ".join(f"{k}={v:#x}" if isinstance(v, int) and k in ("addr", "fops", "probe") else f"{k}={v}"
                           for k, v in r.items() if k not in ("call",))
         say(f"{res.module}: registered {r['call']}: {extra}")
+
+
+def _serve_gdb(machine, m, port: int, say) -> None:
+    """udbserver: a GDB stub on the Unicorn CPU; it blocks at init's first instruction for gdb."""
+    try:
+        from udbserver import udbserver
+    except ImportError:
+        raise EmulationError("--gdb needs the udbserver package (pip install udbserver)") from None
+    machine.map_module(m)
+    say(f"armload: gdb server on port {port}: stopped at init_module ({m.init_addr & ~1:#x}); "
+        f"connect with gdb-multiarch -ex 'file IMAGE' -ex 'target remote :{port}'")
+    try:
+        udbserver(machine.uc, port, m.init_addr & ~1)
+    except RuntimeError as e:
+        raise EmulationError(f"--gdb: {e}") from None
