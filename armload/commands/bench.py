@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import sys
 
-WHAT = ("loader", "kallsyms", "emulate", "all")
+WHAT = ("loader", "kallsyms", "emulate", "coverage", "all")
 
 
 def register(sub) -> None:
@@ -13,7 +13,8 @@ def register(sub) -> None:
                                    "relocate and total for the largest sample, the largest Debian module "
                                    "(after make corpus) and a seed-scale synthetic object, plus the legacy "
                                    "O(n^2) count. kallsyms: lookup strategies on the real Debian table. "
-                                   "emulate: instructions per second: raw Unicorn, with armload's clock, the whole machine.")
+                                   "emulate: instructions per second: raw Unicorn, with armload's clock, the whole machine. "
+                                   "coverage: instructions per second with --coverage off and on.")
     p.add_argument("what", nargs="?", choices=WHAT, default="loader")
     p.add_argument("--image", help="kernel image for the kallsyms benchmark (default: the Debian vmlinuz in .cache)")
     p.add_argument("--json", action="store_true")
@@ -39,6 +40,12 @@ def run(args) -> int:
         if not args.json:
             print()
             emu_bench.print_benchmark(results["emulate"])
+    if args.what in ("coverage", "all"):
+        from ..emu import coverage
+        results["coverage"] = coverage.run_benchmark()
+        if not args.json:
+            print()
+            coverage.print_benchmark(results["coverage"])
     if args.json:
         json.dump(results, sys.stdout, indent=2, default=str)
         print()

@@ -91,6 +91,10 @@ def register(sub) -> None:
     p.add_argument("--image", metavar="FILE", help="write each loaded module as an ELF executable at its load "
                                                    "addresses with its DWARF relocated (symbols for gdb/addr2line; "
                                                    "several modules: FILE gets a -NAME suffix)")
+    p.add_argument("--coverage", metavar="OUT.info",
+                   help="record which module instructions ran (init, calls, exit) and write an lcov tracefile "
+                        "with line and function coverage from the modules' DWARF (genhtml renders it); "
+                        "prints a summary line per module")
     p.add_argument("--gdb", type=int, metavar="PORT",
                    help="stop before the last module's init and serve the GDB remote protocol on PORT "
                         "(udbserver); load symbols with `file` on the --image FILE")
@@ -152,6 +156,10 @@ def cmd_run(args) -> int:
     for m in modules:
         if m.name in verified:
             entries[m.name]["verify"] = verified[m.name].to_dict()
+    cov = None
+    if args.coverage:
+        from ..emu.coverage import Coverage
+        cov = Coverage(machine, modules)
     if args.image:
         from ..debug_image import write_debug_image
         for m in modules:
@@ -213,6 +221,14 @@ def cmd_run(args) -> int:
             if res.status not in ("returned", "no-function"):
                 ok = False
                 break
+    if cov is not None:
+        from ..emu.coverage import write_lcov
+        reports = cov.report()
+        write_lcov(reports, args.coverage)
+        for r in reports:
+            say(r.summary())
+        say(f"armload: lcov tracefile {args.coverage} (genhtml {args.coverage} -o DIR renders it)")
+        report["coverage"] = {"file": args.coverage, "modules": [r.to_dict() for r in reports]}
     for m in modules:
         if m.name in verified:
             say(verified[m.name].format())

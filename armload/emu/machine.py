@@ -123,6 +123,7 @@ class Machine:
         self._depth = 0
         self._current = TASK_BASE
         self.breakpoints: dict[int, object] = {}      # addr -> fn(machine, addr): BKPT/UDF traps (probes)
+        self.on_free_init: list = []                  # fn(module) before its init memory is freed (coverage)
         self._scratch = SCRATCH_BASE
         self._timer_base = None
         try:
@@ -706,6 +707,8 @@ class Machine:
         self.map_module(m)
         if id(m) in self._init_freed:
             return
+        for fn in self.on_free_init:
+            fn(m)
         self._init_freed.add(id(m))
         keep: set[int] = set()
         for o in self.modules:
