@@ -208,6 +208,7 @@ class CheckOptions:
     dep_inits: bool = True          # run the dependencies' inits first (as the kernel would have)
     placement: object = "window"
     modversions: bool = True
+    params: dict = field(default_factory=dict)   # module name -> insmod parameter words
 
 
 _WORKER: dict = {}
@@ -408,6 +409,18 @@ def _run_init(mod, deps, kernel, opts: CheckOptions) -> dict:
         _release_init(m, d)
     if dep_fail:
         out["dependency_init"] = dep_fail
+    words = opts.params.get(mod.name.replace("-", "_"))
+    if words:
+        from .emu.params import apply_params
+        try:
+            po = apply_params(m, mod, words)
+        except Exception as e:
+            out.update(outcome="not-run", error=f"parameters: {_err_dict(e)['message']}")
+            return out
+        out["params"] = {"ok": po.ok, "error": po.error, "log": po.log, "notes": po.notes}
+        if not po.ok:
+            out.update(outcome="params-refused", error=po.summary())
+            return out
     try:
         r = m.run_init(mod)
     except Exception as e:

@@ -149,3 +149,26 @@ def test_cli_old_arg_form_still_works_and_arg_alone_is_refused():
     assert p.returncode == 0
     p = _cli(sample("devkit-arm.ko"), "--call", "devkit_sum", "zz")
     assert p.returncode == 1 and "bad call argument 'zz'" in p.stderr + p.stdout
+
+
+def test_check_takes_parameters_from_a_file(tmp_path):
+    import shutil
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    shutil.copy(sample("devkit-arm.ko"), tree)
+    symvers = os.path.join(CACHE, "linux-headers-6.1.0-50-armmp", "usr", "src", "linux-headers-6.1.0-50-armmp",
+                           "Module.symvers")
+    assert os.path.exists(symvers), f"missing {symvers} (make test-inputs)"
+    results = {}
+    for text in ("# devkit's parameters\ndevkit count=2 'label=a b' verbose\n", "devkit count=x\n"):
+        pf = tmp_path / "params.txt"
+        pf.write_text(text)
+        out = tmp_path / "c.json"
+        p = subprocess.run([sys.executable, "-m", "armload", "check", str(tree), "--kernel", symvers, "--params",
+                            str(pf), "-q", "-j1", "--json", str(out)], cwd=ROOT, capture_output=True, text=True,
+                           timeout=120)
+        results[text] = json.loads(out.read_text())["modules"][0]["init"]
+    ok, bad = results.values()
+    assert ok["outcome"] == "returned-0" and ok["log"][0] == "devkit: a b/t0: 2 items, 4 weights"
+    assert ok["params"]["ok"] and any("Python versions" in n for n in ok["params"]["notes"])
+    assert bad["outcome"] == "params-refused" and bad["params"]["log"] == ["devkit: `x' invalid for parameter `count'"]

@@ -140,7 +140,7 @@ def read_table(machine, m) -> list[KernelParam]:
 
 
 def _kernel_name(machine, addr: int) -> str | None:
-    img = machine.image
+    img = getattr(machine, "image", None)
     if img is None:
         return None
     for n in ("param_ops_int", "param_ops_uint", "param_ops_bool", "param_ops_charp", "param_ops_string",
@@ -157,10 +157,10 @@ def apply_params(machine, module, args, *, prefer_kernel: bool = True) -> ParamO
     text = args if isinstance(args, str) else join_args(list(args))
     out = ParamOutcome(m.name)
     table = read_table(machine, m)
-    real = prefer_kernel and machine.image is not None
+    real = prefer_kernel and getattr(machine, "image", None) is not None
     py_used = False
     err = 0
-    first_log = len(machine.log.records)
+    first_log = len(_log_lines(machine))
     for param, val in next_args(text):
         if val is None and param == "--":
             rest = text.split("--", 1)[1].strip()
@@ -180,7 +180,7 @@ def apply_params(machine, module, args, *, prefer_kernel: bool = True) -> ParamO
                 ret, how = _set(machine, m, kp, val, real, out)
                 if out.run is not None:
                     out.ok, out.error = False, -EINVAL
-                    out.log = [r.text for r in machine.log.records[first_log:]]
+                    out.log = _log_lines(machine)[first_log:]
                     return out
                 py_used |= how == "python"
                 if ret == 0:
@@ -199,8 +199,13 @@ def apply_params(machine, module, args, *, prefer_kernel: bool = True) -> ParamO
                          "(no kernel image: --kernel vmlinuz runs the kernel's own)")
     if err:
         out.ok, out.error = False, err
-    out.log = [r.text for r in machine.log.records[first_log:]]
+    out.log = _log_lines(machine)[first_log:]
     return out
+
+
+def _log_lines(machine) -> list[str]:
+    log = machine.log
+    return [r.text for r in log.records] if hasattr(log, "records") else list(log.lines)
 
 
 def _unknown(machine, out, modname, param, val) -> int:
