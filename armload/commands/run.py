@@ -16,7 +16,11 @@ where it needs boot-time state or hardware; a call to anything else ends the run
 `unmodelled: NAME called from SYM+0xOFF [module]` (see --unmodelled). Every trace line says
 how the call was simulated: [real], [model], [fallback] (no image: a Python stand-in for real
 code), [unmodelled].
-Exit status 0 only when every init returned 0 and every branch verified."""
+Words after a module that are not module files are its parameters (insmod semantics), set
+through its __param table before init. After the inits, each --call runs in order on the same
+machine state; --exit runs cleanup last. An oops shows the EHABI-unwound backtrace (file:line
+from DWARF when the module has it), the Code: line and the held locks.
+Exit status 0 only when every init returned 0, every --call returned, and every branch verified."""
 
 
 def add_module_args(p: argparse.ArgumentParser) -> None:
