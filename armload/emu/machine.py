@@ -124,6 +124,7 @@ class Machine:
         self._current = TASK_BASE
         self.breakpoints: dict[int, object] = {}      # addr -> fn(machine, addr): BKPT/UDF traps (probes)
         self.on_free_init: list = []                  # fn(module) before its init memory is freed (coverage)
+        self.invoke_frames: list[list[int]] = []      # registers of each model that invoke()d code (backtraces)
         self._scratch = SCRATCH_BASE
         self._timer_base = None
         try:
@@ -823,6 +824,7 @@ class Machine:
         uc.reg_write(A.UC_ARM_REG_LR, SENTINEL)
         uc.reg_write(A.UC_ARM_REG_CPSR, saved[16] & ~0x20)
         self._depth += 1
+        self.invoke_frames.append(saved)
         err = None
         try:
             uc.emu_start(entry, SENTINEL)
@@ -830,6 +832,18 @@ class Machine:
             err = e
         finally:
             self._depth -= 1
+        try:
+            self._invoke_done(err, entry)
+        finally:
+            self.invoke_frames.pop()
+        if self._report is not None:
+            raise _Stop()
+        r0 = uc.reg_read(A.UC_ARM_REG_R0)
+        uc.reg_write_batch(list(zip(_ALL_REGS, saved)))
+        return r0
+
+    def _invoke_done(self, err, entry) -> None:
+        uc = self.uc
         if self._report is None:
             if err is not None:
                 self._stop_with(self._classify(err), "fault")
@@ -839,11 +853,6 @@ class Machine:
                                                 f"callback ({self.symbolize(entry & ~1)})"), "budget")
                 else:
                     self._stop_with(self._fault("timeout", "wall-clock safety net reached"), "timeout")
-        if self._report is not None:
-            raise _Stop()
-        r0 = uc.reg_read(A.UC_ARM_REG_R0)
-        uc.reg_write_batch(list(zip(_ALL_REGS, saved)))
-        return r0
 
     # --- fault reports -----------------------------------------------------------------
     def _regs(self) -> dict[str, int]:

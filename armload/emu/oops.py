@@ -64,8 +64,13 @@ def backtrace(machine, regs: dict) -> tuple[list[dict], str]:
     end = ""
     tables: dict[int, object] = {}
     first = True
+    outer = list(getattr(machine, "invoke_frames", []))     # models that called into this code
     for _ in range(MAX_FRAMES):
         pc = frame.pc & ~1
+        if pc == SENTINEL and outer:
+            # a callback returns to the model that invoked it: go on in that model's caller
+            frame = Frame(list(outer.pop())[:16])
+            continue
         if pc == SENTINEL:
             end = "armload's top-level call (the kernel's do_one_initcall/load_module are not simulated)"
             break
@@ -98,7 +103,12 @@ def backtrace(machine, regs: dict) -> tuple[list[dict], str]:
             frames.append(_frame(machine, pc, None, first))
             end = f"unwinding stopped at {_short(machine.symbolize(pc))}: {e}"
             break
-        frames.append(_frame(machine, where, new.pc & ~1 if new.pc != SENTINEL else SENTINEL, first))
+        nxt = new.pc & ~1
+        if nxt == SENTINEL and outer:
+            # the model that invoke()d this code: its trap pc names it
+            o = outer[-1]
+            nxt = _trap_entry(machine, o[15] & ~1) or (o[15] & ~1)
+        frames.append(_frame(machine, where, nxt, first))
         first = False
         if new.pc == frame.pc and new.sp == frame.sp:
             end = "loop"
