@@ -301,3 +301,20 @@ def test_backtrace_continues_through_a_model_that_invoked_module_code(kernel):
     assert [x["line"] for x in f.backtrace] == [86, None, 44, 123]
     assert dk.machine.invoke_frames == []                  # popped on the way out
     assert f.code == "Code: bad PC value "                 # traps.c: the first word before the PC is unmapped
+
+
+def test_load_image_keeps_relocated_debug_sections(tmp_path):
+    import sys
+    out = str(tmp_path / "dk.elf")
+    p = subprocess.run([sys.executable, "-m", "armload", "load", sample("devkit-arm-debug.ko"), "--simulate-symbols",
+                        "--image", out], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    secs = subprocess.run([CROSS + "readelf", "-SW", out], capture_output=True, text=True, check=True).stdout
+    assert ".debug_info" in secs and ".debug_line" in secs and ".rel.debug" not in secs
+    nm = subprocess.run([CROSS + "nm", out], capture_output=True, text=True, check=True).stdout
+    peek = next(int(l.split()[0], 16) for l in nm.splitlines() if l.endswith(" devkit_peek"))
+    f, line = _addr2line(out, peek + 8)                    # `return *p + 1;`
+    assert f.endswith("devkit.c") and line == 94
+    fn = subprocess.run([CROSS + "addr2line", "-f", "-e", out, hex(peek + 8)], capture_output=True, text=True,
+                        check=True).stdout.split()[0]
+    assert fn == "devkit_peek"

@@ -122,6 +122,10 @@ def cmd_run(args) -> int:
 
     if args.budget <= 0:
         raise EmulationError("--budget must be positive")
+    if args.gdb is not None and args.json:
+        raise EmulationError("--gdb cannot be combined with --json (the gdb server talks on stdout)")
+    if args.gdb is not None and not 0 < args.gdb < 65536:
+        raise EmulationError(f"--gdb: bad port {args.gdb}")
     if args.call_args and not args.calls:
         raise EmulationError("--arg needs --call NAME")
     if args.call_args:                 # the old form: --call NAME --arg N ...
@@ -291,6 +295,7 @@ def _serve_gdb(machine, m, port: int, say) -> None:
     except ImportError:
         raise EmulationError("--gdb needs the udbserver package (pip install udbserver)") from None
     machine.map_module(m)
+    machine.timeout = 0             # a debugger pauses for as long as it likes: no wall-clock safety net
     say(f"armload: gdb server on port {port}: stopped at init_module ({m.init_addr & ~1:#x}); "
         f"connect with gdb-multiarch -ex 'file IMAGE' -ex 'target remote :{port}'")
     try:
