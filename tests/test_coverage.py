@@ -8,7 +8,7 @@ import sys
 import pytest
 from unicorn import UC_HOOK_CODE
 
-from conftest import ROOT, sample
+from conftest import ROOT, devkit_line, sample
 
 VMLINUZ = os.path.join(ROOT, ".cache", "linux-image-6.1.0-50-armmp", "boot", "vmlinuz-6.1.0-50-armmp")
 
@@ -60,7 +60,7 @@ def test_lcov_records(kernel, tmp_path):
     from armload.emu.coverage import write_lcov
     h, cov, _ = _run(kernel, True, calls=(("devkit_sum", 2), ("devkit_sum", 3)))
     (rep,) = cov.report()
-    assert rep.has_dwarf and rep.functions_found == 9
+    assert rep.has_dwarf and rep.functions_found == 11
     text = "\n".join(rep.records)
     fnda = dict(l[5:].split(",")[::-1] for l in rep.records if l.startswith("FNDA:"))
     assert fnda["devkit_init"] == "1" and fnda["devkit_sum"] == "3"       # once from init, twice called
@@ -76,8 +76,8 @@ def test_lcov_records(kernel, tmp_path):
         elif l.startswith("DA:") and cur == src[0]:
             line, n = map(int, l[3:].split(","))
             da[line] = n
-    assert da[102] == 0 and da[88] == 0                # devkit_crash's peek, count_char's loop: not run
-    assert da[134] == 1 and da[63] == 3 * 3            # init's pr_info; sum's loop body: 3 items x 3 calls
+    assert da[devkit_line("v = devkit_peek(devkit_null);")] == 0 and da[devkit_line("for (; *s; s++)")] == 0                # devkit_crash's peek, count_char's loop: not run
+    assert da[devkit_line("loaded (sum %d)")] == 1 and da[devkit_line("sum += it->value")] == 3 * 3            # init's pr_info; sum's loop body: 3 items x 3 calls
     out = tmp_path / "cov.info"
     write_lcov([rep], str(out))
     assert out.read_text().count("end_of_record") == text.count("end_of_record")
@@ -87,7 +87,7 @@ def test_lcov_records(kernel, tmp_path):
                        capture_output=True, text=True)
     assert g.returncode == 0, g.stderr
     assert (tmp_path / "html" / "index.html").exists()
-    assert f"functions..: {100 * 3 / 9:.1f}% (3 of 9 functions)" in g.stdout
+    assert f"functions..: {100 * 3 / 11:.1f}% (3 of 11 functions)" in g.stdout
 
 
 def test_cli_summary_and_stripped_module(tmp_path):
@@ -96,6 +96,6 @@ def test_cli_summary_and_stripped_module(tmp_path):
                         sample("nullderef-arm.ko"), "--coverage", str(out)], cwd=ROOT, capture_output=True,
                        text=True, timeout=120)
     assert p.returncode == 1, p.stdout + p.stderr                      # nullderef oopses
-    assert "coverage: devkit: " in p.stdout and "3/9 functions" in p.stdout
+    assert "coverage: devkit: " in p.stdout and "3/11 functions" in p.stdout
     assert "coverage: nullderef: " in p.stdout and "no DWARF" in p.stdout
     assert out.read_text().startswith("TN:")

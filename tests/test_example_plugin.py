@@ -11,6 +11,7 @@ Run just this file:  .venv/bin/python -m pytest tests/test_example_plugin.py -v
 import errno
 
 import pytest
+from conftest import devkit_line
 
 from armload.testing import ModuleOops
 
@@ -89,8 +90,8 @@ def test_a_crash_is_an_oops_with_a_backtrace(load_module):
         dk.init()
     oops = e.value.result.fault
     assert oops.kind == "null-deref"
-    assert [(f["sym"].split("+")[0], f["line"]) for f in oops.backtrace] == [("devkit_peek", 94),
-                                                                            ("devkit_crash", 102)]
+    assert [(f["sym"].split("+")[0], f["line"]) for f in oops.backtrace] == [
+        ("devkit_peek", devkit_line("return *p + 1;")), ("devkit_crash", devkit_line("v = devkit_peek(devkit_null);"))]
     assert "devkit_lock" in oops.locks[0]
     assert "Unable to handle kernel NULL pointer dereference" in str(e.value)
 
@@ -98,3 +99,11 @@ def test_a_crash_is_an_oops_with_a_backtrace(load_module):
 def test_cleanup_frees_everything(devkit):
     devkit.exit()
     assert devkit.log[-1] == "devkit: unloaded" and devkit.leaks() == []
+
+
+def test_deferred_work_runs_when_pending_work_is_run(devkit):
+    assert devkit.call("devkit_add_later", 40, 100) == 1       # schedule_delayed_work: queued
+    assert devkit.call("devkit_sum", 1) == 1                   # not yet: nothing runs by itself
+    done = devkit.run_pending()                                # 100 ms of simulated time pass
+    assert [d["status"] for d in done] == ["returned"]
+    assert devkit.log[-1] == "devkit: deferred add 40" and devkit.call("devkit_sum", 1) == 41

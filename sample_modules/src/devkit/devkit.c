@@ -13,6 +13,8 @@
 #include <linux/spinlock.h>
 #include <linux/list.h>
 #include <linux/string.h>
+#include <linux/workqueue.h>
+#include <linux/jiffies.h>
 
 static int crash;
 module_param(crash, int, 0444);
@@ -89,6 +91,23 @@ int devkit_count_char(const char *s, int c)
 }
 EXPORT_SYMBOL(devkit_count_char);
 
+/* Deferred work: adds `devkit_later_value` to the list when it runs. */
+static int devkit_later_value;
+
+static void devkit_later_fn(struct work_struct *work)
+{
+	devkit_add(devkit_later_value);
+	pr_info("devkit: deferred add %d\n", devkit_later_value);
+}
+static DECLARE_DELAYED_WORK(devkit_later, devkit_later_fn);
+
+int devkit_add_later(int value, int delay_ms)
+{
+	devkit_later_value = value;
+	return schedule_delayed_work(&devkit_later, msecs_to_jiffies(delay_ms));
+}
+EXPORT_SYMBOL(devkit_add_later);
+
 static noinline int devkit_peek(int *p)
 {
 	return *p + 1;
@@ -136,6 +155,7 @@ static int __init devkit_init(void)
 
 static void __exit devkit_exit(void)
 {
+	cancel_delayed_work_sync(&devkit_later);
 	devkit_free_all();
 	pr_info("devkit: unloaded\n");
 }
