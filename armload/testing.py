@@ -80,7 +80,7 @@ class Buffer:
 
 class ModuleHandle:
     def __init__(self, path: str, *, kernel=None, params=None, deps=(), thumb2: bool | None = None,
-                 budget: int | None = None, unmodelled: str = "fail", console=None):
+                 budget: int | None = None, unmodelled: str = "fail", console=None, coverage: bool = False):
         from .emu import Machine
         from .emu.models import default_library
         from .loader import Session
@@ -102,6 +102,21 @@ class ModuleHandle:
         self._fail = None
         self.machine.heap.fail = self._should_fail
         self._kmallocs = 0
+        self._coverage = None
+        if coverage:
+            from .emu.coverage import Coverage
+            self._coverage = Coverage(self.machine, [self.module])
+
+    def coverage(self, lcov: str | None = None):
+        """The module's coverage so far (ModuleCoverage: .summary(), ran/instructions, lines,
+        functions); `lcov` also writes the tracefile. Needs load_module(..., coverage=True)."""
+        if self._coverage is None:
+            raise ArmloadError("coverage was not recorded: load_module(path, coverage=True)")
+        from .emu.coverage import write_lcov
+        reps = self._coverage.report()
+        if lcov:
+            write_lcov(reps, lcov)
+        return reps[0]
 
     # --- running ----------------------------------------------------------------------
     def set_params(self, params) -> None:

@@ -107,3 +107,12 @@ def test_deferred_work_runs_when_pending_work_is_run(devkit):
     done = devkit.run_pending()                                # 100 ms of simulated time pass
     assert [d["status"] for d in done] == ["returned"]
     assert devkit.log[-1] == "devkit: deferred add 40" and devkit.call("devkit_sum", 1) == 41
+
+
+def test_coverage_of_a_test(load_module, tmp_path):
+    dk = load_module(DEVKIT, coverage=True)
+    assert dk.init() == 0 and dk.call("devkit_count_char", "aXa", ord("a")) == 2
+    cov = dk.coverage(lcov=str(tmp_path / "devkit.info"))
+    assert cov.functions_hit == 4 and cov.ran < cov.instructions    # init, add, sum, count_char
+    assert cov.summary().startswith("coverage: devkit: ")
+    assert (tmp_path / "devkit.info").read_text().count("end_of_record") >= 1
