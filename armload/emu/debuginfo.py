@@ -66,6 +66,9 @@ def _build(mod) -> LineTable:
     from elftools.elf.elffile import ELFFile
     from ..debug_image import debug_image_bytes
     try:
+        with open(mod.path, "rb") as f:           # cheap check first: distro modules have no DWARF
+            if ELFFile(f).get_section_by_name(".debug_line") is None:
+                return LineTable([], [], [])
         data = debug_image_bytes(mod)
     except (OSError, ValueError):
         return LineTable([], [], [])
