@@ -244,6 +244,9 @@ def test_devkit_crash_backtrace_lines_code_and_lock(kernel, tmp_path):
                                                        f"devkit_crash+")
     taken = int(f.locks[0].split("devkit_crash+")[1].split("/")[0], 16)
     assert 0 < taken < f.backtrace[0]["from"] - crash       # the lock call comes before the peek call
+    import capstone
+    want = next(capstone.Cs(capstone.CS_ARCH_ARM, capstone.CS_MODE_ARM).disasm(m.read(f.pc, 4), f.pc))
+    assert f.insn == f"{want.mnemonic} {want.op_str}" and f.insn.startswith("ldr")
     text = f.format()
     assert " devkit_peek [devkit] from devkit_crash+" in text and f"devkit.c:{devkit_line('return *p + 1;')})" in text
     assert "1 lock held" in text

@@ -32,6 +32,7 @@ def annotate(machine, rep) -> None:
                               f"build; use the unstripped .ko)")
     try:
         rep.code = code_line(machine, rep.registers["pc"], rep.thumb)
+        rep.insn = faulting_instruction(machine, rep.registers["pc"], rep.thumb)
     except Exception:
         rep.code = None
     try:
@@ -156,6 +157,19 @@ def format_frame(f: dict) -> str:
     if f["file"]:
         s += f"  ({f['file']}:{f['line']})"
     return s
+
+
+def faulting_instruction(machine, pc: int, thumb: bool) -> str | None:
+    """The instruction at the PC, disassembled (capstone): armload's addition to the oops."""
+    import capstone
+    try:
+        code = bytes(machine.uc.mem_read(pc, 4))
+    except Exception:
+        return None
+    cs = capstone.Cs(capstone.CS_ARCH_ARM, capstone.CS_MODE_THUMB if thumb else capstone.CS_MODE_ARM)
+    for insn in cs.disasm(code, pc, 1):
+        return f"{insn.mnemonic} {insn.op_str}".strip()
+    return None
 
 
 def code_line(machine, pc: int, thumb: bool) -> str:

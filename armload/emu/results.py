@@ -72,6 +72,7 @@ class FaultReport:
     backtrace: list[dict] = field(default_factory=list)   # oops.py: pc, sym, from, from_sym, file, line
     backtrace_end: str = ""          # why the backtrace ends where it does
     code: str | None = None          # the kernel's `Code:` line
+    insn: str | None = None          # the instruction at the PC, disassembled (armload's addition)
     locks: list[str] = field(default_factory=list)        # locks held at the fault
 
     def format(self) -> str:
@@ -92,6 +93,8 @@ class FaultReport:
             lines.append(f" (backtrace ends: {self.backtrace_end})")
         if self.code:
             lines.append(self.code)
+        if self.insn:
+            lines.append(f" (faulting instruction: {self.insn})")
         if self.locks:
             lines.append(f"{len(self.locks)} lock{'s' if len(self.locks) > 1 else ''} held (armload's lock tracking):")
             lines.extend(f" #{i}: {x}" for i, x in enumerate(self.locks))
@@ -108,7 +111,7 @@ class FaultReport:
                 "access_addr": self.access_addr, "access_type": self.access_type,
                 "access_size": self.access_size, "access_sym": self.access_sym,
                 "in_kernel": self.in_kernel, "unmodelled": self.unmodelled,
-                "backtrace": self.backtrace, "backtrace_end": self.backtrace_end, "code": self.code,
+                "backtrace": self.backtrace, "backtrace_end": self.backtrace_end, "code": self.code, "insn": self.insn,
                 "locks": self.locks,
                 "last_calls": [c.to_dict() for c in self.last_calls]}
 
