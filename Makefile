@@ -12,7 +12,7 @@ CROSS  ?= arm-linux-gnueabihf-
 # Stage-specific rules (samples, corpus, kallsyms) live in mk/*.mk
 -include mk/*.mk
 
-$(VENV)/.stamp: pyproject.toml
+$(VENV)/.stamp: pyproject.toml setup.py armload/_kernsort.c
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -e '.[test]'
@@ -20,20 +20,30 @@ $(VENV)/.stamp: pyproject.toml
 
 venv: $(VENV)/.stamp
 
-# GNU binutils/gcc for ARM: the independent oracle in tests and the sample builder.
+# GNU binutils/gcc for ARM: the independent oracle in tests and the sample builder; a host cc
+# builds the emulator's instruction counter (armload/emu/_counter.c).
 toolchain:
-	@command -v $(CROSS)objdump >/dev/null && command -v $(CROSS)gcc >/dev/null || { \
+	@command -v $(CROSS)objdump >/dev/null && command -v $(CROSS)gcc >/dev/null && command -v cc >/dev/null || { \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    apt-get update -qq >/dev/null 2>&1; \
-	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq binutils-arm-linux-gnueabihf gcc-arm-linux-gnueabihf >/dev/null; \
-	  else echo "need binutils-arm-linux-gnueabihf and gcc-arm-linux-gnueabihf (apt-get install as root)" >&2; exit 1; fi; }
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq binutils-arm-linux-gnueabihf gcc-arm-linux-gnueabihf gcc >/dev/null; \
+	  else echo "need binutils-arm-linux-gnueabihf, gcc-arm-linux-gnueabihf and gcc (apt-get install as root)" >&2; exit 1; fi; }
 
 # The main job on a bundled sample: load far from the kernel (so every kernel call goes through
-# an LDR veneer), report, then run init_module in Unicorn and verify every branch.
+# an LDR veneer), report, then run init_module in Unicorn against the real Debian kernel image
+# (fetched by package name into $(CACHE) once) and verify every branch. Without the image the
+# run uses armload's Python models alone and says so.
+DEMO_VMLINUZ := $(CACHE)/linux-image-6.1.0-50-armmp/boot/vmlinuz-6.1.0-50-armmp
 demo: venv
 	$(ARMLOAD) load sample_modules/hello-arm.ko --kernel sample_modules/Module.symvers --placement vmalloc
 	@echo
-	$(ARMLOAD) run sample_modules/hello-arm.ko --kernel sample_modules/Module.symvers --placement vmalloc
+	@if [ -f $(DEMO_VMLINUZ) ] || scripts/fetch-debs.sh $(CACHE) linux-image-6.1.0-50-armmp:armhf; then \
+	  echo "$(ARMLOAD) run sample_modules/hello-arm.ko --kernel sample_modules/Module.symvers --kernel $(DEMO_VMLINUZ) --placement vmalloc --trace"; \
+	  $(ARMLOAD) run sample_modules/hello-arm.ko --kernel sample_modules/Module.symvers --kernel $(DEMO_VMLINUZ) --placement vmalloc --trace; \
+	else \
+	  echo "demo: the Debian kernel image could not be fetched: running on armload's Python models alone"; \
+	  $(ARMLOAD) run sample_modules/hello-arm.ko --kernel sample_modules/Module.symvers --placement vmalloc --trace; \
+	fi
 
 # Real Debian inputs for the tests (kernel image, headers, kbuild): fetched once into $(CACHE).
 # Best effort: without network the tests that need them say so and skip.
@@ -41,7 +51,7 @@ test-inputs:
 	@scripts/fetch-debs.sh $(CACHE) linux-image-6.1.0-50-armmp:armhf linux-headers-6.1.0-50-armmp:armhf \
 	  linux-kbuild-6.1=6.1.176-1 || echo "!!! could not fetch the Debian armhf packages: tests that need them will skip !!!" >&2
 
-test: venv toolchain devtools test-inputs
+test: venv toolchain devtools browser test-inputs
 	$(PY) -m pytest -q
 
 bench: venv

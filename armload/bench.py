@@ -1,15 +1,21 @@
-"""Loader benchmark: parse, PLT count (each algorithm), relocate and total, side by side."""
+"""Loader benchmark: parse, PLT count (each algorithm), relocate and total, side by side, and
+armload's count_plts against a native C count of the same tables (benchmarks/plt_count_ref.c)."""
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
+import subprocess
+import tempfile
 import time
+
+import numpy as np
 
 from .config import KernelConfig
 from .elf import read_object
 from .kernel import Kernel
 from .loader import Session
-from .plt import count_legacy, count_legacy_quadratic, count_plts, exec_rel_tables, plan_plts, sym_shndx
+from .plt import SORT_BACKEND, count_legacy, count_legacy_quadratic, count_plts, exec_rel_tables, plan_plts, sym_shndx
 from .report import table
 from .synth import DEFAULT_N_RELOCS, make_module
 
@@ -68,6 +74,84 @@ def bench_legacy(n_relocs: int = 20_000) -> dict:
             "legacy_count": quad, "legacy_hashed_ms": t_fast * 1e3, "hashed_count": fast, "v6_ms": t_v6 * 1e3}
 
 
+N_TIES = 5
+C_REF = os.path.join(ROOT, "benchmarks", "plt_count_ref.c")
+
+
+def with_nonzero_addends(data: bytes, count: int = N_TIES) -> bytes:
+    """`data` with `count` R_ARM_CALLs against undefined symbols (spread over .rel.text) turned into
+    `bl sym+4` (legal ELF: a non-zero addend, which the kernel must support). Their ties with the
+    zero-addend calls to the same symbols make the kernel's unstable heapsort order matter."""
+    obj = read_object("synth.ko", data)
+    out = bytearray(data)
+    shndx = obj.symtab["st_shndx"]
+    for idx, rel in obj.rels.items():
+        dst = obj.sections[obj.sections[idx].sh_info]
+        if dst.name != ".text":
+            continue
+        ri = rel["r_info"]
+        cand = np.flatnonzero(((ri & 0xFF) == 28) & (shndx[ri >> 8] == 0))
+        for i in cand[np.linspace(0, len(cand) - 1, count).astype(int)].tolist():
+            off = dst.sh_offset + int(rel["r_offset"][i])
+            out[off:off + 4] = (0xEBFFFFFF).to_bytes(4, "little")        # bl with A = -4: sym + 4
+    return bytes(out)
+
+
+def native_reference() -> tuple[str | None, str]:
+    """Compile benchmarks/plt_count_ref.c (once per source hash) into build/; (path, "") or (None, why)."""
+    try:
+        with open(C_REF, "rb") as f:
+            sha = hashlib.sha256(f.read()).hexdigest()[:16]
+    except OSError as e:
+        return None, f"no {C_REF}: {e.strerror}"
+    out_dir = os.path.join(ROOT, "build", "bench")
+    exe = os.path.join(out_dir, f"plt_count_ref-{sha}")
+    if os.path.exists(exe):
+        return exe, ""
+    os.makedirs(out_dir, exist_ok=True)
+    tmp = f"{exe}.{os.getpid()}"
+    cc = os.environ.get("CC", "gcc")
+    try:
+        p = subprocess.run([cc, "-O2", "-o", tmp, C_REF], capture_output=True, text=True)
+    except OSError as e:
+        return None, f"{cc}: {e.strerror}"
+    if p.returncode:
+        return None, f"{cc} failed: {p.stderr.strip().splitlines()[-1] if p.stderr.strip() else p.returncode}"
+    os.replace(tmp, exe)
+    return exe, ""
+
+
+def bench_plt_vs_c(label: str, path: str, data: bytes, repeat: int = 5) -> dict:
+    """count_plts(obj, cfg, rule) (object parsed beforehand) against plt_count_ref on the same file,
+    best of `repeat` each, in the same run."""
+    cfg = KernelConfig()
+    obj = read_object(path, data)
+    row = {"object": label, "rules": {}}
+    exe, why = native_reference()
+    c_res = {}
+    if exe:
+        with tempfile.NamedTemporaryFile(suffix=".ko") as f:
+            f.write(data)
+            f.flush()
+            p = subprocess.run([exe, f.name, str(repeat), str(int(cfg.thumb2)), str(cfg.n_fixed_plts)],
+                               capture_output=True, text=True)
+        if p.returncode:
+            why = f"plt_count_ref failed: {p.stderr.strip()}"
+        for line in p.stdout.splitlines():
+            rule, core, init, ns = line.split()
+            c_res[rule] = (int(core), int(init), float(ns) / 1e6)
+    row["c_error"] = why if not c_res else ""
+    for rule in ("legacy", "sorted", "v6"):
+        counts = []
+        ms = _best(lambda: counts.append(count_plts(obj, cfg, rule)[0]), repeat) * 1e3
+        r = {"armload_ms": ms, "armload_count": [counts[-1].core, counts[-1].init]}
+        if rule in c_res:
+            core, init, c_ms = c_res[rule]
+            r.update(c_ms=c_ms, c_count=[core, init], ratio=ms / max(c_ms, 1e-9))
+        row["rules"][rule] = r
+    return row
+
+
 def run_benchmark(repeat: int = 3) -> dict:
     kos = sorted(glob.glob(os.path.join(ROOT, "sample_modules", "*.ko")), key=os.path.getsize)
     rows = []
@@ -77,9 +161,17 @@ def run_benchmark(repeat: int = 3) -> dict:
         rows.append(bench_object("largest Debian module: " + os.path.basename(corpus[-1]), corpus[-1], None, repeat))
     if kos:
         rows.append(bench_object("largest sample: " + os.path.basename(kos[-1]), kos[-1], None, repeat))
-    rows.append(bench_object(f"synthetic seed scale ({DEFAULT_N_RELOCS:,} in .rel.text)", "synth.ko",
-                             make_module(), repeat))
-    return {"objects": rows, "legacy": bench_legacy()}
+    seed = make_module()
+    ties = with_nonzero_addends(seed)
+    seed_label = f"synthetic seed scale ({DEFAULT_N_RELOCS:,} in .rel.text)"
+    ties_label = f"same + {N_TIES} non-zero-addend calls to UND symbols"
+    rows.append(bench_object(seed_label, "synth.ko", seed, repeat))
+    rows.append(bench_object(ties_label, "synth-ties.ko", ties, repeat))
+    vs_c = [bench_plt_vs_c(seed_label, "synth.ko", seed), bench_plt_vs_c(ties_label, "synth-ties.ko", ties)]
+    if corpus:
+        vs_c.append(bench_plt_vs_c("largest Debian module: " + os.path.basename(corpus[-1]), corpus[-1],
+                                   open(corpus[-1], "rb").read()))
+    return {"objects": rows, "plt_vs_c": vs_c, "sort_backend": SORT_BACKEND, "legacy": bench_legacy()}
 
 
 def format_benchmark(res: dict) -> str:
@@ -90,6 +182,25 @@ def format_benchmark(res: dict) -> str:
                      f"{r['relocate_vmalloc_ms']:.1f}", f"{r['total_vmalloc_ms']:.1f}", str(r["plt_used_vmalloc"])])
     out = [table(rows, ["object", "relocs", "parse ms", "PLT v6 ms", "PLT x3 ms", "reloc ms", "total ms",
                         "reloc far ms", "total far ms", "PLTs far"], "lrrrrrrrrr")]
+    out.append("")
+    out.append("count_plts per rule, armload vs native C (benchmarks/plt_count_ref.c: libc qsort + the kernel's "
+               "count loop), same file, same run, best of 5")
+    def ms(x):
+        return f"{x:.1f}" if x >= 1 else f"{x:.3f}"
+
+    rows = []
+    for o in res["plt_vs_c"]:
+        for rule, r in o["rules"].items():
+            if "c_ms" in r:
+                same = "same" if r["c_count"] == r["armload_count"] else "differs (qsort tie order is not lib/sort.c's)"
+                rows.append([o["object"], rule, ms(r["armload_ms"]), ms(r["c_ms"]), f"{r['ratio']:.2f}x",
+                             "/".join(map(str, r["armload_count"])), "/".join(map(str, r["c_count"])), same])
+            else:
+                rows.append([o["object"], rule, ms(r["armload_ms"]), "-", "-",
+                             "/".join(map(str, r["armload_count"])), "-", f"no C reference: {o['c_error']}"])
+    out.append(table(rows, ["object", "rule", "armload ms", "C ms", "ratio", "armload core/init", "C core/init",
+                            "counts"], "llrrrrrl"))
+    out.append(f"lib/sort.c replay: {res['sort_backend']}")
     lg = res["legacy"]
     out.append("")
     out.append(f"legacy v4.0 count on {lg['relocations']:,} relocations: O(n^2) scan {lg['legacy_quadratic_ms']:.0f} ms "

@@ -14,7 +14,7 @@ import sys
 from . import __version__
 from .errors import ArmloadError
 
-COMMANDS = ("load", "run", "verify", "disasm", "check", "kallsyms", "bench")
+COMMANDS = ("load", "run", "verify", "disasm", "explain", "report", "check", "calls", "kallsyms", "bench")
 
 
 def build_parser() -> argparse.ArgumentParser:

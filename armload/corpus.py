@@ -16,10 +16,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 STATUSES = ("ok", "load-failed", "verify-failed", "skipped")
-INIT_OUTCOMES = ("returned-0", "returned-error", "fault", "budget", "timeout", "no-init", "not-run")
+INIT_OUTCOMES = ("returned-0", "returned-error", "fault", "fault-kernel", "unmodelled", "budget", "timeout",
+                 "no-init", "not-run")
 
 DEFAULT_BUDGET = 5_000_000          # instructions per init run in a corpus check
-DEFAULT_TIMEOUT = 5.0               # seconds of wall clock per init run
+DEFAULT_TIMEOUT = 60.0              # wall-clock safety net per init run (never a result)
 DEP_BUDGET = 2_000_000              # dependencies' inits run first, with a smaller budget
 
 
@@ -384,10 +385,11 @@ def _module_record(mod) -> dict:
 
 
 def _run_init(mod, deps, kernel, opts: CheckOptions) -> dict:
-    from .emulate import Machine
+    from .emu import Machine
     out: dict = {"outcome": "not-run"}
     try:
-        m = Machine(deps + [mod], kernel, budget=opts.budget, timeout=opts.timeout, console=_quiet)
+        m = Machine(deps + [mod], kernel, budget=opts.budget, timeout=opts.timeout, console=_quiet,
+                    unmodelled=getattr(opts, "unmodelled", "fail"))
     except Exception as e:
         out.update(outcome="not-run", error=_err_dict(e)["message"])
         return out
@@ -449,14 +451,16 @@ def _init_summary(r) -> dict:
         outcome = "no-init"
     elif r.status == "returned":
         outcome = "returned-0" if r.retval == 0 else "returned-error"
-    elif r.status in ("budget", "timeout"):
+    elif r.status in ("budget", "timeout", "unmodelled"):
         outcome = r.status
+    elif r.fault is not None and r.fault.in_kernel:
+        outcome = "fault-kernel"
     else:
         outcome = "fault"
     d = {"outcome": outcome, "status": r.status, "retval": r.retval, "elapsed": round(r.elapsed, 6),
          "calls": len(r.calls), "log": r.log[-5:]}
     if r.retval is not None and r.retval < 0:
-        from .stubs import errno_name
+        from .emu.errno import errno_name
         d["errno_name"] = errno_name(r.retval)
     if r.fault is not None:
         f = r.fault
@@ -470,6 +474,10 @@ def _init_summary(r) -> dict:
         if errs:
             d["error_calls"] = errs[-3:]
     d["kernel_calls"] = sorted({c.name for c in r.calls})[:200]
+    d["classes"] = r.class_counts()
+    d["instructions"] = r.instructions
+    if r.fault is not None and r.fault.unmodelled:
+        d["unmodelled"] = r.fault.unmodelled
     return d
 
 

@@ -3,12 +3,15 @@
 ARM, Thumb and data are told apart by the `$a`/`$t`/`$d` mapping symbols of each section (the
 PLT sections, which have none, are decoded as the kernel lays them out: one cache line of LDR
 slots, one line of literals). Lines are annotated with symbol names, the relocation behind each
-branch and where PLT slots lead, e.g. `bl 0xbf001040 <plt: _printk>`.
+branch and where PLT slots lead, e.g. `bl 0xbf001040 <plt: _printk>`. Given the object's
+relocation rows (armload/explain.py), every relocation is listed under its instruction or data
+word as `objdump -dr` does (movw/movt, ABS32 words, the PREL31 words of .ARM.exidx), and with
+DWARF line tables the source lines are interleaved as `objdump -S` does.
 """
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from capstone import CS_ARCH_ARM, CS_MODE_ARM, CS_MODE_THUMB, Cs
 from capstone.arm import (ARM_INS_B, ARM_INS_BL, ARM_INS_BLX, ARM_INS_CBNZ, ARM_INS_CBZ, ARM_INS_LDR,
@@ -31,6 +34,8 @@ class Line:
     op_str: str
     comment: str = ""
     label: str | None = None    # a symbol starting here
+    relocs: list[str] = field(default_factory=list)   # `R_ARM_* symbol` applied at this address
+    source: list[str] = field(default_factory=list)   # source lines that start here (--source)
 
     def format(self) -> str:
         if self.isa == "thumb" and len(self.raw) == 4:
@@ -45,16 +50,29 @@ class Line:
         s = f"{self.addr:8x}:\t{hexs}\t{text}"
         if self.comment:
             s += f"\t{self.comment}" if self.comment.startswith("@") else f" {self.comment}"
+        for r in self.relocs:
+            s += f"\n\t\t\t{self.addr:x}: {r}"
+        if self.source:
+            s = "\n".join(self.source) + "\n" + s
         return s
 
     def to_dict(self) -> dict:
         return {"addr": self.addr, "bytes": self.raw.hex(), "isa": self.isa, "mnemonic": self.mnemonic,
-                "op_str": self.op_str, "comment": self.comment, "label": self.label}
+                "op_str": self.op_str, "comment": self.comment, "label": self.label, "relocs": self.relocs,
+                "source": self.source}
 
 
 class Disassembler:
-    def __init__(self, module: LoadedModule, kernel=None):
+    def __init__(self, module: LoadedModule, kernel=None, relocs=None, source: dict | None = None):
         self.m = module
+        # place -> relocation rows (explain.RelocRow) applied there; None: branch rows only
+        self.relocs_at: dict[int, list] | None = None
+        if relocs is not None:
+            self.relocs_at = {}
+            for r in relocs:
+                if r.applied:
+                    self.relocs_at.setdefault(r.place, []).append(r)
+        self.source = source or {}
         self.kernel = kernel
         self.arm = Cs(CS_ARCH_ARM, CS_MODE_ARM)
         self.thumb = Cs(CS_ARCH_ARM, CS_MODE_THUMB)
@@ -69,6 +87,11 @@ class Disassembler:
             if rs.addr:
                 self.ext.setdefault(rs.addr & ~1, name)
         self.plt_slots = {e.addr: e for e in module.plt_entries}
+        for e in module.plt_entries:
+            # FTRACE_ADDR/MCOUNT_ADDR may be simulated addresses no kernel symbol covers: the
+            # entry's own name is the truth, not the nearest kernel symbol below it.
+            if e.fixed and e.symbol:
+                self.ext[e.target & ~1] = e.symbol
         self.branch_at = {}
         for row in module.branches:
             self.branch_at[int(row["place"])] = row
@@ -101,6 +124,8 @@ class Disassembler:
 
     # --- regions ---------------------------------------------------------------------
     def _mapping(self, sec) -> list[tuple[int, str]]:
+        if not sec.flags & SHF_EXECINSTR:
+            return [(sec.addr, "data")]
         out = []
         for s in self.m.symbols:
             if s.stype == "notype" and s.name[:2] in ("$a", "$t", "$d") and \
@@ -113,6 +138,30 @@ class Disassembler:
         return out
 
     def section_lines(self, sec, lo: int | None = None, hi: int | None = None) -> list[Line]:
+        return self._decorate(self._section_lines(sec, lo, hi))
+
+    def _decorate(self, lines: list[Line]) -> list[Line]:
+        """Relocation lines (objdump -dr) and source lines (objdump -S) per instruction."""
+        if self.relocs_at is None and not self.source:
+            return lines
+        from .constants import R
+        for ln in lines:
+            n = max(len(ln.raw), 1)
+            for a in range(ln.addr, ln.addr + n):
+                for r in (self.relocs_at or {}).get(a, ()):
+                    ln.relocs.append(f"{r.type_name}\t{r.sym_name}" + (f"\t(S = {r.S:#x})" if r.rtype else ""))
+                    if r.rtype == R.R_ARM_PREL31 and len(ln.raw) == 4:
+                        w = struct.unpack("<I", ln.raw)[0]
+                        off = (w & 0x7FFFFFFF) - ((w & 0x40000000) << 1)
+                        tgt = (ln.addr + off) & 0xFFFFFFFF
+                        nm = self.name_of(tgt)
+                        ln.comment = f"@ prel31 -> {tgt:#x}" + (f" <{nm}>" if nm else "")
+                src = self.source.get(a)
+                if src:
+                    ln.source.extend(src)
+        return lines
+
+    def _section_lines(self, sec, lo: int | None = None, hi: int | None = None) -> list[Line]:
         if sec in self.pltsecs:
             return self._plt_lines(sec)
         data = self.m.read(sec.addr, sec.size) if sec.size else b""
@@ -245,7 +294,8 @@ class Disassembler:
 
     # --- top level -------------------------------------------------------------------
     def sections(self, plt_only: bool = False):
-        secs = [s for s in self.m.sections if (s.flags & SHF_EXECINSTR) and s.size]
+        secs = [s for s in self.m.sections if ((s.flags & SHF_EXECINSTR) or (
+            self.relocs_at is not None and s.name.startswith(".ARM.exidx"))) and s.size]
         if plt_only:
             secs = [s for s in secs if s in self.pltsecs]
         return sorted(secs, key=lambda s: s.addr)
@@ -261,10 +311,87 @@ class Disassembler:
         raise EmulationError(f"{self.m.name}: no function named {name!r}")
 
 
+def source_map(path: str, sec_addr, search_dirs: list[str] | None = None) -> dict[int, list[str]]:
+    """address -> the source lines (`file:line: text`) whose code starts there, from the DWARF
+    line tables (pyelftools). In a relocatable object every DW_LNE_set_address carries one
+    R_ARM_ABS32 against the code section; the table is read unrelocated and each sequence is
+    moved to where the loader put that section (`sec_addr`: ELF index -> final address).
+    Files are looked up as DWARF names them, then by base name in `search_dirs`; a file that
+    cannot be found shows its name and line number only."""
+    import os
+    from elftools.dwarf.constants import DW_LNE_set_address
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.relocation import RelocationSection
+    with open(path, "rb") as f:
+        elf = ELFFile(f)
+        if not elf.has_dwarf_info():
+            return {}
+        dwarf = elf.get_dwarf_info(relocate_dwarf_sections=False)
+        symtab = elf.get_section_by_name(".symtab")
+        fixups = []                    # final base of each set_address, in file order
+        for sec in elf.iter_sections():
+            if isinstance(sec, RelocationSection) and sec.name == ".rel.debug_line":
+                for rel in sorted(sec.iter_relocations(), key=lambda r: r["r_offset"]):
+                    sym = symtab.get_symbol(rel["r_info_sym"])
+                    shndx = sym["st_shndx"]
+                    if not isinstance(shndx, int) or not (elf.get_section(shndx)["sh_flags"] & 0x2):
+                        continue      # header strings (.debug_line_str), not code addresses
+                    fixups.append(int(sec_addr[shndx]) + sym["st_value"])
+        rows: list[tuple[int, str, int]] = []
+        k = -1
+        for cu in dwarf.iter_CUs():
+            lp = dwarf.line_program_for_CU(cu)
+            if lp is None:
+                continue
+            dirs = [d.decode() if isinstance(d, bytes) else d for d in lp["include_directory"]]
+            files = []
+            for fe in lp["file_entry"]:
+                name = fe.name.decode() if isinstance(fe.name, bytes) else fe.name
+                di = fe.dir_index
+                d = dirs[di] if di < len(dirs) else ""
+                files.append(os.path.join(d, name))
+            base = None
+            for e in lp.get_entries():
+                if e.is_extended and e.command == DW_LNE_set_address:
+                    k += 1
+                    base = fixups[k] - e.args[0] if k < len(fixups) else None
+                st = e.state
+                if st is None or base is None or st.end_sequence:
+                    continue
+                fi = st.file if lp.header["version"] >= 5 else st.file - 1
+                if 0 <= fi < len(files):
+                    rows.append(((base + st.address) & 0xFFFFFFFF, files[fi], st.line))
+    cache: dict[str, list[str] | None] = {}
+
+    def text(fname: str) -> list[str] | None:
+        if fname not in cache:
+            cands = [fname] + [os.path.join(d, os.path.basename(fname)) for d in (search_dirs or [])]
+            cache[fname] = None
+            for c in cands:
+                if os.path.isfile(c):
+                    with open(c, encoding="utf-8", errors="replace") as fh:
+                        cache[fname] = fh.read().splitlines()
+                    break
+        return cache[fname]
+
+    out: dict[int, list[str]] = {}
+    last = None
+    for addr, fname, line in rows:
+        if (fname, line) == last or line == 0:
+            continue
+        last = (fname, line)
+        src = text(fname)
+        body = src[line - 1].rstrip() if src and line <= len(src) else "(source file not found)"
+        out.setdefault(addr, []).append(f"{os.path.basename(fname)}:{line}: {body}")
+    return out
+
+
 def disassemble(module: LoadedModule, kernel=None, *, function: str | None = None,
-                plt: bool = False) -> list[tuple[str, list[Line]]]:
-    """[(header, lines)] per section (or for the one function)."""
-    d = Disassembler(module, kernel)
+                plt: bool = False, relocs=None, source: dict | None = None) -> list[tuple[str, list[Line]]]:
+    """[(header, lines)] per section (or for the one function). `relocs`: explain.RelocRow list
+    (every relocation is then shown at its site, and .ARM.exidx* are listed as data); `source`:
+    address -> source lines, from source_map()."""
+    d = Disassembler(module, kernel, relocs, source)
     if function:
         sec, lo, hi = d.function_range(function)
         return [(f"{function} in {sec.name} ({lo:#x}..{hi:#x})", d.section_lines(sec, lo, hi))]

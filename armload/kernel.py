@@ -65,9 +65,10 @@ class Kernel:
         return k
 
     @classmethod
-    def builtin(cls, config: KernelConfig, *, simulate_all: bool = False) -> "Kernel":
-        """No kernel file: the functions and data armload simulates get invented addresses
-        (`simulate_all`: any undefined symbol does); anything else is an Unknown symbol."""
+    def builtin(cls, config: KernelConfig, *, simulate_all: bool = True) -> "Kernel":
+        """No kernel file, asked for explicitly: every undefined symbol gets an invented address
+        (`simulate_all=False`: only what armload simulates does; others are Unknown symbols,
+        as the CLI does without --kernel unless --simulate-symbols is given)."""
         from .emu.calls import known_names
         what = ("every undefined symbol gets an invented address (--simulate-symbols)" if simulate_all else
                 "symbols armload models get invented addresses; others are unknown")

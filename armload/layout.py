@@ -15,12 +15,13 @@ from .constants import (SHF_ALLOC, SHF_EXECINSTR, SHF_RO_AFTER_INIT, SHF_WRITE, 
 from .elf import ObjectFile, Section, SYM_DTYPE
 from .errors import ENOMEM, ElfFormatError, LayoutError
 
-NOT_ALLOC_SECTIONS = ("__versions", "__version_ext_crcs", "__version_ext_names", ".modinfo")
 PERCPU_SECTION = ".data..percpu"
 RO_AFTER_INIT_SECTIONS = (".data..ro_after_init", "__jump_table")
 TEMP_COPY_BASE = 0xE8000000        # where the kernel's temporary copy of the file "lives"
 PERCPU_BASE = 0xC1F00000           # simulated per-cpu area for .data..percpu
 PERCPU_RESERVED = 8 << 10          # PERCPU_MODULE_RESERVE (8 KiB without NEED_PER_CPU_KM)
+PCPU_MIN_UNIT_SIZE = 32 << 10      # PFN_ALIGN(32 << 10)
+PCPU_MIN_ALLOC_SIZE = 4            # 1 << PCPU_MIN_ALLOC_SHIFT
 
 # (required flags, excluded flags) per row; ARCH_SHF_SMALL is 0 on ARM.
 MASKS = [
@@ -40,8 +41,11 @@ def page_align(x: int) -> int:
 
 
 def align(x: int, a: int) -> int:
+    """The kernel's ALIGN(x, a ?: 1): mask arithmetic, so a non-power-of-2 `a` gives what the
+    kernel gives (not the next multiple). Not truncated to 32 bits: callers refuse a result
+    past 4 GiB, where the kernel's unsigned int would wrap."""
     a = a or 1
-    return (x + a - 1) // a * a
+    return (x + (a - 1)) & ~(a - 1)
 
 
 def is_init_section(name: str) -> bool:
@@ -82,6 +86,7 @@ class Layout:
     places: dict[int, SectionPlace]         # ELF index -> final placement, ALLOC sections only
     regions: list[Region]
     percpu: SectionPlace | None = None
+    percpu_index: int = 0                   # find_pcpusec(); 0: none
 
     def addr_of(self, index: int) -> int:
         """Final sh_addr: placed sections, per-cpu, or the temporary copy for the rest."""
@@ -90,6 +95,8 @@ class Layout:
             return p.addr
         if self.percpu is not None and self.percpu.index == index:
             return self.percpu.addr
+        if index and index == self.percpu_index:
+            return 0                       # an empty per-cpu section: mod_percpu(mod) is NULL
         return TEMP_COPY_BASE + self.sections[index].sh_offset
 
     def within_init(self, addrs: np.ndarray) -> np.ndarray:
@@ -112,7 +119,9 @@ class ModuleAllocator:
         if isinstance(placement, int):
             if placement & (PAGE_SIZE - 1):
                 raise LayoutError(f"placement address {placement:#x} is not page aligned")
-            self.ranges = [(placement, 0xFFFFF000)]
+            # A chosen address stands for the vmalloc area moved there: no larger than it.
+            size = config.vmalloc_end - config.vmalloc_start
+            self.ranges = [(placement, min(0xFFFFF000, placement + size))]
         elif placement == "window":
             self.ranges = [(config.modules_vaddr, config.modules_end)]
             if config.module_plts:
@@ -123,6 +132,8 @@ class ModuleAllocator:
             raise LayoutError(f"unknown placement {placement!r}: use window, vmalloc or an address")
 
     def alloc(self, size: int) -> int:
+        if size > 0xFFFFFFFF:
+            raise LayoutError(f"cannot allocate {size:#x} bytes of module memory", errno=-ENOMEM)
         need = page_align(size) + PAGE_SIZE
         for lo, hi in self.ranges:
             addr = lo
@@ -135,14 +146,22 @@ class ModuleAllocator:
             if addr + need <= hi:
                 self.used.append((addr, addr + need))
                 return addr
-        raise LayoutError(f"cannot allocate {size:#x} bytes of module memory "
-                          f"(placement {self.placement}); out of address space", errno=-ENOMEM)
+        where = f"{self.placement:#x}" if isinstance(self.placement, int) else self.placement
+        raise LayoutError(f"cannot allocate {size:#x} bytes of module memory (placement {where}); "
+                          f"out of address space", errno=-ENOMEM)
 
     def free(self, base: int) -> None:
         self.used = [u for u in self.used if u[0] != base]
 
     def alloc_percpu(self, size: int, align: int) -> int:
-        """The per-cpu reserved chunk (pcpu_alloc(size, align, true)): first fit, never shared."""
+        """The per-cpu reserved chunk (pcpu_alloc(size, align, true)): first fit, never shared.
+        Like pcpu_alloc: align below 4 becomes 4, the size is rounded to 4, and a size above
+        PCPU_MIN_UNIT_SIZE or an align that is not a power of 2 fails (returns NULL)."""
+        align = max(align, PCPU_MIN_ALLOC_SIZE)
+        size = (size + 3) & ~3
+        if size > PCPU_MIN_UNIT_SIZE or align > PAGE_SIZE or align & (align - 1):
+            raise LayoutError(f"illegal size ({size}) or align ({align}) for percpu allocation",
+                              errno=-ENOMEM)
         addr = PERCPU_BASE
         for start, end in sorted(self.percpu_used):
             a = (addr + max(align, 1) - 1) // max(align, 1) * max(align, 1)
@@ -163,13 +182,17 @@ class ModuleAllocator:
 def prepare_sections(obj: ObjectFile, config: KernelConfig, plt_sizes: dict[str, int]) -> list[Section]:
     """rewrite_section_headers + module_frob_arch_sections sizing + rwx/ro_after_init marks."""
     secs = [replace(s) for s in obj.sections]
-    for s in secs:
-        if s.name in NOT_ALLOC_SECTIONS or s.name == PERCPU_SECTION:
-            s.sh_flags &= ~SHF_ALLOC
-        if s.name in RO_AFTER_INIT_SECTIONS:
+    # rewrite_section_headers: modinfo and __versions (the ones find_sec found) are not loaded;
+    # layout_and_allocate: neither is the per-cpu section (allocated separately).
+    for idx in (obj.versions_index, obj.modinfo_index, obj.percpu_index):
+        secs[idx].sh_flags &= ~SHF_ALLOC
+    for name in RO_AFTER_INIT_SECTIONS:
+        s = next((x for x in secs[1:] if x.sh_flags & SHF_ALLOC and x.name == name), None)
+        if s is not None:
             s.sh_flags |= SHF_RO_AFTER_INIT
     for name, key in ((".plt", "core"), (".init.plt", "init")):
-        s = next((x for x in secs if x.name == name), None)
+        # the frob loop assigns on every match: the last section of that name wins
+        s = next((x for x in reversed(secs) if x.name == name), None)
         if s is None or key not in plt_sizes:     # older kernels know only .plt
             continue
         s.sh_type = SHT_NOBITS
@@ -197,10 +220,19 @@ def _core_symbols(obj: ObjectFile, secs: list[Section], init_idx: set[int], kall
     if not kallsyms_all:
         ok &= (flags[idx] & SHF_EXECINSTR) != 0
     ok &= ~in_init[idx]
+    if not len(ok):
+        return 0, 0
     ok[0] = True
     names = obj.sym_names
     strbytes = sum(len(names[i].encode()) + 1 for i in np.flatnonzero(ok).tolist())
     return int(ok.sum()), strbytes
+
+
+def _wrap(obj: ObjectFile, cls: str, s: Section) -> LayoutError:
+    return LayoutError(f"{obj.name}: section {s.index} ({s.name}, size {s.sh_size:#x}): the {cls} layout size "
+                       f"exceeds 32 bits; 6.1 sums it in an unsigned int and would place sections outside its "
+                       f"allocation (armload refuses rather than wrap)", file=obj.path, errno=-ENOMEM,
+                       section=s.index)
 
 
 def layout_module(obj: ObjectFile, config: KernelConfig, plt_sizes: dict[str, int],
@@ -222,6 +254,8 @@ def layout_module(obj: ObjectFile, config: KernelConfig, plt_sizes: dict[str, in
                 off = align(sizes.get(cls, 0), s.sh_addralign)
                 sizes[cls] = off + s.sh_size
                 offsets[s.index] = (cls, off)
+                if sizes[cls] > 0xFFFFFFFF:
+                    raise _wrap(obj, cls, s)
     init_idx = {i for i, (c, _) in offsets.items() if c.startswith("init_")}
 
     # layout_symtab: trimmed core symtab in data, full symtab+strtab in init data.
@@ -233,9 +267,15 @@ def layout_module(obj: ObjectFile, config: KernelConfig, plt_sizes: dict[str, in
     d += ncore * SYM_DTYPE.itemsize + core_str + ncore
     sizes["data"] = d
     i = align(sizes.get("init_data", 0), symsec.sh_addralign) + symsec.sh_size
-    i = align(i, 1) + strsec.sh_size
+    i = align(i, strsec.sh_addralign) + strsec.sh_size
     i = align(i, 4) + MOD_KALLSYMS_SIZE + nsrc
     sizes["init_data"] = i
+    for cls, sz in sizes.items():
+        # The kernel sums in unsigned int: past 4 GiB its layout wraps and sections overlap.
+        if sz > 0xFFFFFFFF:
+            raise LayoutError(f"{obj.name}: {cls} layout size {sz:#x} exceeds 32 bits (sections too large); "
+                              f"6.1 sums it in an unsigned int and would place sections outside its allocation",
+                              file=obj.path, errno=-ENOMEM)
 
     regions: list[Region] = []
     class_base: dict[str, int] = {}
@@ -250,7 +290,12 @@ def layout_module(obj: ObjectFile, config: KernelConfig, plt_sizes: dict[str, in
                 total = strict(total + sizes.get(cls, 0))
             if total == 0:
                 continue
-            base = allocator.alloc(total)
+            try:
+                base = allocator.alloc(total)
+            except LayoutError:
+                for r in regions:
+                    allocator.free(r.base)
+                raise
             for cls in order:
                 class_base[cls] += base
             regions.append(Region(name, base, page_align(total), name == "init"))
@@ -260,7 +305,12 @@ def layout_module(obj: ObjectFile, config: KernelConfig, plt_sizes: dict[str, in
             sz = sizes.get(cls, 0)
             if sz == 0:
                 continue
-            base = allocator.alloc(sz)
+            try:
+                base = allocator.alloc(sz)
+            except LayoutError:
+                for r in regions:
+                    allocator.free(r.base)
+                raise
             class_base[cls] = base
             regions.append(Region(cls, base, page_align(sz), cls.startswith("init_")))
     for idx, (cls, off) in offsets.items():
@@ -268,8 +318,21 @@ def layout_module(obj: ObjectFile, config: KernelConfig, plt_sizes: dict[str, in
         places[idx] = SectionPlace(idx, s.name, class_base[cls] + off, s.sh_size, cls, s.sh_flags,
                                    s.sh_type == SHT_NOBITS)
     percpu = None
-    pc = next((s for s in obj.sections if s.name == PERCPU_SECTION and s.sh_size), None)
-    if pc is not None:
-        percpu = SectionPlace(pc.index, pc.name, allocator.alloc_percpu(pc.sh_size, pc.sh_addralign),
-                              pc.sh_size, "percpu", pc.sh_flags, pc.sh_type == SHT_NOBITS)
-    return Layout(sections=secs, places=places, regions=regions, percpu=percpu)
+    pc = obj.sections[obj.percpu_index] if obj.percpu_index else None
+    if pc is not None and pc.sh_size:
+        # percpu_modalloc(): align above a page is clamped with a warning, then pcpu_alloc decides.
+        pa = pc.sh_addralign
+        if pa > PAGE_SIZE:
+            obj.warnings.append(f"{obj.name}: per-cpu alignment {pa} > {PAGE_SIZE}")
+            pa = PAGE_SIZE
+        try:
+            addr = allocator.alloc_percpu(pc.sh_size, pa)
+        except LayoutError as e:
+            for r in regions:
+                allocator.free(r.base)
+            raise LayoutError(f"{obj.name}: Could not allocate {pc.sh_size} bytes percpu data (section "
+                              f"{pc.index} .data..percpu, sh_addralign {pc.sh_addralign}: {e})",
+                              file=obj.path, errno=-ENOMEM, section=pc.index) from None
+        percpu = SectionPlace(pc.index, pc.name, addr, pc.sh_size, "percpu", pc.sh_flags, pc.sh_type == SHT_NOBITS)
+    return Layout(sections=secs, places=places, regions=regions, percpu=percpu,
+                  percpu_index=obj.percpu_index)

@@ -10,8 +10,9 @@ import numpy as np
 from .config import DEBIAN_ARMMP, KernelConfig
 from .constants import (SHF_ALLOC, SHF_EXECINSTR, SHN_UNDEF, SHT_NOBITS, SHT_PROGBITS, SHT_REL, SHT_RELA,
                         STB_GLOBAL, STB_LOCAL, STB_WEAK, R, reloc_name)
-from .elf import ObjectFile, Section, read_object
-from .errors import EBUSY, EEXIST, ENOENT, ENOEXEC, ArmloadError, PltError, RelocationError
+from .elf import MODULE_EXIT_OFF, MODULE_INIT_OFF, ObjectFile, Section, read_object
+from .errors import (EBUSY, EEXIST, ENOENT, ENOEXEC, ArmloadError, ElfFormatError, LayoutError, PltError,
+                     RelocationError)
 from .kernel import Kernel
 from .layout import Layout, ModuleAllocator, layout_module
 from .model import (BRANCH_DTYPE, Export, LoadedModule, LoadedSection, MemRegion, ModuleSymbol, PltEntry)
@@ -37,9 +38,11 @@ class Session:
         self.modules: list[LoadedModule] = []
         self.export_tables: list[ExportTable] = []      # newest first
 
-    def load(self, path: str, data: bytes | None = None) -> LoadedModule:
+    def load(self, path: str, data: bytes | None = None, *, object: bool = False) -> LoadedModule:
+        """Load one module. object=True also accepts a plain relocatable object (.o, no
+        .gnu.linkonce.this_module), which the kernel itself refuses."""
         t0 = time.perf_counter()
-        obj = read_object(path, data)
+        obj = read_object(path, data, object=object)
         t_parse = time.perf_counter()
         if any(m.name == obj.name for m in self.modules):
             raise ArmloadError(f"{obj.name}: module is already loaded", file=path, errno=-EEXIST)
@@ -71,9 +74,9 @@ class Session:
 
 
 def load_module(path: str, *, kernel: Kernel | None = None, config: KernelConfig = DEBIAN_ARMMP,
-                placement: str | int = "window", data: bytes | None = None) -> LoadedModule:
+                placement: str | int = "window", data: bytes | None = None, object: bool = False) -> LoadedModule:
     """Load one module into a fresh simulated kernel."""
-    return Session(kernel, config, placement).load(path, data)
+    return Session(kernel, config, placement).load(path, data, object=object)
 
 
 def check_modinfo(obj: ObjectFile, kernel: Kernel, modversions: bool) -> None:
@@ -86,7 +89,7 @@ def check_modinfo(obj: ObjectFile, kernel: Kernel, modversions: bool) -> None:
                            f"MODULE_FORCE_LOAD", file=obj.path, errno=-ENOEXEC)
     want = kernel.vermagic
     a, b = have, want
-    if modversions and obj.section_by_name("__versions") is not None:
+    if modversions and obj.versions_index:
         a, b = a.split(" ", 1)[-1], b.split(" ", 1)[-1]
     if a != b:
         raise ArmloadError(f"{obj.name}: version magic '{have}' should be '{want}'", file=obj.path,
@@ -106,6 +109,11 @@ def _ensure_plt_sections(obj: ObjectFile, config: KernelConfig) -> None:
         what = "module PLT section(s) missing" if config.plt_algorithm == "v6" else "module PLT section missing"
         raise PltError(f"{obj.name}: {what} ({', '.join(missing)}; was it linked with the kernel's "
                        f"module.lds under CONFIG_ARM_MODULE_PLTS?)", file=obj.path)
+    n = len(obj.sections)
+    bad = next((s for s in obj.sections if s.sh_type == SHT_REL and s.sh_info >= n), None)
+    if bad is not None:
+        raise ElfFormatError(f"{obj.name}: section {bad.index} ({bad.name}): sh_info {bad.sh_info} >= e_shnum {n} "
+                             f"would name armload's placeholder PLT section", file=obj.path, section=bad.index)
     for n in missing:
         obj.sections.append(Section(len(obj.sections), n, SHT_PROGBITS, SHF_ALLOC | SHF_EXECINSTR, 0, 0, 1,
                                     0, 0, 1, 0))
@@ -126,6 +134,7 @@ def _load_object(obj: ObjectFile, session: Session) -> LoadedModule:
     timings["layout"] = time.perf_counter() - t
     try:
         t = time.perf_counter()
+        _check_export_versions(obj, session)
         resolved = resolve_undefined(obj, session.kernel, session.export_tables, modversions=session.modversions)
         sec_addr = np.array([layout.addr_of(i) for i in range(len(layout.sections))], dtype=np.int64)
         syms = symbol_values(obj, sec_addr, resolved)
@@ -142,13 +151,13 @@ def _load_object(obj: ObjectFile, session: Session) -> LoadedModule:
             name, base = _region_at(layout, p.addr)
             mems[name][0][p.addr - base:p.addr - base + sec.plt.size] = np.frombuffer(sec.plt.image(), dtype=np.uint8)
         timings["relocate"] = time.perf_counter() - t
+        mod = _build_module(obj, layout, regions, syms, resolved, plan, counts, branches, plts, config, session)
     except BaseException:
         for r in layout.regions:
             session.allocator.free(r.base)
         if layout.percpu is not None:
             session.allocator.free_percpu(layout.percpu.addr)
         raise
-    mod = _build_module(obj, layout, regions, syms, resolved, plan, counts, branches, plts, config, session)
     mod.timings.update(timings)
     # do_init_module frees the init allocation once init has run.
     for r in layout.regions:
@@ -172,7 +181,7 @@ def _plt_sections(layout: Layout, config: KernelConfig, kernel: Kernel) -> dict[
     out = {}
     names = (("core", ".plt"), ("init", ".init.plt")) if config.plt_algorithm == "v6" else (("core", ".plt"),)
     for key, sname in names:
-        idx = next((s.index for s in layout.sections if s.name == sname), None)
+        idx = next((s.index for s in reversed(layout.sections) if s.name == sname), None)   # the last wins
         if idx is None or idx not in layout.places:
             continue
         p = layout.places[idx]
@@ -195,7 +204,12 @@ def _region_at(layout: Layout, addr: int) -> tuple[str, int]:
     for r in layout.regions:
         if r.base <= addr < r.base + r.size:
             return r.name, r.base
-    return "percpu", layout.percpu.addr
+    if layout.percpu is not None and layout.percpu.addr <= addr <= layout.percpu.addr + layout.percpu.size:
+        return "percpu", layout.percpu.addr
+    for r in layout.regions:              # an empty section placed exactly at the end of its allocation
+        if addr == r.base + r.size:
+            return r.name, r.base
+    raise LayoutError(f"address {addr:#x} is in no allocation of this module")
 
 
 def _allocate_memory(obj: ObjectFile, layout: Layout):
@@ -218,7 +232,9 @@ def _allocate_memory(obj: ObjectFile, layout: Layout):
         name, base = _region_at(layout, p.addr)
         off = p.addr - base
         mems[name][0][off:off + p.size] = np.frombuffer(obj.data, np.uint8, p.size, sec.sh_offset)
-    if layout.percpu is not None and obj.sections[layout.percpu.index].sh_type != SHT_NOBITS:
+    if layout.percpu is not None:
+        # percpu_modcopy() copies sh_size bytes from sh_addr in the temporary copy, NOBITS or not
+        # (elf.py checked that they lie in the file).
         s = obj.sections[layout.percpu.index]
         mems["percpu"][0][:s.sh_size] = np.frombuffer(obj.data, np.uint8, s.sh_size, s.sh_offset)
     return mems, regions
@@ -228,6 +244,7 @@ def _apply_all(obj, layout, plan, syms, mems, config, router):
     counts: dict[int, int] = {}
     branches = []
     nsec = len(layout.sections)
+    nsec = obj.e_shnum                    # apply_relocations: sh_info >= e_shnum is "not a valid relocation section"
     for sec in layout.sections:
         if sec.sh_type not in (SHT_REL, SHT_RELA) or sec.sh_info >= nsec:
             continue
@@ -282,6 +299,7 @@ def _read_cstr(regions: list[MemRegion], addr: int, limit: int = 512) -> str | N
 
 
 def _build_module(obj, layout, regions, syms, resolved, plan, counts, branches, plts, config, session):
+    exports = _read_exports(obj, layout, regions, session)      # complete_formation may still refuse
     sections = []
     by_region = {r.name: r for r in regions}
     for idx, p in sorted(layout.places.items(), key=lambda kv: kv[1].addr):
@@ -305,28 +323,20 @@ def _build_module(obj, layout, regions, syms, resolved, plan, counts, branches, 
         sec_name = obj.sections[shndx[i]].name if shndx[i] < len(obj.sections) else None
         name = names[i] or (sec_name if stype == "section" else "")
         symbols.append(ModuleSymbol(name, vals[i], sizes[i], stype, _BINDS.get(info[i] >> 4, "global"), sec_name))
-    # struct module's init/exit: the two ABS32 relocations in .rel.gnu.linkonce.this_module.
+    # do_init_module() calls mod->init: the word at offsetof(struct module, init) of the relocated
+    # .gnu.linkonce.this_module (normally an ABS32 to init_module), whatever put it there.
     init_addr = exit_addr = None
-    tm = obj.section_by_name(".gnu.linkonce.this_module")
-    if tm is not None and tm.index in layout.places:
-        for rs in obj.sections:
-            if rs.sh_type == SHT_REL and rs.sh_info == tm.index:
-                for r_off, r_info in obj.rels[rs.index].tolist():
-                    if r_info & 0xFF not in (R.R_ARM_ABS32, R.R_ARM_TARGET1):
-                        continue
-                    word = _read_u32(regions, layout.places[tm.index].addr + r_off)
-                    nm = names[r_info >> 8] if (r_info >> 8) < obj.symcount else ""
-                    if nm == "init_module":
-                        init_addr = word
-                    elif nm == "cleanup_module":
-                        exit_addr = word
-    else:
+    if obj.this_module_index and obj.this_module_index in layout.places:
+        base = layout.places[obj.this_module_index].addr
+        init_addr = _read_u32(regions, base + MODULE_INIT_OFF) or None
+        exit_addr = _read_u32(regions, base + MODULE_EXIT_OFF) or None
+    elif not obj.is_module:
+        # a plain object (--object) has no struct module: its init_module/cleanup_module symbols stand in
         for s in symbols:
             if s.name == "init_module":
                 init_addr = s.addr
             elif s.name == "cleanup_module":
                 exit_addr = s.addr
-    exports = _read_exports(obj, layout, regions, session)
     plt_entries: list[PltEntry] = []
     names_by_addr = {r.addr: n for n, r in resolved.items()}
     for s in symbols:
@@ -345,23 +355,47 @@ def _build_module(obj, layout, regions, syms, resolved, plan, counts, branches, 
         warnings=list(obj.warnings))
 
 
+def _check_export_versions(obj: ObjectFile, session: Session) -> None:
+    """check_module_license_and_versions(): with MODVERSIONS, exports need their CRC tables
+    (try_to_force_load fails without MODULE_FORCE_LOAD)."""
+    if not (session.modversions and obj.is_module):
+        return
+    for tab, crctab in (("__ksymtab", "__kcrctab"), ("__ksymtab_gpl", "__kcrctab_gpl")):
+        s = obj.find_sec(tab)
+        if s is not None and s.sh_size // KSYM_SIZE and obj.find_sec(crctab) is None:
+            raise ArmloadError(f"{obj.name}: no versions for exported symbols (section {s.index} {tab} without "
+                               f"{crctab}); a MODVERSIONS kernel refuses it without MODULE_FORCE_LOAD",
+                               file=obj.path, errno=-ENOEXEC, section=s.index)
+
+
 def _read_exports(obj: ObjectFile, layout: Layout, regions: list[MemRegion], session: Session) -> list[Export]:
-    """The module's __ksymtab(_gpl) after relocation, with CRCs from __kcrctab(_gpl)."""
+    """The module's __ksymtab(_gpl) after relocation (find_module_sections: section_objs), with
+    CRCs from __kcrctab(_gpl). verify_exported_symbols() then looks every name up."""
     out: list[Export] = []
     for tab, crctab, gpl in (("__ksymtab", "__kcrctab", False), ("__ksymtab_gpl", "__kcrctab_gpl", True)):
-        s = obj.section_by_name(tab)
+        s = obj.find_sec(tab)
         if s is None or s.index not in layout.places:
             continue
         base = layout.places[s.index].addr
-        c = obj.section_by_name(crctab)
+        n = s.sh_size // KSYM_SIZE
+        if not n:
+            continue
+        r = next(r for r in regions if r.base <= base < r.end)
+        words = np.frombuffer(r.data, "<u4", count=3 * n, offset=base - r.base).reshape(n, 3)
+        c = obj.find_sec(crctab)
         cbase = layout.places[c.index].addr if c is not None and c.index in layout.places else None
-        for k in range(s.sh_size // KSYM_SIZE):
-            value = _read_u32(regions, base + k * KSYM_SIZE)
-            name_ptr = _read_u32(regions, base + k * KSYM_SIZE + 4)
-            ns_ptr = _read_u32(regions, base + k * KSYM_SIZE + 8)
+        # Entries up to the first NULL name only: non-NULL ones come from the file or its relocations,
+        # so a large zero-filled (NOBITS) table costs one vector scan.
+        null = np.flatnonzero(words[:, 1] == 0)
+        upto = int(null[0]) + 1 if len(null) else n
+        for k, (value, name_ptr, ns_ptr) in enumerate(words[:upto].tolist()):
             name = _read_cstr(regions, name_ptr) if name_ptr else None
-            if not name:
-                continue
+            if name is None:
+                why = "NULL" if not name_ptr else f"{name_ptr:#x}, outside the module"
+                raise ArmloadError(f"{obj.name}: section {s.index} ({tab}) entry {k} at {base + k * KSYM_SIZE:#x}: "
+                                   f"symbol name pointer is {why}; 6.1's verify_exported_symbols dereferences it "
+                                   f"(a kernel oops, not a refusal)", file=obj.path, errno=-ENOEXEC,
+                                   section=s.index)
             ns = _read_cstr(regions, ns_ptr) if ns_ptr else ""
             crc = _read_u32(regions, cbase + 4 * k) if cbase is not None else None
             out.append(Export(name=name, addr=value, crc=crc, owner=obj.name, gpl=gpl, namespace=ns or ""))

@@ -24,6 +24,25 @@ BRANCH_DTYPE = np.dtype([
 ])
 
 
+@dataclass(frozen=True)
+class BranchSite:
+    """One row of LoadedModule.branches with named fields (see branch_sites())."""
+    section: int                # ELF index of the section holding the instruction
+    section_name: str
+    offset: int                 # r_offset within that section
+    place: int                  # P: final address of the instruction
+    rtype: int                  # ELF32_R_TYPE
+    type_name: str              # R_ARM_CALL, R_ARM_THM_JUMP24, ...
+    sym: int                    # symbol-table index
+    symbol: str
+    target: int                 # where control must arrive (bit 0 = Thumb)
+    plt: int                    # PLT slot address, 0 when direct
+
+    @property
+    def via_plt(self) -> bool:
+        return self.plt != 0
+
+
 @dataclass
 class Export:
     """One exported symbol, as a kernel or module offers it to importers."""
@@ -126,6 +145,20 @@ class LoadedModule:
     timings: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     _sym_index: tuple | None = field(default=None, repr=False, compare=False)
+
+    def branch_sites(self) -> list[BranchSite]:
+        """The branch relocation sites as dataclasses (a readable view; `branches` stays the
+        numpy storage the loader fills)."""
+        from .constants import reloc_name
+        names = {s.index: s.name for s in self.sections}
+        out = []
+        for sec, off, place, rtype, sym, target, plt in self.branches.tolist():
+            out.append(BranchSite(sec, names.get(sec, str(sec)), off, place, rtype, reloc_name(rtype), sym,
+                                  self.sym_names[sym] if sym < len(self.sym_names) else "", target, plt))
+        return out
+
+    def plt_entry_at(self, addr: int) -> PltEntry | None:
+        return next((e for e in self.plt_entries if e.addr == addr), None)
 
     def region_of(self, addr: int) -> MemRegion | None:
         for r in self.regions:

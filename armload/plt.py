@@ -11,12 +11,14 @@
 """
 from __future__ import annotations
 
+import hashlib
+import os
 from dataclasses import dataclass
 
 import numpy as np
 
 from .config import KernelConfig
-from .constants import BRANCH_TYPES, SHF_EXECINSTR, SHN_UNDEF, SHT_NOBITS, THUMB_BRANCHES, R
+from .constants import BRANCH_TYPES, SHF_EXECINSTR, SHN_UNDEF, THUMB_BRANCHES, R
 from .elf import ObjectFile
 from .model import PltCounts, PltEntry
 
@@ -26,12 +28,57 @@ _THUMB_ARR = np.array([int(t) for t in THUMB_BRANCHES], dtype=np.uint32)
 
 
 # --- the kernel's sort ---------------------------------------------------------------
-def heapsort_order(keys: list[int], variant: str = "v6") -> list[int]:
-    """Permutation that lib/sort.c's heapsort applies to `keys` (ties keep heap order).
+# lib/sort.c's permutation is computed by the compiled armload._kernsort when it is built and
+# matches its source (setup.py compiles the source's SHA-256 in), else by the pure-Python
+# transcription below; both give the same permutation. ARMLOAD_NO_NATIVE=1 forces Python.
+VARIANTS = {"v6": 0, "sorted": 1}
+
+
+def _native_sort():
+    """(module or None, why): the compiled heapsorts, unless absent, stale or disabled."""
+    if os.environ.get("ARMLOAD_NO_NATIVE"):
+        return None, "disabled by ARMLOAD_NO_NATIVE"
+    try:
+        from . import _kernsort
+    except ImportError as e:
+        return None, f"armload._kernsort not built ({e})"
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_kernsort.c")
+    if os.path.exists(src):
+        with open(src, "rb") as f:
+            if hashlib.sha256(f.read()).hexdigest() != _kernsort.SOURCE_SHA256:
+                return None, "armload._kernsort is stale (built from another _kernsort.c; re-run make venv)"
+    return _kernsort, "C extension armload._kernsort"
+
+
+_NATIVE, SORT_BACKEND = _native_sort()
+
+
+def heapsort_order(keys, variant: str = "v6", *, native: bool | None = None) -> np.ndarray:
+    """Permutation (int64 indices) that lib/sort.c's heapsort applies to `keys` (ties keep heap order).
 
     variant "v6": the bottom-up heapsort of lib/sort.c since v5.2 (used by 6.1);
     variant "sorted": the classic heapsort lib/sort.c had in 2016.
+    native: None = the compiled sort when available, True = require it, False = pure Python.
     """
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown heapsort variant {variant!r}")
+    k = np.asarray(keys)
+    fits = k.size == 0 or (k.dtype.kind in "ui" and int(k.min()) >= 0 and int(k.max()) <= 0xFFFFFFFF)
+    if native is None:
+        native = _NATIVE is not None and fits
+    if native:
+        if _NATIVE is None:
+            raise RuntimeError(f"native heapsort unavailable: {SORT_BACKEND}")
+        if not fits:
+            raise ValueError("native heapsort keys must be unsigned 32-bit")
+        out = np.empty(k.size, dtype=np.int64)
+        _NATIVE.order(np.ascontiguousarray(k, dtype=np.uint32), out, VARIANTS[variant])
+        return out
+    return np.array(heapsort_order_python(k.tolist(), variant), dtype=np.int64)
+
+
+def heapsort_order_python(keys: list[int], variant: str = "v6") -> list[int]:
+    """The pure-Python fallback of heapsort_order (same loops as armload/_kernsort.c)."""
     a = list(range(len(keys)))
     k = list(keys)
     n = len(a)
@@ -89,8 +136,9 @@ def heapsort_order(keys: list[int], variant: str = "v6") -> list[int]:
 
 
 def sort_keys(r_info: np.ndarray) -> np.ndarray:
-    """cmp_rel: by type, then symbol index."""
-    return ((r_info & 0xFF).astype(np.uint64) << np.uint64(24)) | (r_info >> 8).astype(np.uint64)
+    """cmp_rel: by type, then symbol index, as one u32 (the symbol index has 24 bits)."""
+    r_info = np.asarray(r_info, dtype=np.uint32)
+    return ((r_info & np.uint32(0xFF)) << np.uint32(24)) | (r_info >> np.uint32(8))
 
 
 def stable_key_order(r_info: np.ndarray) -> np.ndarray:
@@ -122,7 +170,7 @@ def kernel_order(r_info: np.ndarray, words: np.ndarray, variant: str, exact: boo
         addend = words[order] & np.where(thumb, np.uint32(0x2FFF07FF), np.uint32(0x00FFFFFF))
         if not (same & branch[1:] & (addend[1:] != addend[:-1])).any():
             return order
-    return np.array(heapsort_order(sort_keys(r_info).tolist(), variant), dtype=np.int64)
+    return heapsort_order(sort_keys(r_info), variant)
 
 
 def zero_addend(words: np.ndarray, rtype: np.ndarray) -> np.ndarray:
@@ -169,7 +217,9 @@ def exec_rel_tables(obj: ObjectFile) -> list[RelTable]:
         dst = obj.sections[s.sh_info]
         if not (dst.sh_flags & SHF_EXECINSTR):
             continue
-        words = gather_words(obj.data, dst.sh_offset, dst.sh_size, dst.sh_type == SHT_NOBITS, rel["r_offset"])
+        # count_plts reads the words at sh_addr in the kernel's copy of the file, NOBITS targets
+        # too (elf.py checked that those bytes lie in the file).
+        words = gather_words(obj.data, dst.sh_offset, dst.sh_size, False, rel["r_offset"])
         out.append(RelTable(idx, dst.index, dst.name, rel["r_info"], rel["r_offset"], words))
     return out
 

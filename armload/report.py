@@ -38,6 +38,104 @@ def plt_usage(mod: LoadedModule) -> dict:
             "core_size": size.get(".plt", 0), "init_size": size.get(".init.plt", 0)}
 
 
+def plt_notes(mod: LoadedModule, counted: dict | None = None, limit: int | None = 12) -> list[str]:
+    """Why the numbers differ: reserved versus used, each rule's counted relocations, and
+    symbols with more than one PLT entry. `counted`: explain.counted_relocations()."""
+    cfg = mod.config
+    notes = []
+    used = Counter(e.plt for e in mod.plt_entries if not e.fixed)
+    sites = mod.branch_sites()
+    fixed_hits = Counter(b.symbol for b in sites if b.plt and (e := mod.plt_entry_at(b.plt)) is not None and e.fixed)
+    far = sum(1 for b in sites if b.plt)
+    if counted:
+        for alg in ("legacy", "sorted", "v6"):
+            items = counted[alg]
+            if not items:
+                notes.append(f"{alg} counted no relocation" + (f" (plus {cfg.n_fixed_plts} fixed ftrace entries per "
+                                                                f"PLT)" if alg == "v6" and cfg.n_fixed_plts else ""))
+                continue
+            per = Counter((c.plt, c.relsec_name) for c in items)
+
+            def names(rel, where):
+                got = [f"{c.type_name[6:]} {c.symbol}" for c in items if c.relsec_name == rel and c.plt == where]
+                if limit is not None and len(got) > limit:
+                    got = got[:limit] + [f"... {len(got) - limit} more"]
+                return ", ".join(got)
+            desc = "; ".join(f"{rel}: " + names(rel, where)
+                             + (f" -> {'.init.plt' if where == 'init' else '.plt'}" if alg == "v6" else "")
+                             for where, rel in per)
+            notes.append(f"{alg} counted {len(items)}: {desc}")
+    v6 = mod.plt_counts["v6"]
+    if cfg.plt_algorithm != "v6":
+        c = mod.plt_counts[cfg.plt_algorithm]
+        notes.append(
+            f"why {cfg.plt_algorithm} reserves more than is used: its count ({c.core}) is an upper bound taken before "
+            f"layout for one .plt shared by core and init code ("
+            + ("v4.0: one entry per distinct (r_info, addend) branch to an undefined symbol"
+               if cfg.plt_algorithm == "legacy" else
+               "one entry per distinct (type, symbol) branch to an undefined symbol per sorted REL table")
+            + f"); only branches out of range at their final address take an entry: {far} of {len(sites)} here, "
+              f"using {used.get('core', 0)}"
+            + ("; the v4.0 get_module_plt() searches every emitted entry, so one target never takes two"
+               if cfg.plt_algorithm == "legacy" else ""))
+    if cfg.plt_algorithm == "v6":
+        nf = cfg.n_fixed_plts
+        notes.append(
+            f"why v6 reserves more than is used: its count (core {v6.core}, init {v6.init}) is an upper bound taken "
+            f"before layout, one entry per branch relocation against another section with a distinct (type, "
+            f"symbol) per REL table" + (f", plus the {nf} fixed ftrace entries (ftrace_caller, __gnu_mcount_nc) in "
+                                         f"each of .plt and .init.plt" if nf else "")
+            + f"; only branches out of range at their final address take an entry: {far} of {len(sites)} here, "
+              f"using core {used.get('core', 0)}, init {used.get('init', 0)} new entries")
+        if counted:
+            by_target = Counter((c.plt, c.symbol) for c in counted["v6"])
+            emitted = Counter((e.plt, e.symbol) for e in mod.plt_entries if not e.fixed)
+            fewer = [f"{sym} ({where}: counted {k}, {emitted.get((where, sym), 0)} emitted)"
+                     for (where, sym), k in sorted(by_target.items())
+                     if k > 1 and emitted.get((where, sym), 0) < k and any(b.plt for b in sites if b.symbol == sym)]
+            if fewer:
+                if limit is not None and len(fewer) > limit:
+                    fewer = fewer[:limit] + [f"... {len(fewer) - limit} more"]
+                notes.append("counted more often than emitted (get_module_plt() reused an entry with the same "
+                             "target, e.g. a fixed ftrace entry or the one just before): " + ", ".join(fewer))
+        if fixed_hits:
+            notes.append("calls that land on a fixed ftrace entry instead of a new one: "
+                         + ", ".join(f"{k} x{v}" for k, v in sorted(fixed_hits.items())))
+    dups = Counter((e.plt, e.symbol) for e in mod.plt_entries if not e.fixed and e.symbol)
+    shown = 0
+    multi = [(w, sym) for (w, sym), k in sorted(dups.items()) if k > 1]
+    for where, sym in multi:
+        if limit is not None and shown >= limit:
+            notes.append(f"... {len(multi) - shown} more symbols with several entries (--verbose lists all)")
+            break
+        shown += 1
+        copies = [e for e in mod.plt_entries if e.plt == where and e.symbol == sym and not e.fixed]
+        users = {e.addr: Counter((b.section_name, b.type_name) for b in sites if b.plt == e.addr) for e in copies}
+        group = 2 * cfg.plt_stride
+        sec = next((s for s in mod.sections if s.name == (".init.plt" if where == "init" else ".plt")), None)
+        desc = "; ".join(f"{e.addr:#x} (group {(e.addr - sec.addr) // group if sec else '?'}, for "
+                         + (", ".join(f"{t} in {sn} x{k}" for (sn, t), k in sorted(users[e.addr].items()))
+                            or "no site") + ")" for e in copies)
+        secs = [{sn for sn, _ in users[e.addr]} for e in copies]
+        types = [{t for _, t in users[e.addr]} for e in copies]
+        if all(x == secs[0] for x in secs) and any(t != types[0] for t in types):
+            why = ("each REL table is sorted by (type, symbol), so the branches of one type to it form a run "
+                   "after the other type's run and other targets; get_module_plt() only compares a target with "
+                   "the entry emitted just before it, so the second run emits it again")
+        else:
+            why = ("each REL table is sorted and applied on its own, and get_module_plt() only compares a "
+                   "target with the entry emitted just before it, so a later table calling the same function "
+                   "emits it again")
+        notes.append(f"{sym} has {len(copies)} entries in {'.init.plt' if where == 'init' else '.plt'}: {desc}. "
+                     f"Why: {why}")
+    cross = {e.symbol for e in mod.plt_entries if e.plt == "core" and not e.fixed} & \
+        {e.symbol for e in mod.plt_entries if e.plt == "init" and not e.fixed}
+    if cross:
+        notes.append(f"in both .plt and .init.plt: {', '.join(sorted(s for s in cross if s))} (v6 keeps separate "
+                     f"PLTs for core and init code, since .init.plt is freed after init)")
+    return notes
+
+
 def symbolize(mod: LoadedModule, addr: int | None) -> str:
     if addr is None:
         return "-"
@@ -79,7 +177,8 @@ def to_dict(mod: LoadedModule, kernel_desc: str | None = None, placement=None) -
     }
 
 
-def format_text(mod: LoadedModule, kernel_desc: str | None = None, placement=None, verbose: bool = False) -> str:
+def format_text(mod: LoadedModule, kernel_desc: str | None = None, placement=None, verbose: bool = False,
+                counted: dict | None = None) -> str:
     d = to_dict(mod, kernel_desc, placement)
     cfg = mod.config
     out = []
@@ -115,6 +214,8 @@ def format_text(mod: LoadedModule, kernel_desc: str | None = None, placement=Non
     out.append(f"PLT entries used: core {u['core_used']} (.plt {u['core_size']} bytes), "
                f"init {u['init_used']} (.init.plt {u['init_size']} bytes)")
     out.append(f"branch sites: {b['sites']} ({b['direct']} direct, {b['via_plt']} through PLT veneers)")
+    for n in plt_notes(mod, counted, limit=None if verbose else 12):
+        out.append(f"  - {n}")
     out.append("")
     src = ", ".join(f"{v} from {k}" for k, v in sorted(d["symbols_by_source"].items()))
     out.append(f"undefined symbols resolved: {len(mod.resolved)}" + (f" ({src})" if src else ""))
@@ -136,4 +237,7 @@ def format_text(mod: LoadedModule, kernel_desc: str | None = None, placement=Non
         out.append(f"warning: {w}")
     t = d["timings_ms"]
     out.append("time: " + ", ".join(f"{k} {v:.1f} ms" for k, v in t.items()))
+    if cfg.plt_algorithm == "legacy" and d["branches"]["via_plt"]:
+        out.append("  (legacy: relocate includes the v4.0 get_module_plt() walk over every emitted PLT entry per "
+                   "far branch, O(branches x entries); `armload bench plt` times it and the v4.0 count apart)")
     return "\n".join(out)

@@ -2,7 +2,6 @@
 symbol's final value (simplify_symbols)."""
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,16 +25,22 @@ class ExportTable:
     exports: dict[str, Export]
 
 
+VERSION_DTYPE = np.dtype([("crc", "<u4"), ("name", "V60")])
+
+
 def versions_table(obj: ObjectFile) -> dict[str, int] | None:
-    sec = obj.section_by_name("__versions")
-    if sec is None:
+    """__versions as check_version() scans it: the first entry of a name wins. The section
+    found by find_sec (elf.py checked its bytes lie in the file, NOBITS or not)."""
+    if not obj.versions_index:
         return None
-    raw = obj.section_bytes(sec)
-    out = {}
-    for off in range(0, len(raw) - MODVERSION_ENTRY + 1, MODVERSION_ENTRY):
-        crc, = struct.unpack_from("<I", raw, off)
-        name = raw[off + 4:off + MODVERSION_ENTRY].split(b"\0", 1)[0].decode("utf-8", "replace")
-        out.setdefault(name, crc)
+    sec = obj.sections[obj.versions_index]
+    n = sec.sh_size // MODVERSION_ENTRY
+    if not n:
+        return {}
+    tab = np.frombuffer(obj.data, VERSION_DTYPE, count=n, offset=sec.sh_offset)
+    out: dict[str, int] = {}
+    for crc, name in zip(tab["crc"].tolist(), tab["name"].tolist()):
+        out.setdefault(name.split(b"\0", 1)[0].decode("utf-8", "replace"), crc)
     return out
 
 
@@ -164,7 +169,7 @@ def symbol_values(obj: ObjectFile, sec_addr: np.ndarray, resolved: dict[str, Res
         raise SymbolError(f"{obj.name}: please compile with -fno-common (common symbol "
                           f"'{names[common[0]]}')", file=obj.path, errno=-ENOEXEC, symbol=names[common[0]])
     regular = (shndx != SHN_UNDEF) & (shndx < SHN_LORESERVE)
-    regular[0] = False
+    regular[:1] = False
     out = value.copy()
     out[regular] = value[regular] + sec_addr[shndx[regular]]
     for i in np.flatnonzero(shndx == SHN_UNDEF).tolist():
@@ -189,9 +194,8 @@ def _phantom(obj: ObjectFile):
 
 def _phantom_name(obj: ObjectFile, ph) -> str:
     off = int(ph["st_name"])
-    if off < len(obj.strtab):
-        return obj.strtab[off:obj.strtab.find(b"\0", off)].decode("utf-8", "replace")
-    return ""
+    end = obj.strtab.find(b"\0", off) if off < len(obj.strtab) else -1
+    return obj.strtab[off:end].decode("utf-8", "replace") if end >= 0 else ""
 
 
 __all__ = ["ExportTable", "resolve_undefined", "symbol_values", "versions_table"]

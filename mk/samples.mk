@@ -12,7 +12,7 @@ SAMPLES_KBUILD  ?= linux-kbuild-6.1=6.1.176-1
 SAMPLES_DEBS    := linux-headers-$(SAMPLES_KREL):armhf linux-headers-$(patsubst %-armmp,%,$(SAMPLES_KREL))-common $(SAMPLES_KBUILD)
 SAMPLE_DIR      := sample_modules
 SAMPLE_BUILD    := $(SAMPLE_DIR)/build
-SAMPLE_NAMES    := hello initcore exporter importer kalloc regdev nullderef spin enodev tailcall devkit
+SAMPLE_NAMES    := hello initcore exporter importer kalloc regdev nullderef spin enodev tailcall deferred devkit
 SAMPLE_ARCHES   := arm thumb2
 SAMPLE_KCFLAGS_arm    :=
 SAMPLE_KCFLAGS_thumb2 := -mthumb

@@ -1,4 +1,5 @@
-"""Emulation: keystone fixtures (always) and the real sample modules (when the loader and samples exist)."""
+"""Emulation without a kernel image: keystone fixtures and the sample modules, on Python models and
+fallbacks (tests/test_emu_image.py runs the same samples on the real Debian kernel)."""
 import os
 import subprocess
 import sys
@@ -6,14 +7,13 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
+from conftest import sample  # noqa: E402
 from emu_fixtures import build_module  # noqa: E402
 
-from armload.emulate import Machine  # noqa: E402
+from armload.emu import Machine, default_library  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SAMPLES = os.path.join(ROOT, "sample_modules")
-SYMVERS = os.path.join(SAMPLES, "Module.symvers")
-EXTERNS = {"_printk": "func", "kmalloc": "func", "kfree": "func", "__gnu_mcount_nc": "func",
+EXTERNS = {"_printk": "func", "__kmalloc": "func", "kfree": "func", "__gnu_mcount_nc": "func",
            "memset": "func", "some_data": "data"}
 
 
@@ -44,8 +44,14 @@ def test_fixture_init_prints_and_returns_zero(thumb):
     r = m.run_init()
     assert r.status == "returned" and r.retval == 0 and r.ok
     assert r.log == ["hello: loaded, answer=42, greeting=world"]
-    assert [c.name for c in r.calls] == ["__gnu_mcount_nc", "_printk"]
-    assert r.calls[1].args[1] == 42
+    assert [(x.text, x.level) for x in m.log.records] == [("hello: loaded, answer=42, greeting=world", 6)]
+    # without an image __gnu_mcount_nc is its real instruction sequence (no call record);
+    # _printk is the Python fallback of real code
+    assert [(c.name, c.cls) for c in r.calls] == [("_printk", "fallback")]
+    assert r.calls[0].args[1] == 42
+    assert r.calls[0].caller_sym.startswith("init_module+") and r.calls[0].caller_sym.endswith("[fixture]")
+    # printk returns the stored record's length: no level prefix, no trailing newline (printk_sprint)
+    assert r.calls[0].ret == len("hello: loaded, answer=42, greeting=world")
 
 
 @pytest.mark.parametrize("thumb", [False, True])
@@ -78,12 +84,11 @@ def test_mcount_returns_to_caller_with_lr_restored(thumb):
 
 
 def test_kmalloc_failure_gives_enomem():
-    from armload.stubs import default_library
     src = {"init_module": """
         push {r4, lr}
         mov r0, #64
         mov r1, #0
-        bl {kmalloc}
+        bl {__kmalloc}
         cmp r0, #0
         mvneq r0, #11
         popeq {r4, pc}
@@ -92,16 +97,24 @@ def test_kmalloc_failure_gives_enomem():
         pop {r4, pc}
     """}
     mod, k = build_module(src, externs=EXTERNS)
-    assert Machine(mod, k).run_init().retval == 0
-    stubs = default_library()
+    m = Machine(mod, k)
+    r = m.run_init()
+    assert r.retval == 0 and [(c.name, c.cls) for c in r.calls] == [("__kmalloc", "model"), ("kfree", "model")]
+    assert r.calls[0].args[:2] == [64, 0] and r.calls[1].args[0] == r.calls[0].ret != 0
+    assert not m.leaks()
+    lib = default_library()
 
-    @stubs.handler("kmalloc", nargs=2)
+    @lib.model("__kmalloc", subsystem="mm", nargs=2)
     def no_memory(call):
         return 0
     mod, k = build_module(src, externs=EXTERNS)
-    r = Machine(mod, k, stubs=stubs).run_init()
+    r = Machine(mod, k, models=lib).run_init()
     assert r.retval == -12
     assert "ENOMEM" in r.summary()
+    assert [(c.name, c.ret) for c in r.calls] == [("__kmalloc", 0)]
+    # the override is private to `lib`
+    mod, k = build_module(src, externs=EXTERNS)
+    assert Machine(mod, k).run_init().retval == 0
 
 
 def test_null_deref_report():
@@ -115,13 +128,55 @@ def test_null_deref_report():
     assert "NULL pointer dereference at virtual address 00000008" in text and "r3 : 00000000" in text
 
 
-def test_endless_loop_budget_and_timeout():
+def test_endless_loop_budget():
     mod, k = build_module({"init_module": "loop: add r0, r0, #1\nb loop"}, externs=EXTERNS)
     r = Machine(mod, k, budget=100_000).run_init()
     assert r.status == "budget" and r.instructions == 100_000
-    assert "budget" in r.fault.message and r.fault.pc_sym.startswith("init_module+")
-    r = Machine(mod, k, budget=0, timeout=0.2).run_init()
-    assert r.status == "timeout"
+    assert "budget of 100,000 instructions" in r.fault.message and r.fault.pc_sym.startswith("init_module+")
+    assert r.sim_ns == 100_000                       # the stated clock: 1 instruction = 1 ns
+    r2 = Machine(mod, k, budget=100_000).run_init()
+    assert (r2.status, r2.instructions, r2.fault.registers["r0"]) == ("budget", 100_000, r.fault.registers["r0"])
+    # a budget never overshoots: an odd budget ends before the 2-instruction loop body that would cross it
+    r = Machine(mod, k, budget=99_999).run_init()
+    assert r.status == "budget" and r.instructions == 99_998
+
+
+@pytest.mark.parametrize("thumb", [False, True])
+def test_python_and_native_counters_agree(thumb, monkeypatch):
+    # the C block hook and its Python twin (machines without a compiler) count identically
+    import functools
+
+    import armload.emu.machine as machine_mod
+    from armload.emu.clock import Clock
+    mod, k = build_module({"init_module": "mov r0, #0\nmovw r1, #1000\nloop: add r0, r0, #1\n"
+                                          "subs r1, r1, #1\nbne loop\nbx lr"}, externs=EXTERNS, thumb=thumb)
+    n = 2 + 3 * 1000 + 1
+
+    def runs():
+        m = Machine(mod, k)
+        return m.clock.native, [(x.status, x.retval, x.instructions) for x in
+                                (m.run_init(), Machine(mod, k, budget=n).run_init(),
+                                 Machine(mod, k, budget=n - 1).run_init())]
+    native, native_runs = runs()
+    assert native, "the C counter did not build (cc missing?)"
+    monkeypatch.setattr(machine_mod, "Clock", functools.partial(Clock, native=False))
+    native, py_runs = runs()
+    assert not native
+    assert native_runs == py_runs
+    assert native_runs[:2] == [("returned", 1000, n)] * 2
+    assert native_runs[2][0] == "budget" and native_runs[2][2] < n
+
+
+def test_budget_both_sides_of_the_bound():
+    # 2 + 10 * 3 + 1 = 33 instructions: a budget of 33 completes, 32 does not
+    mod, k = build_module({"init_module": "mov r0, #0\nmov r1, #10\nloop: add r0, r0, #1\nsubs r1, r1, #1\n"
+                                          "bne loop\nbx lr"}, externs=EXTERNS)
+    r = Machine(mod, k).run_init()
+    assert (r.status, r.retval, r.instructions) == ("returned", 10, 33)
+    r = Machine(mod, k, budget=33).run_init()
+    assert (r.status, r.retval, r.instructions) == ("returned", 10, 33)
+    r = Machine(mod, k, budget=32).run_init()
+    assert r.status == "budget" and r.instructions <= 32 and r.retval is None
 
 
 def test_write_to_rodata_and_jump_to_data_fault():
@@ -157,16 +212,17 @@ def test_heap_overrun_and_use_after_free():
         push {r4, lr}
         mov r0, #16
         mov r1, #0
-        bl {kmalloc}
+        bl {__kmalloc}
         str r0, [r0, #16]
         pop {r4, pc}"""}, externs=EXTERNS)
     r = Machine(mod, k).run_init()
-    assert r.fault.kind == "heap-out-of-bounds" and "kmalloc" in r.fault.message
+    assert r.fault.kind == "heap-out-of-bounds" and r.fault.access_type == "write"
+    assert "kmalloc object" in r.fault.message and "+0x10 (size 16, allocated by init_module+" in r.fault.message
     mod, k = build_module({"init_module": """
         push {r4, lr}
         mov r0, #16
         mov r1, #0
-        bl {kmalloc}
+        bl {__kmalloc}
         mov r4, r0
         bl {kfree}
         ldr r0, [r4]
@@ -182,7 +238,10 @@ def test_kernel_data_symbol_is_zeroed_memory():
         ldr r0, [r3, #4]
         str r3, [r3]
         bx lr"""}, externs=EXTERNS)
-    assert Machine(mod, k).run_init().retval == 0
+    m = Machine(mod, k)
+    assert m.run_init().retval == 0
+    assert "kernel data some_data is zero-filled simulated memory (no kernel image)" in m.notes
+    assert m.notes[0].startswith("current is a zeroed task_struct")
 
 
 def test_call_named_function_with_args():
@@ -190,6 +249,17 @@ def test_call_named_function_with_args():
                           externs=EXTERNS)
     r = Machine(mod, k).call("add3", [1, 2, 39])
     assert r.status == "returned" and r.retval == 42
+
+
+def test_no_function_status():
+    mod, k = build_module({"init_module": "mov r0, #0\nbx lr", "bye": "bx lr"}, externs=EXTERNS)
+    m = Machine(mod, k)
+    r = m.run_exit()                              # no cleanup_module: nothing to run, not a failure
+    assert (r.status, r.ok, r.calls, r.instructions) == ("no-function", True, [], 0)
+    assert r.summary() == "fixture: no cleanup_module function"
+    mod, k = build_module({"init_module": "mov r0, #0\nbx lr", "bye": "mov r0, #0\nbx lr"}, externs=EXTERNS,
+                          exit="bye")
+    assert Machine(mod, k).run_exit().status == "returned"
 
 
 def test_init_memory_freed_after_init():
@@ -203,14 +273,12 @@ def test_init_memory_freed_after_init():
 
 # --- real samples (need the loader and sample_modules/*.ko) ---------------------------------
 def _load(name, thumb, placement="window", *more):
-    loader = pytest.importorskip("armload.loader")
+    from armload import loader
     from armload.config import DEBIAN_ARMMP
     from armload.kernel import Kernel
-    path = os.path.join(SAMPLES, f"{name}-{'thumb2' if thumb else 'arm'}.ko")
-    if not os.path.exists(path):
-        pytest.skip(f"{path} not built")
+    path = sample(f"{name}-{'thumb2' if thumb else 'arm'}.ko")
     cfg = DEBIAN_ARMMP.with_(thumb2=thumb)
-    kernel = Kernel.from_files([SYMVERS] if os.path.exists(SYMVERS) else [], cfg)
+    kernel = Kernel.from_files([sample("Module.symvers")], cfg)
     s = loader.Session(kernel, cfg, placement)
     return s.load(path), kernel
 
@@ -219,7 +287,7 @@ EXPECTED = {
     "hello": (0, ["hello: loaded, answer=42, greeting=world"]),
     "initcore": (0, ["initcore: checksum=78 mixed=2865785426"]),
     "kalloc": (0, ["kalloc: id=7 flags=0x5a name=kalloc-rec v3=3007 zeroed=0"]),
-    "regdev": (0, ["regdev: registered misc minor 63"]),
+    "regdev": (0, ["regdev: registered misc minor 127"]),   # drivers/char/misc.c: first dynamic minor
     "enodev": (-19, ["enodev: no device found, giving up"]),
     "tailcall": (0, []),
 }
@@ -236,13 +304,16 @@ def test_sample_runs(name, thumb, placement):
     assert r.status == "returned", r.fault and r.fault.format()
     assert r.retval == ret
     assert r.log == log
+    # no image: real kernel code runs as Python fallbacks, everything else as models
+    for c in r.calls:
+        assert c.cls == ("fallback" if c.name in ("_printk", "strscpy") else "model"), c.format()
     if placement == "vmalloc":
         # every kernel call goes through a PLT veneer
         assert all(int(b["plt"]) for b in mod.branches if mod.resolved.get(mod.sym_names[int(b["sym"])]))
     if name == "regdev":
         calls = [x["call"] for x in r.registrations]
         assert calls == ["misc_register", "platform_driver_register"]
-        assert r.registrations[0]["name"] == "armload_regdev"
+        assert r.registrations[0]["name"] == "armload_regdev" and r.registrations[0]["minor"] == 127
         assert r.registrations[1]["name"] == "armload-regdev"
     if name == "tailcall":
         assert [x["call"] for x in r.registrations] == ["platform_driver_register"]
@@ -251,7 +322,7 @@ def test_sample_runs(name, thumb, placement):
         assert not m.heap.live
     if r.ok:
         e = m.run_exit()
-        assert e.status in ("returned", "no-function")
+        assert e.status in ("returned", "no-function"), e.fault and e.fault.format()
 
 
 @pytest.mark.parametrize("thumb", [False, True])
@@ -269,6 +340,9 @@ def test_sample_spin(thumb):
     mod, kernel = _load("spin", thumb)
     r = Machine(mod, kernel, budget=200_000).run_init()
     assert r.status == "budget" and r.fault.pc_sym.startswith("spin_init+")
+    assert r.log == ["spin: spinning forever"] and 199_000 < r.instructions <= 200_000
+    r2 = Machine(mod, kernel, budget=200_000).run_init()
+    assert (r2.status, r2.instructions, r2.fault.pc) == (r.status, r.instructions, r.fault.pc)
 
 
 def _cli(*args):
@@ -277,20 +351,18 @@ def _cli(*args):
 
 
 def test_cli_run_exit_status():
-    pytest.importorskip("armload.loader")
-    if not os.path.exists(os.path.join(SAMPLES, "hello-arm.ko")):
-        pytest.skip("samples not built")
+    sample("hello-arm.ko")
     p = _cli("run", "sample_modules/hello-arm.ko", "--trace")
     assert p.returncode == 0, p.stderr
     assert "[    0.000000] hello: loaded, answer=42, greeting=world" in p.stdout
-    assert "call _printk(" in p.stdout
+    assert "call [fallback] _printk(" in p.stdout and "no kernel image" in p.stdout
     assert "branches verified: 3/3" in p.stdout
     p = _cli("run", "sample_modules/enodev-thumb2.ko", "--thumb2")
     assert p.returncode == 1 and "-ENODEV" in p.stdout
     p = _cli("run", "sample_modules/nullderef-arm.ko")
     assert p.returncode == 1 and "NULL pointer dereference" in p.stdout and "Traceback" not in p.stderr
     p = _cli("run", "sample_modules/spin-arm.ko", "--budget", "100000")
-    assert p.returncode == 1 and "budget" in p.stdout
+    assert p.returncode == 1 and "instruction budget of 100,000 instructions exhausted" in p.stdout
     p = _cli("run", "sample_modules/tailcall-arm.ko", "--placement", "vmalloc", "--json")
     assert p.returncode == 0
     import json
@@ -300,13 +372,12 @@ def test_cli_run_exit_status():
 
 # --- several modules in one machine ----------------------------------------------------------
 def test_shared_kernel_function_runs_its_handler_once_per_call():
-    # Two modules calling the same kernel function: one stub hook per machine, so each call runs
-    # the handler exactly once (one hook per module used to run it once per mapped module).
-    from armload.stubs import default_library
-    stubs = default_library()
+    # Two modules calling the same kernel function: one trap per machine, so each call runs
+    # the model exactly once (one hook per module used to run it once per mapped module).
+    lib = default_library()
     seen = []
 
-    @stubs.handler("some_func", nargs=1)
+    @lib.model("some_func", subsystem="test", nargs=1)
     def h(call):
         seen.append(call.arg(0))
         return call.arg(0) + 1
@@ -315,14 +386,16 @@ def test_shared_kernel_function_runs_its_handler_once_per_call():
                         externs=ext, name="moda")
     some_func = a.resolved["some_func"].addr
     # b also uses two kernel functions a does not, below and above some_func: the range of
-    # b's new stubs spans a's
+    # b's new traps spans a's
     b, _ = build_module({"init_module": "push {r4, lr}\nbl {low_func}\nmov r0, #20\nbl {some_func}\n"
                                         "sub r4, r0, #21\nbl {high_func}\nmov r0, r4\npop {r4, pc}"},
                         externs=dict(ext, low_func="func", high_func="func"),
                         extern_addrs={"some_func": some_func, "low_func": some_func - 0x100,
                                       "high_func": some_func + 0x100},
                         name="modb", base=0xBF100000)
-    m = Machine([a, b], k, stubs=stubs)
+    lib.returns("low_func", 0, subsystem="test")
+    lib.returns("high_func", 0, subsystem="test")
+    m = Machine([a, b], k, models=lib)
     ra = m.run_init(a)
     rb = m.run_init(b)
     assert ra.retval == 11 and rb.retval == 0
@@ -333,7 +406,7 @@ def test_shared_kernel_function_runs_its_handler_once_per_call():
 
 def test_modules_mapped_in_load_order_after_init_memory_is_freed():
     # a: all init memory at X. b: loaded at X (a's init memory, freed after a's init) and exports
-    # b_func. c: calls b_func (resolved from module b): no kernel stub may be written there, and
+    # b_func. c: calls b_func (resolved from module b): no kernel trap may be written there, and
     # c must not be mapped before b.
     from armload.model import ResolvedSymbol
     base = 0xBF000000
@@ -351,12 +424,11 @@ def test_modules_mapped_in_load_order_after_init_memory_is_freed():
     assert m.modules == [] and len(m.pending) == 3      # nothing mapped before it runs
     assert m.run_init(a).retval == 0                     # frees a's init memory
     assert [x.name for x in m.modules] == ["a"]
-    assert b_func & ~1 not in m._stub_at
     rc = m.run_init(c)                                   # maps b, then c
     assert [x.name for x in m.modules] == ["a", "b", "c"]
     assert rc.status == "returned" and rc.retval == 7, rc.fault and rc.fault.format()
     assert [x.name for x in rc.calls] == []              # b_func is module code, not a kernel call
-    assert b_func & ~1 not in m._stub_at
+    assert bytes(m.uc.mem_read(b_func & ~1, 8)) == b.read(b_func & ~1, 8)   # b's code, untouched
 
 
 def test_module_in_unfreed_init_memory_is_not_mapped():

@@ -21,7 +21,7 @@ THUMB_OBJS = ["relocs-thumb2-gcc12.o", "cfunc-thumb2-gcc12.o"]
 
 def link_like(mod, path, tmp_path, cross):
     """Link `path` with ld so that every section lands where armload put it."""
-    obj = read_object(path)
+    obj = read_object(path, object=path.endswith(".o"))
     placed = {s.index: s.addr for s in mod.sections}
     names = [s.name for s in obj.sections]
     lines = ["SECTIONS {"]
@@ -97,7 +97,7 @@ def test_object_matches_ld(name, placement, tmp_path, binutils):
     path = os.path.join(OBJS, name)
     thumb = name in THUMB_OBJS
     cfg = KernelConfig(thumb2=thumb)
-    mod = Session(Kernel.builtin(cfg), cfg, placement).load(path)
+    mod = Session(Kernel.builtin(cfg, simulate_all=True), cfg, placement).load(path, object=True)
     assert sum(mod.reloc_counts.values()) > 0
     linked = link_like(mod, path, tmp_path, binutils)
     assert compare(mod, linked, thumb) > 0
@@ -138,7 +138,7 @@ def test_far_placement_routes_through_ldr_veneers(name):
     (or the Thumb-2 ldr.w) whose literal is the symbol's address (capstone decodes both)."""
     thumb = "thumb2" in name
     cfg = KernelConfig(thumb2=thumb)
-    mod = Session(Kernel.builtin(cfg), cfg, "vmalloc").load(os.path.join(OBJS, name))
+    mod = Session(Kernel.builtin(cfg, simulate_all=True), cfg, "vmalloc").load(os.path.join(OBJS, name), object=True)
     md = _cs(thumb)
     via = mod.branches[mod.branches["plt"] != 0]
     assert len(via) > 0

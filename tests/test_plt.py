@@ -1,4 +1,5 @@
 """PLT counting under three kernel generations, and emission agreeing with counting."""
+import os
 import random
 
 import numpy as np
@@ -9,15 +10,117 @@ from armload.constants import R
 from armload.elf import read_object
 from armload.kernel import Kernel
 from armload.loader import Session
+from armload import plt as P
 from armload.plt import (PltSection, _count_sorted, count_legacy, count_legacy_quadratic, exec_rel_tables,
                          heapsort_order, kernel_order, plan_plts, sym_shndx)
 from armload.synth import make_module
 
 from conftest import SYMVERS, all_kos, sample
+# The literal port of 6.1's lib/sort.c and module-plts.c, kept apart from the package (shares no code).
+from test_corpus import cmp_rel, duplicate_rel, is_zero_addend_relocation, kernel_plt_counts, kernel_sort
 
 CALL = int(R.R_ARM_CALL)
 ZERO = 0xEBFFFFFE          # bl sym     (A = -8)
 PLUS8 = 0xEB000000         # bl sym+8   (A = 0)
+
+
+def sort_2016(rels, size=8):
+    """Literal port of the 2016 lib/sort.c sort(): byte offsets and C int arithmetic as written.
+
+        int i = (num/2 - 1) * size, n = num * size, c, r;
+        for ( ; i >= 0; i -= size) { for (r = i; r * 2 + size < n; r  = c) { c = r * 2 + size;
+            if (c < n - size && cmp_func(base + c, base + c + size) < 0) c += size;
+            if (cmp_func(base + r, base + c) >= 0) break; swap_func(base + r, base + c, size); } }
+        for (i = n - size; i > 0; i -= size) { swap_func(base, base + i, size);
+            for (r = 0; r * 2 + size < i; r = c) { ... the same with i for n ... } }
+    """
+    def at(off):
+        return rels[off // size]
+
+    def swap(a, b):
+        rels[a // size], rels[b // size] = rels[b // size], rels[a // size]
+
+    num = len(rels)
+    u = ((num // 2 - 1) % 2**64 * size) % 2**64          # size_t arithmetic, then to int
+    i = u - 2**64 if u >= 2**63 else u
+    n = num * size
+    while i >= 0:
+        r = i
+        while r * 2 + size < n:
+            c = r * 2 + size
+            if c < n - size and cmp_rel(at(c), at(c + size)) < 0:
+                c += size
+            if cmp_rel(at(r), at(c)) >= 0:
+                break
+            swap(r, c)
+            r = c
+        i -= size
+    i = n - size
+    while i > 0:
+        swap(0, i)
+        r = 0
+        while r * 2 + size < i:
+            c = r * 2 + size
+            if c < i - size and cmp_rel(at(c), at(c + size)) < 0:
+                c += size
+            if cmp_rel(at(r), at(c)) >= 0:
+                break
+            swap(r, c)
+            r = c
+        i -= size
+
+
+LITERAL = {"v6": kernel_sort, "sorted": sort_2016}
+
+
+def literal_order(r_info, variant):
+    """The permutation the literal port applies: sort (index, r_info) pairs, read the indices back."""
+    rels = [(i, int(x)) for i, x in enumerate(r_info)]
+    LITERAL[variant](rels)
+    return [i for i, _ in rels]
+
+
+def random_r_info(rng, n):
+    """Many ties: a handful of types (branches and data) and symbol indices, sometimes one key only."""
+    types = rng.choice([[28], [28, 29], [28, 29, 2, 10, 30, 1]])
+    nsym = rng.choice([1, 2, 3, 7, 50, 70000])
+    return np.array([(rng.randrange(nsym) << 8) | rng.choice(types) for _ in range(n)], dtype=np.uint32)
+
+
+def test_native_sort_is_used():
+    """The compiled replay is what runs (make venv builds it); ARMLOAD_NO_NATIVE=1 opts out explicitly."""
+    if os.environ.get("ARMLOAD_NO_NATIVE"):
+        assert P._NATIVE is None and "ARMLOAD_NO_NATIVE" in P.SORT_BACKEND
+    else:
+        assert P._NATIVE is not None, P.SORT_BACKEND
+        assert P._NATIVE.SOURCE_SHA256 != "unknown"
+
+
+def test_stale_or_disabled_native_sort_is_not_used(monkeypatch):
+    """A build from another _kernsort.c (hash compiled in differs from the source) falls back to Python."""
+    if P._NATIVE is not None:
+        monkeypatch.setattr(P._NATIVE, "SOURCE_SHA256", "0" * 64)
+        mod, why = P._native_sort()
+        assert mod is None and "stale" in why
+    monkeypatch.setenv("ARMLOAD_NO_NATIVE", "1")
+    mod, why = P._native_sort()
+    assert mod is None and "ARMLOAD_NO_NATIVE" in why
+
+
+@pytest.mark.parametrize("variant", ["v6", "sorted"])
+def test_sort_replay_equals_literal_port(variant):
+    """C, Python fallback and the literal port of lib/sort.c give the same permutation, ties included."""
+    rng = random.Random(13 if variant == "v6" else 16)
+    sizes = list(range(0, 40)) + [rng.randrange(40, 700) for _ in range(60)] + [4096, 4097]
+    for n in sizes:
+        r_info = random_r_info(rng, n)
+        want = literal_order(r_info, variant)
+        keys = P.sort_keys(r_info)
+        py = heapsort_order(keys, variant, native=False).tolist()
+        assert py == want, (variant, n)
+        if P._NATIVE is not None:
+            assert heapsort_order(keys, variant, native=True).tolist() == want, (variant, n)
+        assert kernel_order(r_info, np.zeros(n, np.uint32), variant, exact=True).tolist() == want
 
 
 @pytest.mark.parametrize("variant", ["v6", "sorted"])
@@ -25,11 +128,32 @@ def test_heapsort_sorts_and_is_unstable(variant):
     rng = random.Random(1)
     for n in range(60):
         keys = [rng.randint(0, 4) for _ in range(n)]
-        order = heapsort_order(keys, variant)
+        order = heapsort_order(keys, variant).tolist()
         assert sorted(order) == list(range(n))
         assert [keys[i] for i in order] == sorted(keys)
     keys = [1, 1, 1, 0]
-    assert heapsort_order(keys, variant) != [3, 0, 1, 2]      # a stable sort would give this
+    stable = [3, 0, 1, 2]
+    assert heapsort_order(keys, variant).tolist() == literal_order([(k << 8) | 28 for k in keys], variant) != stable
+
+
+def test_sort_variants_agree_on_ties():
+    """The two kernels' heapsorts pick the same child on ties (left unless right is greater) and stop
+    at the same node (the element stays above equal keys), so the literal ports of both give one
+    permutation; each replay is checked against its own port above, not against this fact."""
+    rng = random.Random(2016)
+    for _ in range(300):
+        r_info = random_r_info(rng, rng.randrange(2, 200))
+        assert literal_order(r_info, "v6") == literal_order(r_info, "sorted")
+
+
+def test_heapsort_rejects_bad_input():
+    with pytest.raises(ValueError):
+        heapsort_order([1, 2], "v5")
+    # keys beyond 32 bits cannot go to the compiled sort; the fallback still sorts them exactly
+    big = [2**40, 1, 2**40 + 1, 1]
+    assert heapsort_order(big, "v6").tolist() == heapsort_order(big, "v6", native=False).tolist()
+    with pytest.raises(ValueError):
+        heapsort_order(big, "v6", native=True) if P._NATIVE is not None else (_ for _ in ()).throw(ValueError())
 
 
 def test_sample_hand_counts():
@@ -107,18 +231,71 @@ def test_mixed_addends_order_matters_and_emission_agrees():
 def test_kernel_order_replays_heapsort_for_mixed_ties():
     words = np.array([ZERO, PLUS8, ZERO, ZERO, PLUS8] * 7, dtype=np.uint32)
     r_info = np.array([(1 << 8) | CALL] * len(words), dtype=np.uint32)
-    got = kernel_order(r_info, words, "v6")
-    assert got.tolist() == heapsort_order([int((CALL << 24) | 1)] * len(words), "v6")
+    for variant in ("v6", "sorted"):
+        assert kernel_order(r_info, words, variant).tolist() == literal_order(r_info, variant)
     # uniform ties: any order gives the same result, the fast stable order is used
     same = kernel_order(r_info, np.full(len(words), ZERO, np.uint32), "v6")
     assert same.tolist() == list(range(len(words)))
+    # the same ties on a non-branch type: addends do not matter, no replay
+    data = np.array([(1 << 8) | int(R.R_ARM_ABS32)] * len(words), dtype=np.uint32)
+    assert kernel_order(data, words, "v6").tolist() == list(range(len(words)))
+
+
+def literal_sorted_counts(path):
+    """The 2016 module_frob_arch_sections(): every exec REL section sorted with the 2016 lib/sort.c,
+    branches to SHN_UNDEF symbols, zero-addend duplicates of the previous entry counted once, one .plt
+    (count built from the literal port's helpers, none of armload's code)."""
+    from elftools.elf.elffile import ELFFile
+    with open(path, "rb") as f:
+        elf = ELFFile(f)
+        secs = list(elf.iter_sections())
+        symtab = next(x for x in secs if x["sh_type"] == "SHT_SYMTAB")
+        undef = [x["st_shndx"] == "SHN_UNDEF" for x in symtab.iter_symbols()]
+        total = 0
+        for idx, sec in enumerate(secs):
+            if idx == 0 or sec["sh_type"] != "SHT_REL" or not (secs[sec["sh_info"]]["sh_flags"] & 0x4):
+                continue
+            rels = [(r["r_offset"], r["r_info"]) for r in sec.iter_relocations()]
+            sort_2016(rels)
+            base = secs[sec["sh_info"]].data()
+            for i, (_, info) in enumerate(rels):
+                if info & 0xFF in (1, 28, 29, 10, 30) and undef[info >> 8]:
+                    if not is_zero_addend_relocation(base, rels[i]) or not duplicate_rel(base, rels, i):
+                        total += 1
+        return total
+
+
+@pytest.fixture(scope="module")
+def mixed_ko(tmp_path_factory):
+    """20,000 relocations, ~10% of calls to externals with a non-zero addend: ties that matter."""
+    p = tmp_path_factory.mktemp("mixed") / "mixed.ko"
+    p.write_bytes(make_module(20_000, n_externals=200, mixed_addends=True))
+    return str(p)
+
+
+def test_mixed_addend_counts_equal_literal_ports(mixed_ko, monkeypatch):
+    """v6 and 2016 counts with the replayed sort equal the literal ports; the Python fallback agrees;
+    a stable sort would not (so the tie order really is under test)."""
+    obj = read_object(mixed_ko)
+    cfg = KernelConfig()
+    want_v6, want_sorted = kernel_plt_counts(mixed_ko), literal_sorted_counts(mixed_ko)
+    plan = plan_plts(obj, cfg)
+    assert (plan.counts["v6"].core, plan.counts["v6"].init) == want_v6
+    assert plan.counts["sorted"].core == want_sorted and plan.counts["sorted"].init == 0
+    monkeypatch.setattr(P, "_NATIVE", None)
+    slow = plan_plts(obj, cfg)
+    assert slow.counts == plan.counts
+    assert all(np.array_equal(slow.orders[k], plan.orders[k]) for k in plan.orders)
+    monkeypatch.setattr(P, "heapsort_order", lambda keys, variant, **kw: np.argsort(keys, kind="stable"))
+    stable = plan_plts(obj, cfg)
+    assert stable.counts["v6"] != plan.counts["v6"] and stable.counts["sorted"] != plan.counts["sorted"]
 
 
 def test_emission_never_exceeds_count_with_mixed_addends():
     data = make_module(30_000, n_externals=200, mixed_addends=True)
     for alg in ("sorted", "v6", "legacy"):
         cfg = KernelConfig(plt_algorithm=alg)
-        mod = Session(Kernel.builtin(cfg), cfg, "vmalloc").load("synth.ko", data=data)
+        mod = Session(Kernel.builtin(cfg, simulate_all=True), cfg, "vmalloc").load("synth.ko", data=data)
         counts = mod.plt_counts[alg]
         used = {"core": 0, "init": 0}
         for e in mod.plt_entries:
@@ -166,3 +343,21 @@ def test_initcore_hand_counts():
     plan = plan_plts(read_object(sample("initcore-arm.ko")), KernelConfig())
     assert plan.counts["legacy"].total == plan.counts["sorted"].total == 4
     assert (plan.counts["v6"].core, plan.counts["v6"].init) == (5, 6)
+
+
+def test_native_reference_counts_agree(tmp_path):
+    """The benchmark's C reference (benchmarks/plt_count_ref.c, qsort) counts what armload counts
+    wherever tie order cannot matter, so `armload bench` compares the same work."""
+    import subprocess
+    from armload.bench import native_reference
+    exe, why = native_reference()
+    assert exe, why
+    synth = tmp_path / "synth.ko"
+    synth.write_bytes(make_module(20_000, n_externals=300))
+    for path in all_kos() + [str(synth)]:
+        cfg = KernelConfig(thumb2="thumb2" in path)
+        out = subprocess.run([exe, path, "1", str(int(cfg.thumb2)), str(cfg.n_fixed_plts)],
+                             capture_output=True, text=True, check=True).stdout.split("\n")
+        c = {line.split()[0]: tuple(map(int, line.split()[1:3])) for line in out if line}
+        plan = plan_plts(read_object(path), cfg)
+        assert c == {k: (v.core, v.init) for k, v in plan.counts.items()}, path

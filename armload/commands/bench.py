@@ -4,24 +4,34 @@ from __future__ import annotations
 import json
 import sys
 
-WHAT = ("loader", "kallsyms", "emulate", "coverage", "all")
+WHAT = ("loader", "kallsyms", "kallsyms-arm", "emulate", "plt", "coverage", "all")
 
 
 def register(sub) -> None:
     p = sub.add_parser("bench", help="benchmarks: loader stages, kallsyms lookups, emulation speed",
                        description="Run benchmarks and print them side by side. loader: parse, PLT count, "
                                    "relocate and total for the largest sample, the largest Debian module "
-                                   "(after make corpus) and a seed-scale synthetic object, plus the legacy "
-                                   "O(n^2) count. kallsyms: lookup strategies on the real Debian table. "
+                                   "(after make corpus) and a seed-scale synthetic object (also with 5 non-zero-addend "
+                                   "calls, whose ties make lib/sort.c's order matter), count_plts per rule "
+                                   "beside a native C count of the same file (ratio), plus the legacy "
+                                   "O(n^2) count. kallsyms: lookup strategies on the real Debian table. kallsyms-arm: the "
+                                   "same strategies as ARM code in the emulator (the kernel's own lookup and C built "
+                                   "here), emulated instructions per lookup. "
                                    "emulate: instructions per second: raw Unicorn, with armload's clock, the whole machine. "
-                                   "coverage: instructions per second with --coverage off and on.")
+                                   "plt: the three PLT counting rules' time and count versus relocation count (--sizes), the "
+                                   "v4.0 O(n^2) scan measured on its own. coverage: instructions per second with --coverage off and on.")
     p.add_argument("what", nargs="?", choices=WHAT, default="loader")
     p.add_argument("--image", help="kernel image for the kallsyms benchmark (default: the Debian vmlinuz in .cache)")
     p.add_argument("--json", action="store_true")
+    from .bench_plt import add_args as _plt_args     # `bench plt` lives in its own module
+    _plt_args(p)
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
+    if args.what == "plt":
+        from .bench_plt import run as run_plt
+        return run_plt(args)
     results = {}
     if args.what in ("loader", "all"):
         from ..bench import format_benchmark, run_benchmark
@@ -29,11 +39,20 @@ def run(args) -> int:
         if not args.json:
             print(format_benchmark(results["loader"]))
     if args.what in ("kallsyms", "all"):
-        from .. import kallsyms
-        results["kallsyms"] = kallsyms.run_benchmark(args.image)
+        from ..kallsyms import bench as kbench
+        results["kallsyms"] = kbench.run_benchmark(args.image)
         if not args.json:
             print()
-            kallsyms.print_benchmark(results["kallsyms"])
+            kbench.print_benchmark(results["kallsyms"])
+    if args.what in ("kallsyms-arm", "all"):
+        import os
+        from .. import kallsyms_arm
+        image = args.image or os.path.join(os.path.dirname(__file__), "..", "..", ".cache", "linux-image-6.1.0-50-armmp",
+                                           "boot", "vmlinuz-6.1.0-50-armmp")
+        results["kallsyms-arm"] = kallsyms_arm.run_benchmark(image)
+        if not args.json:
+            print()
+            kallsyms_arm.print_benchmark(results["kallsyms-arm"])
     if args.what in ("emulate", "all"):
         from ..emu import bench as emu_bench
         results["emulate"] = emu_bench.run_benchmark()

@@ -12,13 +12,24 @@ def register(sub) -> None:
     p = sub.add_parser("disasm", help="disassemble the loaded module at its final addresses",
                        description="Disassemble the executable sections of the loaded module(s) with "
                                    "capstone, ARM/Thumb/data by the $a/$t/$d mapping symbols, annotated "
-                                   "with symbols, branch relocations and PLT entries. When several modules "
+                                   "with symbols, branch relocations and PLT entries; every relocation is listed "
+                                   "under its instruction or data word as objdump -dr does (the .ARM.exidx "
+                                   "unwind tables are listed too), and --source interleaves DWARF source "
+                                   "lines as objdump -S does. When several modules "
                                    "are given they are loaded in order and the last one is shown.",
                        conflict_handler="resolve")
     p.add_argument("modules", nargs="+", metavar="MODULE.ko")
     add_module_args(p)
     p.add_argument("--function", "-f", metavar="NAME", help="only this function")
     p.add_argument("--plt", dest="plt_only", action="store_true", help="only the PLT sections (.plt, .init.plt)")
+    p.add_argument("--no-relocs", dest="relocs", action="store_false",
+                   help="do not list every relocation at its site (objdump -dr style, the default)")
+    p.add_argument("--source", "-S", action="store_true",
+                   help="interleave source lines from the module's DWARF line tables (objdump -S); "
+                        "needs an unstripped module, e.g. sample_modules/hello-arm-debug.ko")
+    p.add_argument("--source-dir", action="append", default=[], metavar="DIR",
+                   help="look source files up here by base name (default: next to the module and "
+                        "in its src/NAME/ directory)")
     p.add_argument("--json", action="store_true", help="machine-readable listing on stdout")
     p.set_defaults(func=cmd_disasm)
 
@@ -29,7 +40,26 @@ def cmd_disasm(args) -> int:
     m = modules[-1]
     if args.function and args.plt_only:
         raise EmulationError("--function and --plt cannot be combined")
-    blocks = disassemble(m, session.kernel, function=args.function, plt=args.plt_only)
+    relocs = source = None
+    if args.relocs or args.source:
+        import os
+        from ..elf import read_object
+        from ..explain import relocation_rows, section_addresses
+        from ..symbols import symbol_values
+        obj = read_object(m.path)
+        sec_addr = section_addresses(obj, m)
+        if args.relocs:
+            relocs = relocation_rows(obj, sec_addr, symbol_values(obj, sec_addr, m.resolved), m.config)
+        if args.source:
+            from ..disasm import source_map
+            here = os.path.dirname(os.path.abspath(m.path))
+            dirs = args.source_dir + [here, os.path.join(here, "src", m.name)]
+            source = source_map(m.path, sec_addr, dirs)
+            if not source:
+                print(f"{m.name}: no DWARF line table in {m.path} (stripped?); showing code only",
+                      file=sys.stderr)
+    blocks = disassemble(m, session.kernel, function=args.function, plt=args.plt_only, relocs=relocs,
+                         source=source)
     if args.json:
         json.dump({"ok": True, "module": m.name,
                    "blocks": [{"title": t, "lines": [ln.to_dict() for ln in lines]} for t, lines in blocks]},

@@ -41,6 +41,10 @@ def add_common_args(p) -> None:
     g.add_argument("--simulate-symbols", action="store_true",
                    help="without --kernel: give every undefined symbol an invented address (by default only "
                         "the functions and data armload simulates resolve; others are Unknown symbols)")
+    g.add_argument("--object", action="store_true",
+                   help="also accept plain relocatable objects (.o without .gnu.linkonce.this_module), which "
+                        "the kernel refuses ('No module found in object'); init/exit are then the "
+                        "init_module/cleanup_module symbols")
     g.add_argument("--vermagic", metavar="STRING",
                    help="the kernel's version magic; modules must match it (as check_modinfo does), e.g. "
                         "'6.1.0-50-armmp SMP mod_unload modversions ARMv7 p2v8 '")
@@ -72,13 +76,23 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+def _counted(mod, config):
+    """Which relocations each PLT rule counted (re-reads the object; cheap next to the load)."""
+    from ..elf import read_object
+    from ..explain import counted_relocations
+    try:
+        return counted_relocations(read_object(mod.path), config)
+    except (OSError, ArmloadError):
+        return None
+
+
 def run(args) -> int:
     from ..debug_image import write_debug_image as write_image     # keeps .debug_* (relocated)
     from ..report import format_text, to_dict
     session = session_from_args(args)
     results = []
     for i, path in enumerate(args.modules):
-        mod = session.load(path)
+        mod = session.load(path, object=args.object)
         if args.image:
             out = args.image
             if len(args.modules) > 1:
@@ -86,11 +100,19 @@ def run(args) -> int:
                 out = f"{stem}-{mod.name}.{ext}" if dot else f"{out}-{mod.name}"
             write_image(mod, out)
         if args.json:
-            results.append(to_dict(mod, session.kernel.describe(), session.placement))
+            from dataclasses import asdict
+            from ..report import plt_notes
+            d = to_dict(mod, session.kernel.describe(), session.placement)
+            counted = _counted(mod, session.config)
+            d["plt_notes"] = plt_notes(mod, counted, limit=None)        # why the PLT numbers differ
+            if counted is not None:
+                d["plt_counted"] = {k: [asdict(c) for c in v] for k, v in counted.items()}
+            results.append(d)
         else:
             if i:
                 print()
-            print(format_text(mod, session.kernel.describe(), session.placement, args.verbose))
+            print(format_text(mod, session.kernel.describe(), session.placement, args.verbose,
+                              counted=_counted(mod, session.config)))
     if args.json:
         json.dump({"ok": True, "modules": results}, sys.stdout, indent=2)
         print()

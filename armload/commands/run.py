@@ -54,7 +54,7 @@ def load_with_params(args):
     """Load the positional modules; their parameters (positional words and --param) by module."""
     session = build_session(args)
     pairs = split_modules(args.modules)
-    modules = [session.load(p) for p, _ in pairs]
+    modules = [session.load(p, object=getattr(args, "object", False)) for p, _ in pairs]
     params = {id(m): list(ps) for m, (_, ps) in zip(modules, pairs)}
     for spec in getattr(args, "params", None) or []:
         target = modules[-1]

@@ -2,8 +2,8 @@
  *
  * Counts the instructions of every translation block at its entry (ARM: size/4; Thumb: by the
  * halfword-length rule, cached per block), advances jiffies_64 in emulated memory as the count
- * crosses tick boundaries (so code polling jiffies sees time move), and stops emulation when
- * the count reaches stop_at (the instruction budget). armload/emu/clock.py has the same logic
+ * crosses tick boundaries (so code polling jiffies sees time move), and stops emulation before
+ * a block that would take the count past stop_at (the instruction budget). armload/emu/clock.py has the same logic
  * in Python for machines without a C compiler; both must count identically.
  */
 #include <stdint.h>
@@ -75,16 +75,20 @@ static uint32_t block_count(uc_engine *uc, counter_t *c, uint64_t addr, uint32_t
 
 void armload_block_hook(uc_engine *uc, uint64_t addr, uint32_t size, void *user) {
     counter_t *c = (counter_t *)user;
-    c->insns += block_count(uc, c, addr, size);
+    uint32_t n = block_count(uc, c, addr, size);
+    /* The hook runs before its block: a block that would take the count past the budget does
+     * not run (emu_stop here stops before it), so a budget of N never retires more than N. */
+    if (c->insns + n > c->stop_at && !c->stopped) {
+        c->stopped = 1;
+        c->emu_stop(uc);
+        return;
+    }
+    c->insns += n;
     c->blocks_lo++;
     if (c->jiffies_addr && c->insns >= c->next_tick) {
         uint64_t ticks = 1 + (c->insns - c->next_tick) / c->insns_per_tick;
         c->jiffies += ticks;
         c->next_tick += ticks * c->insns_per_tick;
         c->mem_write(uc, c->jiffies_addr, &c->jiffies, 8);
-    }
-    if (c->insns >= c->stop_at && !c->stopped) {
-        c->stopped = 1;
-        c->emu_stop(uc);
     }
 }

@@ -18,6 +18,7 @@ ELF_HWCAP = sum(HWCAP.values())
 SYSTEM_RUNNING = 3                # enum system_states
 CPU_MASKS = ("__cpu_possible_mask", "__cpu_online_mask", "__cpu_present_mask", "__cpu_active_mask")
 DELAY_LOOP_INSNS = 2              # __loop_delay: subs r0, r0, #1; bhi
+RAM_PAGES = (1 << 30) // 4096     # the emulated board: 1 GiB of RAM, half of it free
 _U, _L, _D, _C, _P, _S, _X, _SP = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20, 0x40, 0x80
 CTYPE = bytes([_C] * 9 + [_C | _S] * 5 + [_C] * 18 + [_S | _SP] + [_P] * 15 + [_D] * 10 + [_P] * 7
               + [_U | _X] * 6 + [_U] * 20 + [_P] * 6 + [_L | _X] * 6 + [_L] * 20 + [_P] * 4 + [_C]
@@ -30,7 +31,8 @@ def _words(machine) -> dict[str, bytes]:
     out = {"elf_hwcap": struct.pack("<I", ELF_HWCAP), "elf_hwcap2": struct.pack("<I", 0),
            "nr_cpu_ids": struct.pack("<I", 1), "system_state": struct.pack("<I", SYSTEM_RUNNING),
            "loops_per_jiffy": struct.pack("<I", lpj),
-           "hrtimer_resolution": struct.pack("<I", 1)}          # high-resolution mode: 1 ns
+           "hrtimer_resolution": struct.pack("<I", 1),          # high-resolution mode: 1 ns
+           "_totalram_pages": struct.pack("<I", RAM_PAGES)}
     for m in CPU_MASKS:
         out[m] = struct.pack("<I", 1)
     return out
@@ -49,7 +51,10 @@ def setup(machine) -> None:
     if j is not None:
         machine.clock.bind_jiffies(j)
     from .models.sched import create_system_workqueues
-    create_system_workqueues(machine, {n: a for n, a in img.exports.items() if n.startswith("system_")})
+    wqs = getattr(img, "_system_wqs", None)
+    if wqs is None:
+        wqs = img._system_wqs = {n: a for n, a in img.exports.items() if n.startswith("system_") and n.endswith("wq")}
+    create_system_workqueues(machine, wqs)
 
 
 def init_sim_data(machine, name: str, addr: int) -> bool:
@@ -67,3 +72,27 @@ def init_sim_data(machine, name: str, addr: int) -> bool:
         create_system_workqueues(machine, {name: addr})
         return True
     return False
+
+
+# Boot-time initialisation of one piece of the kernel, run from the Image itself when a module
+# imports something that depends on it (initcall -> the symbols that need it).
+BOOT_INITCALLS = {
+    "net_ns_init": ("register_pernet_subsys", "register_pernet_device", "unregister_pernet_subsys",
+                    "unregister_pernet_device", "init_net", "rtnl_register_module"),
+}
+NEEDS = {sym: call for call, syms in BOOT_INITCALLS.items() for sym in syms}
+
+
+def run_initcall(machine, name: str) -> str | None:
+    """Run one boot initcall from the Image; None on success, else why it failed."""
+    addr = machine.image.symbols.get(name) if machine.image is not None else None
+    if addr is None:
+        return f"{name} is not in the kernel image"
+    machine.heap.booting = True
+    try:
+        r = machine.call(addr, [], name=name, module=False)
+    finally:
+        machine.heap.booting = False
+    if r.status != "returned" or r.retval:
+        return f"{name}: {r.status} {r.retval if r.fault is None else r.fault.message}"
+    return None

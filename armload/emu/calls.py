@@ -88,6 +88,83 @@ REAL_CODE: dict[str, tuple[str, ...]] = {
                  "llist_add_batch", "llist_del_first", "llist_reverse_order", "__list_lru_init",
                  "__next_node_in", "__bitmap_or", "__bitmap_and", "cpumask_next", "cpumask_next_and",
                  "cpumask_any_but", "cpumask_local_spread", "cpumask_next_wrap", "__num_online_cpus"),
+    "mm/util": ("kmemdup", "kmemdup_nul", "kstrdup", "kstrdup_const", "kstrndup", "memdup_user",
+                "memdup_user_nul", "vmemdup_user", "strndup_user", "kvmemdup", "kfree_strarray", "kasprintf_strarray"),
+    "kernel/printk": ("_printk", "printk", "vprintk", "vprintk_default", "_dev_emerg", "_dev_alert", "_dev_crit",
+                      "_dev_err", "_dev_warn", "_dev_notice", "_dev_info", "dev_printk", "dev_printk_emit",
+                      "dev_vprintk_emit", "__dynamic_dev_dbg", "__dynamic_pr_debug", "__dynamic_netdev_dbg",
+                      "__dynamic_ibdev_dbg", "netdev_printk", "netdev_emerg", "netdev_alert", "netdev_crit",
+                      "netdev_err", "netdev_warn", "netdev_notice", "netdev_info", "___ratelimit",
+                      "__warn_printk", "print_hex_dump_bytes", "hex_dump_to_buffer", "dev_driver_string",
+                      "dev_err_probe", "printk_timed_ratelimit", "__printk_ratelimit", "_printk_deferred"),
+    "kernel/sched/wait": ("prepare_to_wait_event", "prepare_to_wait", "prepare_to_wait_exclusive", "finish_wait",
+                          "init_wait_entry", "add_wait_queue", "remove_wait_queue", "add_wait_queue_exclusive",
+                          "autoremove_wake_function", "woken_wake_function", "default_wake_function",
+                          "wait_woken", "__init_swait_queue_head"),
+    "fs/registries": ("register_filesystem", "unregister_filesystem", "__register_nls", "unregister_nls",
+                      "register_quota_format", "unregister_quota_format", "register_binfmt", "__register_binfmt",
+                      "unregister_binfmt"),
+    "lib/textsearch": ("textsearch_register", "textsearch_unregister", "textsearch_find_continuous",
+                       "textsearch_prepare", "textsearch_destroy"),
+    "mm/mempool": ("mempool_*",),
+    "kernel/time/timer": ("round_jiffies", "round_jiffies_relative", "__round_jiffies", "__round_jiffies_relative",
+                          "round_jiffies_up", "round_jiffies_up_relative"),
+    "kernel/softirq": ("tasklet_setup", "tasklet_init", "tasklet_unlock_wait", "tasklet_unlock_spin_wait"),
+    "kernel/jump_label": ("static_key_count",),
+    "arch/arm/vfp": ("kernel_neon_begin", "kernel_neon_end"),
+    "lib/scatterlist": ("sg_init_table", "sg_next", "sg_nents", "sg_nents_for_len", "sg_last"),
+    "block/elevator": ("elv_register", "elv_unregister"),
+    "net/core/sock": ("proto_register", "proto_unregister"),
+    "registries": ("register_qdisc", "unregister_qdisc", "attribute_container_register",
+                   "attribute_container_unregister", "drm_firmware_drivers_only", "tcp_register_congestion_control",
+                   "tcp_unregister_congestion_control", "rtnl_link_register", "rtnl_link_unregister",
+                   "__rtnl_link_register", "__rtnl_link_unregister", "tty_dev_name_to_number", "sock_register",
+                   "sock_unregister", "register_tcf_proto_ops", "unregister_tcf_proto_ops", "tcf_em_register",
+                   "tcf_em_unregister", "sock_diag_register", "sock_diag_unregister", "tty_register_ldisc",
+                   "tty_unregister_ldisc", "__request_region", "__release_region", "request_resource",
+                   "release_resource", "xfrm_register_type", "xfrm_unregister_type", "transport_class_register",
+                   "transport_class_unregister", "anon_transport_class_register", "anon_transport_class_unregister",
+                   "cdev_init", "register_shrinker", "unregister_shrinker", "cpufreq_register_governor",
+                   "cpufreq_unregister_governor", "__platform_register_drivers", "platform_unregister_drivers",
+                   "mipi_dsi_driver_register_full", "mipi_dsi_driver_unregister", "rtnl_lock", "rtnl_unlock",
+                   "rtnl_is_locked", "register_netdevice_notifier", "unregister_netdevice_notifier",
+                   "blocking_notifier_chain_register", "blocking_notifier_chain_unregister",
+                   "atomic_notifier_chain_register", "atomic_notifier_chain_unregister",
+                   "raw_notifier_chain_register", "raw_notifier_chain_unregister", "srcu_notifier_chain_register",
+                   "blocking_notifier_call_chain", "atomic_notifier_call_chain", "raw_notifier_call_chain",
+                   "register_reboot_notifier", "unregister_reboot_notifier", "register_die_notifier",
+                   "unregister_die_notifier", "register_keyboard_notifier", "unregister_keyboard_notifier",
+                   "register_module_notifier", "unregister_module_notifier", "register_inetaddr_notifier",
+                   "unregister_inetaddr_notifier", "register_inet6addr_notifier", "unregister_inet6addr_notifier",
+                   "ipv6_mod_enabled", "register_8022_client",
+                   "unregister_8022_client", "llc_sap_open", "llc_sap_close", "inet_register_protosw",
+                   "inet_unregister_protosw", "inet_add_protocol", "inet_del_protocol", "inet6_add_protocol",
+                   "inet6_del_protocol", "nf_register_sockopt", "nf_unregister_sockopt",
+                   "register_ip_vs_scheduler", "unregister_ip_vs_scheduler", "register_ip_vs_app",
+                   "input_register_handler", "input_unregister_handler", "hid_ignore", "usb_register_dev"),
+    "net/core/net_namespace": ("register_pernet_subsys", "register_pernet_device", "unregister_pernet_subsys",
+                               "unregister_pernet_device", "rtnl_register_module", "rtnl_unregister",
+                               "rtnl_unregister_all", "net_ns_type_operations"),
+    "crypto/api": ("crypto_register_alg", "crypto_unregister_alg", "crypto_register_algs", "crypto_unregister_algs",
+                   "crypto_register_shash", "crypto_unregister_shash", "crypto_register_shashes",
+                   "crypto_unregister_shashes", "crypto_register_ahash", "crypto_unregister_ahash",
+                   "crypto_register_ahashes", "crypto_unregister_ahashes", "crypto_register_skcipher",
+                   "crypto_unregister_skcipher", "crypto_register_skciphers", "crypto_unregister_skciphers",
+                   "crypto_register_aead", "crypto_unregister_aead", "crypto_register_aeads", "crypto_unregister_aeads",
+                   "crypto_register_akcipher", "crypto_unregister_akcipher", "crypto_register_kpp",
+                   "crypto_unregister_kpp", "crypto_register_kpps", "crypto_register_rng", "crypto_unregister_rng",
+                   "crypto_register_rngs", "crypto_unregister_rngs", "crypto_register_template",
+                   "crypto_unregister_template", "crypto_register_templates", "crypto_unregister_templates",
+                   "crypto_register_scomp", "crypto_unregister_scomp", "crypto_register_scomps",
+                   "crypto_unregister_scomps", "crypto_register_acomp", "crypto_unregister_acomp",
+                   "crypto_register_acomps", "crypto_unregister_acomps", "crypto_register_notifier",
+                   "crypto_unregister_notifier", "crypto_init_queue", "crypto_register_instance",
+                   "crypto_check_attr_type", "crypto_attr_alg_name", "crypto_grab_spawn", "crypto_drop_spawn"),
+    "arch/arm/barrier": ("arm_heavy_mb", "arm_dma_zone_size"),
+    "drivers/base/core": ("dev_name", "dev_set_name", "device_initialize", "kobject_get", "kobject_set_name",
+                          "dev_get_drvdata"),
+    "lib/kref": ("kref_*", "refcount_dec_and_test", "refcount_dec_and_lock*", "refcount_dec_not_one",
+                 "refcount_dec_if_one", "refcount_dec_and_mutex_lock"),
     "arch/arm": ("__get_user_*", "__put_user_*", "arm_copy_from_user", "arm_copy_to_user", "arm_clear_user",
                  "__copy_from_user", "__copy_to_user", "__clear_user", "_copy_from_user", "_copy_to_user",
                  "__gnu_mcount_nc", "__aeabi_unwind_cpp_pr0", "__aeabi_unwind_cpp_pr1", "__aeabi_unwind_cpp_pr2",
@@ -107,13 +184,23 @@ class Decision:
     model: object | None          # the Model to run (model/fallback), else None
 
 
+_REAL_MEMO: dict[str, str | None] = {}
+
+
 def real_subsystem(name: str) -> str | None:
-    """The subsystem whose real code table lists `name`, or None."""
+    """The subsystem whose real code table lists `name`, or None (memoised per process)."""
+    if name in _REAL_MEMO:
+        return _REAL_MEMO[name]
+    hit = None
     for sub, pats in REAL_CODE.items():
         for p in pats:
             if p == name or (("*" in p or "?" in p or "[" in p) and fnmatch.fnmatchcase(name, p)):
-                return sub
-    return None
+                hit = sub
+                break
+        if hit:
+            break
+    _REAL_MEMO[name] = hit
+    return hit
 
 
 class CallTable:
@@ -126,6 +213,10 @@ class CallTable:
         self.has_image = has_image
         self.policy = policy
         self._memo: dict[str, Decision] = {}
+
+    def force_unmodelled(self, name: str) -> None:
+        """This machine cannot run `name` honestly (its boot-time state failed to initialise)."""
+        self._memo[name] = Decision(name, UNMODELLED, "", None)
 
     def decide(self, name: str) -> Decision:
         d = self._memo.get(name)

@@ -120,6 +120,10 @@ class Clock:
             else:
                 n = size // 4
             self._cache[(addr, size)] = n
+        if c.insns + n > c.stop_at and not c.stopped:
+            c.stopped = 1                 # this block would cross the budget: it does not run
+            uc.emu_stop()
+            return
         c.insns += n
         c.blocks_lo = (c.blocks_lo + 1) & 0xFFFFFFFF
         if c.jiffies_addr and c.insns >= c.next_tick:
@@ -127,9 +131,6 @@ class Clock:
             c.jiffies += ticks
             c.next_tick += ticks * c.insns_per_tick
             uc.mem_write(c.jiffies_addr, c.jiffies.to_bytes(8, "little"))
-        if c.insns >= c.stop_at and not c.stopped:
-            c.stopped = 1
-            uc.emu_stop()
 
     def clear_cache(self) -> None:
         """Code changed (unmapped, patched, remapped): forget per-block instruction counts."""
@@ -184,12 +185,20 @@ class Clock:
         c = self._c
         total = c.insns * NS_PER_INSN + self.sleep_ns
         ticks = total // (self.insns_per_tick * NS_PER_INSN)
-        c.jiffies = (self.jiffies0 + ticks) & 0xFFFFFFFFFFFFFFFF if self.jiffies0 else ticks
+        c.jiffies = (self.jiffies0 + ticks) & 0xFFFFFFFFFFFFFFFF
         # next tick boundary, expressed in instructions from now
         next_ns = (ticks + 1) * self.insns_per_tick * NS_PER_INSN
         c.next_tick = c.insns + max(1, (next_ns - total) // NS_PER_INSN)
         if c.jiffies_addr:
             self.uc.mem_write(c.jiffies_addr, c.jiffies.to_bytes(8, "little"))
+
+    def tick_time(self, j: int) -> int:
+        """Simulated ns at which jiffies becomes `j` (the next tick when j is not in the future)."""
+        now_ticks = (self._c.jiffies - self.jiffies0) & 0xFFFFFFFF
+        ticks = (j - self.jiffies0) & 0xFFFFFFFF
+        if (ticks - now_ticks) & 0x80000000 or ticks == now_ticks:
+            ticks = now_ticks + 1
+        return self.uptime0_ns + ticks * self.insns_per_tick * NS_PER_INSN
 
     def ns_to_jiffies(self, ns: int) -> int:
         return -(-ns * self.hz // 1_000_000_000)

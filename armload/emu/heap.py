@@ -29,6 +29,7 @@ class Allocation:
     caller: int
     page_base: int
     page_end: int
+    boot: bool = False            # made by boot-time kernel initialisation, not by a module
 
 
 class Heap:
@@ -41,6 +42,7 @@ class Heap:
         self.freed: dict[int, Allocation] = {}
         self.count = 0
         self.fail: object = None      # callable(n, size, kind) -> True to fail this allocation
+        self.booting = False          # allocations now belong to boot-time kernel state
 
     def alloc(self, size: int, *, zero: bool = False, kind: str = "kmalloc", caller: int = 0,
               area: str = "lowmem") -> int:
@@ -63,7 +65,7 @@ class Heap:
         if not zero:
             self.uc.mem_write(addr, bytes([POISON_INUSE]) * rounded)
         self._cur[area] = pe + PAGE           # guard page
-        self.live[addr] = Allocation(addr, size, kind, caller, pb, pe)
+        self.live[addr] = Allocation(addr, size, kind, caller, pb, pe, self.booting)
         return addr
 
     def free(self, addr: int, caller: int = 0) -> Allocation | None:

@@ -16,6 +16,7 @@ simulated clock and the budget) comes from one block hook (`clock.py`).
 """
 from __future__ import annotations
 
+import ctypes
 import struct
 import time
 
@@ -43,7 +44,7 @@ SENTINEL_PAGE = 0xFFFF0000
 STACK_BASE = 0xDF000000           # guard page at STACK_BASE, stack above it
 TASK_BASE = 0xDF100000            # the init task's task_struct (current)
 TASK_SIZE = 0x2000
-SIM_BASE = 0xC8000000             # no image: where simulated kernel addresses live
+SIM_BASE = 0xCE000000             # simulated kernel objects armload creates (kernel.py's data slots end below)
 SCRATCH_BASE, SCRATCH_SIZE = 0xDF200000, 0x40000   # models' temporary buffers (not kmalloc)
 DEFAULT_BUDGET = 200_000_000      # instructions per call (kernel code included)
 DEFAULT_TIMEOUT = 120.0           # seconds: a safety net only, never a result
@@ -122,6 +123,7 @@ class Machine:
         self._invalid = None
         self._depth = 0
         self._current = TASK_BASE
+        self.booted: dict[str, str | None] = {}     # boot initcall -> None (ran) or why it failed
         self.breakpoints: dict[int, object] = {}      # addr -> fn(machine, addr): BKPT/UDF traps (probes)
         self.on_free_init: list = []                  # fn(module) before its init memory is freed (coverage)
         self.invoke_frames: list[list[int]] = []      # registers of each model that invoke()d code (backtraces)
@@ -157,29 +159,25 @@ class Machine:
         self.uc.reg_write(A.UC_ARM_REG_FPEXC, 0x40000000)
         if self.image is not None:
             self._map_image()
-            self._install_models()
         boot.setup(self)
+        self.notes.append("current is a zeroed task_struct (pid 0, no comm, no credentials); one CPU")
 
     def _map_image(self) -> None:
+        """Map a private copy of the prepared Image (models' traps already in place)."""
         img = self.image
+        tpl, entries = _image_template(img, self.models, self.table)
+        self._image_mem = bytearray(tpl)                 # private copy: kernel data is written
+        self._image_buf = (ctypes.c_char * len(tpl)).from_buffer(self._image_mem)
         text_end = img.etext
-        end = (img.bss_end + PAGE - 1) & ~(PAGE - 1)
-        self.uc.mem_map(img.base, text_end - img.base, UC_PROT_READ | UC_PROT_EXEC)
-        self.uc.mem_map(text_end, end - text_end, UC_PROT_READ | UC_PROT_WRITE | UC_PROT_EXEC)
-        self.uc.mem_write(img.base, img.data)
-        for p in range(img.base, end, PAGE):
+        ptr = ctypes.addressof(self._image_buf)
+        self.uc.mem_map_ptr(img.base, text_end - img.base, UC_PROT_READ | UC_PROT_EXEC, ptr)
+        self.uc.mem_map_ptr(text_end, len(tpl) - (text_end - img.base), UC_PROT_READ | UC_PROT_WRITE | UC_PROT_EXEC,
+                            ptr + (text_end - img.base))
+        for p in range(img.base, img.base + len(tpl), PAGE):
             self._perm[p] = UC_PROT_READ | UC_PROT_EXEC | (UC_PROT_WRITE if p >= text_end else 0)
-
-    def _install_models(self) -> None:
-        """A model stands in for its function everywhere: calls from the kernel's own code too."""
-        for name, model in self.models.items():
-            if model.fallback:
-                continue
-            a = self.image.symbols.get(name)
-            if a is None or a in self._entries:
-                continue
-            self._names_at.setdefault(a, name)
-            self._install_trap(a, False, name, self.table.decide(name))
+        for pc, (name, d) in entries.items():
+            self._entries[pc] = (name, d)
+            self._names_at.setdefault(pc - 4, name)
 
     def _map_pages(self, pages: dict[int, int]) -> None:
         """Map new pages (runs of equal permissions); widen permissions of mapped ones."""
@@ -264,6 +262,7 @@ class Machine:
                                 f"(run_init({o.name!r}) or free_init_memory() first)")
                         raise EmulationError(f"{m.name}: module memory at {max(r.base, q.base):#010x} "
                                              f"overlaps module {o.name}; choose another --placement")
+        self._boot_for(m)
         mp = self._module_pages(m)
         for p in mp:
             if p in self._perm and p not in self._module_pages_all:
@@ -280,6 +279,21 @@ class Machine:
             if rs.addr == 0 or rs.source.startswith("module:"):
                 continue              # another module's symbol: its own code and data
             self._bind_kernel_symbol(rs.name, rs.addr, rs.kind)
+
+    def _boot_for(self, m: LoadedModule) -> None:
+        """Run the boot initcalls the module's imports depend on (once per machine)."""
+        if self.image is None:
+            return
+        for name in m.resolved:
+            call = boot.NEEDS.get(name)
+            if call is None or call in self.booted:
+                continue
+            why = boot.run_initcall(self, call)
+            self.booted[call] = why
+            if why is not None:
+                self.notes.append(f"boot: {why}; what depends on it is unmodelled")
+                for sym in boot.BOOT_INITCALLS[call]:
+                    self.table.force_unmodelled(sym)
 
     # --- kernel symbols ---------------------------------------------------------------
     def _bind_kernel_symbol(self, name: str, addr: int, kind: str) -> None:
@@ -325,7 +339,8 @@ class Machine:
             self.uc.mem_write(p, (THUMB_UDF * 2 if thumb else ARM_UDF) * (PAGE // 4))
 
     def _map_sim_data(self, a: int, name: str) -> None:
-        size = 0x4000
+        from ..kernel import SIM_DATA_SLOT
+        size = SIM_DATA_SLOT
         self._sim_data.append((a, size, name))
         pages = {p: UC_PROT_READ | UC_PROT_WRITE for p in range(a & ~(PAGE - 1), (a + size + PAGE - 1) & ~(PAGE - 1), PAGE)
                  if p not in self._perm}
@@ -528,17 +543,32 @@ class Machine:
         try:
             return bytes(self.uc.mem_read(addr, n))
         except UcError:
-            kind = "null-deref" if addr < PAGE else "paging"
-            raise ModelFault(f"unable to handle kernel paging request at virtual address {addr:08x} "
-                             f"when read", kind) from None
+            bad = addr                   # the first byte that is not mapped
+            for p in range(addr & ~(PAGE - 1), addr + n, PAGE):
+                try:
+                    self.uc.mem_read(max(p, addr), 1)
+                except UcError:
+                    bad = max(p, addr)
+                    break
+            raise self._model_fault(bad, "read") from None
+
+    def _model_fault(self, addr: int, when: str) -> ModelFault:
+        """A model's access to unmapped memory, classified as the CPU's faults are."""
+        if addr < PAGE:
+            return ModelFault(f"unable to handle kernel NULL pointer dereference at virtual address "
+                              f"{addr:08x} when {when}", "null-deref")
+        hk = self.heap.classify(addr)
+        if hk is not None:
+            return ModelFault(f"{'use-after-free' if hk == 'use-after-free' else 'heap out-of-bounds'} access "
+                              f"at virtual address {addr:08x} when {when}: {self.heap.describe(addr)}", hk)
+        return ModelFault(f"unable to handle kernel paging request at virtual address {addr:08x} "
+                          f"when {when}", "paging")
 
     def write(self, addr: int, data: bytes) -> None:
         for p in range(addr & ~(PAGE - 1), (addr + len(data) + PAGE - 1) & ~(PAGE - 1), PAGE):
             prot = self._page_prot(p)
             if prot is None:
-                kind = "null-deref" if addr < PAGE else "paging"
-                raise ModelFault(f"unable to handle kernel paging request at virtual address "
-                                 f"{max(addr, p):08x} when written", kind)
+                raise self._model_fault(max(addr, p), "written")
             if not prot & UC_PROT_WRITE:
                 raise ModelFault(f"write to read-only memory at {max(addr, p):08x} "
                                  f"({self.symbolize(max(addr, p))})", "write-protect")
@@ -579,7 +609,17 @@ class Machine:
 
     def leaks(self) -> list:
         """Live allocations that module code (or a model on its behalf) made: boot objects excluded."""
-        return [a for a in self.heap.live.values() if a.caller]
+        return [a for a in self.heap.live.values() if a.caller and not a.boot]
+
+    def map_code(self, addr: int, code: bytes) -> None:
+        """Map extra executable code (a benchmark's or test's own ARM routines) at `addr`."""
+        end = (addr + len(code) + PAGE - 1) & ~(PAGE - 1)
+        pages = {p: UC_PROT_READ | UC_PROT_EXEC for p in range(addr & ~(PAGE - 1), end, PAGE)}
+        if any(p in self._perm for p in pages):
+            raise EmulationError(f"cannot map code at {addr:#010x}: the address is in use")
+        self._map_pages(pages)
+        self.uc.mem_write(addr, code)
+        self.clock.clear_cache()
 
     def timer_base(self) -> int:
         """A stand-in timer-wheel bucket: pending timers' entry.pprev points here (non-NULL)."""
@@ -740,7 +780,9 @@ class Machine:
         if isinstance(entry, str):
             name = name or entry
             entry = self.function_address(entry, module)
-        if module is not None:
+        if module is False:
+            m = None                                      # the kernel's own code (boot initcalls)
+        elif module is not None:
             m = self._find_module(module)
         else:
             m = self._owner_any(entry & ~1)
@@ -793,7 +835,7 @@ class Machine:
                                 f"{self.clock.insns - insn0:,} instructions (not a result: raise --timeout)")
         if fault is not None:
             fault.last_calls = calls[-8:]
-        return RunResult(m.name, fname, entry, status, retval, fault, calls,
+        return RunResult(m.name if m is not None else "vmlinux", fname, entry, status, retval, fault, calls,
                          [r.text for r in self.log.records[first_log:]], elapsed,
                          self.clock.insns - insn0, self.clock.ns() - ns0, self.registrations[first_reg:])
 
@@ -810,6 +852,9 @@ class Machine:
     def _set_current(self, task: int) -> None:
         self._current = task
         self.uc.reg_write(A.UC_ARM_REG_C13_C0_3, task)
+        # TPIDRPRW: this CPU's per-cpu offset. One CPU whose areas are the Image's per-cpu
+        # template itself, so the offset is 0 (this_cpu_ptr(&x) == &x).
+        self.uc.reg_write(A.UC_ARM_REG_CP_REG, (15, 0, 0, 13, 0, 0, 4, 0))
 
     def invoke(self, entry: int, args=()) -> int:
         """Call emulated code from inside a model (a callback, or the kernel's own code):
@@ -927,6 +972,35 @@ class Machine:
         if code in (UCC.UC_ERR_INSN_INVALID, UCC.UC_ERR_EXCEPTION):
             return self._classify_udf()
         return self._fault("cpu", f"CPU error: {err}")
+
+
+_TEMPLATES: dict[tuple, tuple[bytes, dict]] = {}
+
+
+def _image_template(img, models, table) -> tuple[bytes, dict]:
+    """The Image + zeroed .bss with every model's trap at its function's entry, built once per
+    process for each set of models: a model stands in for its function everywhere, calls from
+    the kernel's own code included."""
+    patched = tuple(sorted((n, id(m.fn)) for n, m in models.items()
+                           if not m.fallback and n in img.symbols))
+    key = (id(img), patched)
+    hit = _TEMPLATES.get(key)
+    if hit is not None:
+        return hit
+    size = ((img.bss_end + PAGE - 1) & ~(PAGE - 1)) - img.base
+    buf = bytearray(size)
+    buf[:len(img.data)] = img.data
+    entries = {}
+    for name, _ in patched:
+        a = img.symbols[name]
+        if a & 3 or not img.base <= a < img.etext:
+            continue
+        buf[a - img.base:a - img.base + 8] = ARM_SVC + ARM_BX_LR
+        entries[a + 4] = (name, table.decide(name))
+    hit = _TEMPLATES[key] = (bytes(buf), entries)
+    if len(_TEMPLATES) > 4:
+        _TEMPLATES.pop(next(iter(_TEMPLATES)))
+    return hit
 
 
 def _image_of(kernel):

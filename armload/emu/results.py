@@ -30,7 +30,12 @@ class CallRecord:
 
     def format(self) -> str:
         a = ", ".join(f"{x:#x}" if x > 9 else str(x) for x in self.args)
-        r = "void" if self.void else ("(not observed: real code)" if self.ret is None else fmt_ret(self.ret))
+        if self.void:
+            r = "void"
+        elif self.ret is None:
+            r = "(not run)" if self.cls == UNMODELLED else "(not observed: real code)"
+        else:
+            r = fmt_ret(self.ret)
         s = f"[{self.cls}] {self.name}({a}) = {r}"
         if self.note:
             s += f"  [{self.note}]"

@@ -1,7 +1,7 @@
 """The built-in models, one module per kernel subsystem."""
 from __future__ import annotations
 
-from . import driver, fallbacks, mm, module, printk, sched, time, locking
+from . import driver, fallbacks, fs, locking, mm, module, printk, random, sched, time
 from .base import ArgReader, Call, MemArgReader, Model, ModelLibrary
 
 _DEFAULT: ModelLibrary | None = None
@@ -12,8 +12,12 @@ def default_library() -> ModelLibrary:
     global _DEFAULT
     if _DEFAULT is None:
         lib = ModelLibrary()
-        for sub in (fallbacks, printk, mm, time, sched, locking, driver, module):
+        for sub in (fallbacks, printk, mm, time, sched, locking, driver, module, fs, random):
             sub.register(lib)
+        driver.register_buses(lib)
+        driver.register_core(lib)
+        driver.register_notifiers(lib)
+        driver.register_iterators(lib)
         _DEFAULT = lib
     return _DEFAULT.copy()
 

@@ -18,7 +18,7 @@ MINORBITS = 20
 # { probe; remove; remove_new; shutdown; suspend; resume; struct device_driver driver; id_table; ... }
 PDRV_PROBE, PDRV_REMOVE, PDRV_REMOVE_NEW, PDRV_DRIVER = 0, 4, 8, 24
 PDRV_ID_TABLE = PDRV_DRIVER + 76  # sizeof(struct device_driver) on this config (sizeof platform_driver: 108)
-PDEV_NAME, PDEV_ID, PDEV_DEV = 0, 4, 12
+PDEV_NAME, PDEV_ID, PDEV_DEV = 0, 4, 16       # struct device is 8-aligned (u64 members)
 DEVICE_SIZE = 0x200               # covers struct device (6.1 armmp: 0x1a0 bytes)
 PDEV_SIZE = PDEV_DEV + DEVICE_SIZE + 0x40
 CLASS_SIZE = 0x80
@@ -375,3 +375,193 @@ def register(lib: ModelLibrary) -> None:
             r.pdevices[pdev] = {"name": _name(call, call.u32(pdev + PDEV_NAME)) or "(null)",
                                 "id": call.u32(pdev + PDEV_ID), "added": False, "driver": None}
         return add_pdev(call, pdev) & 0xFFFFFFFF
+
+
+# --- other buses: a driver registers and waits for devices; the emulated board has none ---------
+BUS_DRIVERS = {              # register function: (bus, index of the driver argument)
+    "i2c_register_driver": ("i2c", 1), "__spi_register_driver": ("spi", 1), "usb_register_driver": ("usb", 0),
+    "__pci_register_driver": ("pci", 0), "__hid_register_driver": ("hid", 0), "__serio_register_driver": ("serio", 0),
+    "sdio_register_driver": ("sdio", 0), "mdio_driver_register": ("mdio", 0), "amba_driver_register": ("amba", 0),
+    "__mdiobus_register": None, "usb_serial_register_drivers": ("usb-serial", 0),
+    "__media_entity_setup_link": None, "hdac_driver_register": None,
+    "__vio_register_driver": None, "phy_driver_register": ("mdio", 0), "phy_drivers_register": ("mdio", 0),
+    "__w1_register_family": None, "w1_register_family": ("w1", 0), "__mmc_register_driver": None,
+    "mmc_register_driver": ("mmc", 0), "__sdw_register_driver": ("soundwire", 0),
+    "__ps3_system_bus_driver_register": None, "bcma_driver_register": None, "__bcma_driver_register": ("bcma", 0),
+    "ssb_driver_register": None, "__ssb_driver_register": ("ssb", 0), "__tty_port_register": None,
+    "__platform_register_drivers": None, "pcmcia_register_driver": ("pcmcia", 0), "__gameport_register_driver": ("gameport", 0),
+    "virtio_register_driver": None, "__virtio_register_driver": ("virtio", 0), "register_virtio_driver": ("virtio", 0),
+    "__register_virtio_driver": ("virtio", 0), "__usb_serial_register_drivers": None,
+    "snd_hda_codec_driver_register": None, "__hda_codec_driver_register": ("hdaudio", 0),
+    "__acpi_driver_register": None, "acpi_bus_register_driver": ("acpi", 0), "__rpmsg_register_driver": ("rpmsg", 0),
+    "register_rpmsg_driver": None, "__ulpi_register_driver": ("ulpi", 0), "__ishtp_cl_driver_register": None,
+    "__i3c_driver_register": None, "i3c_driver_register_with_owner": ("i3c", 0), "__typec_altmode_register_driver": ("typec", 0),
+    "__greybus_register_driver": ("greybus", 0), "__tb_service_register_driver": None, "tb_register_service_driver": ("thunderbolt", 0),
+    "__ntb_register_client": None, "__mcb_register_driver": ("mcb", 0), "__fsi_driver_register": None,
+    "fsi_driver_register": ("fsi", 0), "__auxiliary_driver_register": ("auxiliary", 0), "__cdx_driver_register": None,
+    "__ipack_driver_register": None, "ipack_driver_register": ("ipack", 0), "__siox_driver_register": ("siox", 0),
+    "__slim_driver_register": None, "__slimbus_driver_register": ("slimbus", 0), "__spmi_driver_register": ("spmi", 0),
+    "__hsi_register_client_driver": None, "hsi_register_client_driver": ("hsi", 0), "__nd_driver_register": ("nd", 0),
+    "__mhi_driver_register": ("mhi", 0), "__ccwgroup_driver_register": None, "__zorro_register_driver": None,
+    "__wmi_driver_register": None, "__apr_driver_register": ("apr", 0), "__gnss_register_driver": None,
+    "__iio_trigger_register": None, "__sdio_register_driver": None, "__serdev_device_driver_register": ("serial", 0),
+    "__i2c_add_driver": None,
+}
+BUS_UNREGISTER = ("i2c_del_driver", "spi_unregister_driver", "usb_deregister", "pci_unregister_driver",
+                  "hid_unregister_driver", "serio_unregister_driver", "sdio_unregister_driver",
+                  "mdio_driver_unregister", "amba_driver_unregister", "usb_serial_deregister_drivers",
+                  "phy_driver_unregister", "phy_drivers_unregister", "w1_unregister_family", "mmc_unregister_driver",
+                  "sdw_unregister_driver", "bcma_driver_unregister", "ssb_driver_unregister", "pcmcia_unregister_driver",
+                  "gameport_unregister_driver", "unregister_virtio_driver", "hda_codec_driver_unregister",
+                  "acpi_bus_unregister_driver", "unregister_rpmsg_driver", "ulpi_unregister_driver",
+                  "i3c_driver_unregister", "typec_altmode_unregister_driver", "greybus_deregister_driver",
+                  "tb_unregister_service_driver", "mcb_unregister_driver", "fsi_driver_unregister",
+                  "auxiliary_driver_unregister", "ipack_driver_unregister", "siox_driver_unregister",
+                  "slim_driver_unregister", "spmi_driver_unregister", "hsi_unregister_client_driver",
+                  "nd_driver_unregister", "mhi_driver_unregister", "apr_driver_unregister",
+                  "serdev_device_driver_unregister")
+
+
+def register_buses(lib: ModelLibrary) -> None:
+    for fname, spec in BUS_DRIVERS.items():
+        if spec is None:
+            continue
+        bus, idx = spec
+
+        def reg_drv(call, _bus=bus, _i=idx):
+            drvs = call.state("driver.bus", dict)
+            drv = call.arg(_i)
+            if not drv:
+                call.fault(f"{call.name}: NULL driver", "null-deref")
+            if drv in drvs:
+                call.machine.log.printk(f"Error: Driver is already registered on bus {_bus}, aborting...", level=3)
+                return err_ptr(EBUSY)
+            drvs[drv] = _bus
+            call.machine.record(call.name, bus=_bus, addr=drv)
+            call.note = f"registered on the {_bus} bus; the emulated board has no {_bus} devices, so no probe runs"
+            return 0
+        lib.set(fname, reg_drv, subsystem="driver")
+
+    def unreg(call):
+        call.state("driver.bus", dict).pop(call.arg(0), None)
+    for fname in BUS_UNREGISTER:
+        lib.set(fname, unreg, subsystem="driver")
+
+
+# --- the driver core itself (bus cores that are modules, e.g. usbcore, call into it) ----------
+DRV_NAME, DRV_BUS = 0, 4          # struct device_driver { name; bus; ... }
+BUS_NAME = 0                      # struct bus_type { name; dev_name; ... }
+
+
+def register_core(lib: ModelLibrary) -> None:
+    m = lib.model
+
+    def buses(call) -> dict:
+        return call.state("driver.buses", dict)      # bus_type -> {"name", "drivers": {name: drv}}
+
+    @m("bus_register", subsystem="driver")
+    def bus_register(call):
+        bus = call.arg(0)
+        name = _name(call, call.u32(bus + BUS_NAME))
+        if any(b["name"] == name for b in buses(call).values()):
+            return err_ptr(EEXIST)                   # kset_register: duplicate kobject name
+        buses(call)[bus] = {"name": name, "drivers": {}}
+        call.machine.record("bus_register", name=name, addr=bus)
+        return 0
+
+    @m("bus_unregister", subsystem="driver")
+    def bus_unregister(call):
+        buses(call).pop(call.arg(0), None)
+
+    @m("driver_register", subsystem="driver")
+    def driver_register(call):
+        drv = call.arg(0)
+        bus = call.u32(drv + DRV_BUS)
+        info = buses(call).get(bus)
+        name_p = call.u32(drv + DRV_NAME)
+        if not name_p:
+            call.fault("Unable to handle kernel NULL pointer dereference in strcmp (driver_find): "
+                       "the driver has no name", "null-deref")
+        name = call.text(name_p, 64)
+        if info is None:
+            # a bus the kernel registered at boot: armload knows it only by name
+            bname = _name(call, call.u32(bus + BUS_NAME)) if bus else None
+            if not bus:
+                call.fault(f"driver_register: driver '{name}' has no bus (NULL dereference of drv->bus)",
+                           "null-deref")
+            info = buses(call)[bus] = {"name": bname, "drivers": {}, "boot": True}
+        if name in info["drivers"]:
+            call.machine.log.printk(f"Error: Driver '{name}' is already registered, aborting...", level=3)
+            return err_ptr(EBUSY)
+        info["drivers"][name] = drv
+        call.machine.record("driver_register", name=name, bus=info["name"], addr=drv)
+        call.note = f"registered on bus {info['name']}; no {info['name']} devices exist in the simulation"
+        return 0
+
+    @m("driver_unregister", subsystem="driver")
+    def driver_unregister(call):
+        drv = call.arg(0)
+        for b in buses(call).values():
+            for n, d in list(b["drivers"].items()):
+                if d == drv:
+                    del b["drivers"][n]
+
+
+def register_notifiers(lib: ModelLibrary) -> None:
+    m = lib.model
+
+    @m("bus_register_notifier", "bus_unregister_notifier", subsystem="driver")
+    def bus_notifier(call):
+        # the notifier head lives in the bus's private data, which only a booted driver core has
+        call.machine.record(call.name, bus=call.arg(0), notifier=call.arg(1))
+        call.note = "recorded; armload adds no devices to this bus, so the notifier is never called"
+        return 0
+
+    @m("__class_register", "class_register", subsystem="driver")
+    def class_register(call):
+        cls = call.arg(0)
+        name = _name(call, call.u32(cls))
+        r = reg(call)
+        if name in r.classes:
+            return err_ptr(EEXIST)
+        r.classes[name] = cls
+        call.machine.record("class_register", name=name, addr=cls)
+        return 0
+
+    @m("class_unregister", subsystem="driver")
+    def class_unregister(call):
+        r = reg(call)
+        r.classes = {n: c for n, c in r.classes.items() if c != call.arg(0)}
+
+    @m("device_register", "device_add", subsystem="driver")
+    def device_register(call):
+        call.machine.record(call.name, addr=call.arg(0))
+        call.note = "recorded; no driver is matched to devices added this way"
+        return 0
+
+    @m("device_unregister", "device_del", "put_device", subsystem="driver")
+    def device_unregister(call):
+        return None
+
+    @m("get_device", subsystem="driver")
+    def get_device(call):
+        return call.arg(0)
+
+
+def register_iterators(lib: ModelLibrary) -> None:
+    m = lib.model
+
+    @m("bus_for_each_dev", subsystem="driver")
+    def bus_for_each_dev(call):
+        call.note = "no devices on simulated buses: fn is never called"
+        return 0
+
+    @m("bus_for_each_drv", subsystem="driver")
+    def bus_for_each_drv(call):
+        bus, data, fn = call.arg(0), call.arg(2), call.arg(3)
+        info = call.state("driver.buses", dict).get(bus)
+        for drv in list((info or {}).get("drivers", {}).values()):
+            rc = call.invoke(fn, drv, data)
+            if rc:
+                return rc
+        return 0

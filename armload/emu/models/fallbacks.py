@@ -6,12 +6,16 @@ runs each against the kernel's code on generated inputs.
 """
 from __future__ import annotations
 
-import struct
-
+from ..boot import CTYPE
 from ..errno import EINVAL, s64 as _s64
-from ..faults import ModelFault
 from .base import ModelLibrary
-from .fmt import format_kernel
+from .fmt import format_kernel_bytes as format_kernel
+
+ERANGE = 34
+_U64 = (1 << 64) - 1
+_XDIGITS = b"0123456789abcdefABCDEF"
+# lib/ctype.c tolower(): isupper() (letters and latin-1 capitals) + 0x20
+_TOLOWER = bytes(c + 0x20 if CTYPE[c] & 0x01 else c for c in range(256))
 
 
 def register(lib: ModelLibrary) -> None:
@@ -52,8 +56,10 @@ def register(lib: ModelLibrary) -> None:
 
     @f("memchr", subsystem="lib")
     def _h_memchr(call):
-        data = call.read(call.arg(0), call.arg(2))
-        i = data.find(bytes([call.arg(1) & 0xFF]))
+        # arch/arm/lib/memchr.S compares each byte with the whole of r1: above 0xff never matches
+        c = call.arg(1)
+        data = call.read(call.arg(0), call.arg(2)) if call.arg(2) else b""
+        i = data.find(bytes([c])) if c < 256 else -1
         return call.arg(0) + i if i >= 0 else 0
 
 
@@ -89,7 +95,13 @@ def register(lib: ModelLibrary) -> None:
 
     @f("strcasecmp", subsystem="lib")
     def _h_strcasecmp(call):
-        return _cmp(call.string(call.arg(0), 1 << 20).lower(), call.string(call.arg(1), 1 << 20).lower())
+        # lib/string.c: c1 - c2 after tolower(), which lowers latin-1 capitals too (lib/ctype.c)
+        a, b = call.string(call.arg(0), 1 << 20) + b"\0", call.string(call.arg(1), 1 << 20) + b"\0"
+        for x, y in zip(a, b):
+            x, y = _TOLOWER[x], _TOLOWER[y]
+            if x != y or x == 0:
+                return (x - y) & 0xFFFFFFFF
+        return 0
 
 
     @f("strcpy", subsystem="lib")
@@ -109,15 +121,33 @@ def register(lib: ModelLibrary) -> None:
 
     @f("strscpy", "sized_strscpy", subsystem="lib")
     def _h_strscpy(call):
-        d, s, n = call.arg(0), call.arg(1), call.arg(2)
-        if n == 0:
+        # lib/string.c with CONFIG_HAVE_EFFICIENT_UNALIGNED_ACCESS (ARMv7): word at a time while
+        # 4 bytes remain (an unaligned source stops at its page end); the word holding the NUL is
+        # stored with the bytes after the NUL zeroed; then byte by byte
+        d, s, count = call.arg(0), call.arg(1), call.arg(2)
+        if count == 0 or count > 0x7FFFFFFF:
             return (-7) & 0xFFFFFFFF           # -E2BIG
-        src = call.string(s, n)
-        if len(src) >= n:
-            call.write(d, src[:n - 1] + b"\0")
-            return (-7) & 0xFFFFFFFF
-        call.write(d, src + b"\0")
-        return len(src)
+        mx = count
+        if s & 3:
+            mx = min(mx, 0x1000 - (s & 0xFFF))
+        res = 0
+        while mx >= 4:
+            w = call.read(s + res, 4)
+            z = w.find(b"\0")
+            if z >= 0:
+                call.write(d + res, w[:z] + bytes(4 - z))
+                return res + z
+            call.write(d + res, w)
+            res, count, mx = res + 4, count - 4, mx - 4
+        while count:
+            c = call.read(s + res, 1)
+            call.write(d + res, c)
+            if c == b"\0":
+                return res
+            res, count = res + 1, count - 1
+        if res:
+            call.write(d + res - 1, b"\0")
+        return (-7) & 0xFFFFFFFF
 
 
     @f("strlcpy", subsystem="lib")
@@ -146,8 +176,11 @@ def register(lib: ModelLibrary) -> None:
 
     @f("strrchr", subsystem="lib")
     def _h_strrchr(call):
+        # arch/arm/lib/strrchr.S compares each byte with the whole of r1 (no `and r1, #0xff`):
+        # a character argument above 0xff matches nothing
+        c = call.arg(1)
         s = call.string(call.arg(0), 1 << 20) + b"\0"
-        i = s.rfind(bytes([call.arg(1) & 0xFF]))
+        i = s.rfind(bytes([c])) if c < 256 else -1
         return call.arg(0) + i if i >= 0 else 0
 
 
@@ -157,8 +190,9 @@ def register(lib: ModelLibrary) -> None:
         return call.arg(0) + i if i >= 0 else 0
 
 
-    def _store_formatted(call, buf: int, size: int | None, text: str, scn: bool) -> int:
-        data = text.encode("utf-8", "replace")
+    def _store_formatted(call, buf: int, size: int | None, data: bytes, scn: bool) -> int:
+        if size is not None and size > 0x7FFFFFFF:
+            return 0                      # vsnprintf: WARN_ON_ONCE(size > INT_MAX), nothing written
         if size is None:
             call.write(buf, data + b"\0")
             return len(data)
@@ -196,56 +230,112 @@ def register(lib: ModelLibrary) -> None:
         return _store_formatted(call, call.arg(0), None, text, False)
 
 
-    def _parse_int(call, signed: bool):
-        s = call.text(call.arg(0), 64).strip()
-        base = call.arg(1) or 0
-        try:
-            v = int(s, base) if base else int(s, 0)
-        except ValueError:
-            return (-EINVAL) & 0xFFFFFFFF
-        if not signed and v < 0:
-            return (-EINVAL) & 0xFFFFFFFF
+    def _fixup_radix(s: bytes, base: int) -> tuple[int, int]:
+        """_parse_integer_fixup_radix: (offset of the digits, base)."""
+        if base == 0:
+            if s[:1] == b"0":
+                base = 16 if s[1:2] in (b"x", b"X") and s[2:3] and s[2:3] in _XDIGITS else 8
+            else:
+                base = 10
+        if base == 16 and s[:1] == b"0" and s[1:2] in (b"x", b"X"):
+            return 2, base
+        return 0, base
+
+    def _parse_integer(s: bytes, base: int) -> tuple[int, int, bool]:
+        """_parse_integer_limit: (value mod 2^64, digits consumed, overflowed)."""
+        res = rv = 0
+        over = False
+        for c in s:
+            lc = c | 0x20
+            if 0x30 <= c <= 0x39:
+                val = c - 0x30
+            elif 0x61 <= lc <= 0x66:
+                val = lc - 0x61 + 10
+            else:
+                break
+            if val >= base:
+                break
+            if res >> 60 and res > (_U64 - val) // base:
+                over = True
+            res = (res * base + val) & _U64
+            rv += 1
+        return res, rv, over
+
+    def _kstrtoull(s: bytes, base: int):
+        """_kstrtoull: the value, or a negative errno."""
+        off, base = _fixup_radix(s, base)
+        v, rv, over = _parse_integer(s[off:], base)
+        if over:
+            return -ERANGE
+        if rv == 0:
+            return -EINVAL
+        rest = s[off + rv:]
+        if rest[:1] == b"\n":
+            rest = rest[1:]
+        return -EINVAL if rest else v
+
+    def _kstrtoll(s: bytes, base: int):
+        """kstrtoll: (errno, value)."""
+        if s[:1] == b"-":
+            v = _kstrtoull(s[1:], base)
+            if v < 0:
+                return v, 0
+            neg = (-v) & _U64
+            if neg and not neg >> 63:
+                return -ERANGE, 0
+            return 0, _s64(neg)
+        v = _kstrtoull(s[1:] if s[:1] == b"+" else s, base)
+        if v < 0:
+            return v, 0
+        if v >> 63:
+            return -ERANGE, 0
+        return 0, v
+
+    @f("kstrtoint", "_kstrtol", "kstrtos32", subsystem="lib")
+    def _h_kstrtoint(call):
+        err, v = _kstrtoll(call.string(call.arg(0), 4096), call.arg(1))
+        if err:
+            return err & 0xFFFFFFFF
+        if not -(1 << 31) <= v < (1 << 31):
+            return (-ERANGE) & 0xFFFFFFFF
         call.put_u32(call.arg(2), v)
         return 0
 
-
-    @f("kstrtoint", "kstrtol", "kstrtos32", subsystem="lib")
-    def _h_kstrtoint(call):
-        return _parse_int(call, True)
-
-
-    @f("kstrtouint", "kstrtoul", "kstrtou32", subsystem="lib")
+    @f("kstrtouint", "_kstrtoul", "kstrtou32", subsystem="lib")
     def _h_kstrtouint(call):
-        return _parse_int(call, False)
-
+        s = call.string(call.arg(0), 4096)
+        v = _kstrtoull(s[1:] if s[:1] == b"+" else s, call.arg(1))
+        if v < 0:
+            return v & 0xFFFFFFFF
+        if v >> 32:
+            return (-ERANGE) & 0xFFFFFFFF
+        call.put_u32(call.arg(2), v)
+        return 0
 
     @f("simple_strtoul", "simple_strtol", subsystem="lib")
     def _h_simple_strtoul(call):
-        s = call.text(call.arg(0), 64)
-        base = call.arg(2) or 10
-        j = 0
-        while j < len(s) and s[j].isspace():
-            j += 1
-        k = j + (1 if j < len(s) and s[j] in "+-" else 0)
-        while k < len(s) and s[k].lower() in "0123456789abcdef"[:base]:
-            k += 1
-        try:
-            v = int(s[j:k], base)
-        except ValueError:
-            v, k = 0, j
+        # lib/vsprintf.c simple_strntoull: no whitespace or '+' skipping; simple_strtol negates
+        # after a leading '-'; the result is an unsigned long (32 bits)
+        p = call.arg(0)
+        s = call.string(p, 4096)
+        neg = call.name == "simple_strtol" and s[:1] == b"-"
+        if neg:
+            s, p = s[1:], p + 1
+        off, base = _fixup_radix(s, call.arg(2))
+        v, rv, _over = _parse_integer(s[off:], base)
         if call.arg(1):
-            call.put_u32(call.arg(1), call.arg(0) + k)
-        return v & 0xFFFFFFFF
+            call.put_u32(call.arg(1), p + off + rv)
+        return (-v if neg else v) & 0xFFFFFFFF
 
 
     # --- EABI runtime helpers (the kernel exports its own libgcc replacements) --------------
 
-    def _div0(call):
-        # arch/arm/kernel/traps.c __div0: "Division by zero in kernel." and a stack dump; lib1funcs
-        # then returns 0
+    def _div0(call, rem: int = 0):
+        # arch/arm/kernel/traps.c __div0: "Division by zero in kernel." and a stack dump; lib1funcs'
+        # Ldiv0 then returns 0, and __aeabi_{u,}idivmod compute the remainder as n - 0 * d = n
         call.machine.log.printk("Division by zero in kernel.", level=3)
-        call.note = "division by zero: the kernel returns 0"
-        return 0, 0
+        call.note = "division by zero: the kernel prints this and returns 0 (armload prints no stack dump)"
+        return 0, rem
 
 
     @f("__aeabi_uidiv", "__udivsi3", subsystem="lib")
@@ -267,7 +357,7 @@ def register(lib: ModelLibrary) -> None:
     @f("__aeabi_uidivmod", subsystem="lib")
     def _h_uidivmod(call):
         if call.arg(1) == 0:
-            return _div0(call)
+            return _div0(call, call.arg(0))
         return call.arg(0) // call.arg(1), call.arg(0) % call.arg(1)
 
 
@@ -275,7 +365,7 @@ def register(lib: ModelLibrary) -> None:
     def _h_idivmod(call):
         a, b = call.sarg(0), call.sarg(1)
         if b == 0:
-            return _div0(call)
+            return _div0(call, call.arg(0))
         q = abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)
         return q & 0xFFFFFFFF, (a - q * b) & 0xFFFFFFFF
 
@@ -328,7 +418,9 @@ def register(lib: ModelLibrary) -> None:
         # arch/arm/include/asm/div64.h: n in r0:r1, base in r4; quotient -> r2:r3, remainder -> r1
         n = call.arg(0) | (call.arg(1) << 32)
         base = call.machine.reg("r4")
-        if base == 0:
+        if base == 0:                     # div64.S Ldiv0_64: quotient and remainder 0
+            call.set_reg("r2", 0)
+            call.set_reg("r3", 0)
             return _div0(call)
         q, r = divmod(n, base)
         call.set_reg("r2", q & 0xFFFFFFFF)
@@ -397,30 +489,48 @@ def register(lib: ModelLibrary) -> None:
     LIST_POISON1, LIST_POISON2 = 0x100, 0x122
 
 
+    def _corrupt(call, message: str):
+        # CHECK_DATA_CORRUPTION with Debian's CONFIG_BUG_ON_DATA_CORRUPTION=y: pr_err, then BUG()
+        call.machine.log.printk(message + "\n", 3)
+        call.fault(f"kernel BUG at lib/list_debug.c: {message}", "bug")
+
     @f("__list_add_valid", subsystem="lib")
     def _h_list_add_valid(call):
+        # lib/list_debug.c (6.1), its checks in its order; a bad pointer faults as it would there
         new, prev, nxt = call.arg(0), call.arg(1), call.arg(2)
-        try:
-            ok = call.u32(nxt + 4) == prev and call.u32(prev) == nxt and new not in (prev, nxt)
-        except ModelFault:
-            ok = False
-        if not ok:
-            call.machine.log.printk(f"list_add corruption. new={new:#x} prev={prev:#x} next={nxt:#x}\n", 4)
-        return 1 if ok else 0
-
+        if prev == 0:
+            _corrupt(call, "list_add corruption. prev is NULL.")
+        if nxt == 0:
+            _corrupt(call, "list_add corruption. next is NULL.")
+        if call.u32(nxt + 4) != prev:
+            _corrupt(call, f"list_add corruption. next->prev should be prev ({prev:08x}), but was "
+                           f"{call.u32(nxt + 4):08x}. (next={nxt:08x}).")
+        if call.u32(prev) != nxt:
+            _corrupt(call, f"list_add corruption. prev->next should be next ({nxt:08x}), but was "
+                           f"{call.u32(prev):08x}. (prev={prev:08x}).")
+        if new in (prev, nxt):
+            _corrupt(call, f"list_add double add: new={new:08x}, prev={prev:08x}, next={nxt:08x}.")
+        return 1
 
     @f("__list_del_entry_valid", subsystem="lib")
     def _h_list_del_valid(call):
         e = call.arg(0)
-        try:
-            nxt, prev = call.u32(e), call.u32(e + 4)
-            ok = (nxt not in (0, LIST_POISON1) and prev not in (0, LIST_POISON2)
-                  and call.u32(prev) == e and call.u32(nxt + 4) == e)
-        except ModelFault:
-            ok = False
-        if not ok:
-            call.machine.log.printk(f"list_del corruption at {e:#x}\n", 4)
-        return 1 if ok else 0
+        prev, nxt = call.u32(e + 4), call.u32(e)
+        if nxt == 0:
+            _corrupt(call, f"list_del corruption, {e:08x}->next is NULL")
+        if prev == 0:
+            _corrupt(call, f"list_del corruption, {e:08x}->prev is NULL")
+        if nxt == LIST_POISON1:
+            _corrupt(call, f"list_del corruption, {e:08x}->next is LIST_POISON1 ({LIST_POISON1:08x})")
+        if prev == LIST_POISON2:
+            _corrupt(call, f"list_del corruption, {e:08x}->prev is LIST_POISON2 ({LIST_POISON2:08x})")
+        if call.u32(prev) != e:
+            _corrupt(call, f"list_del corruption. prev->next should be {e:08x}, but was {call.u32(prev):08x}. "
+                           f"(prev={prev:08x})")
+        if call.u32(nxt + 4) != e:
+            _corrupt(call, f"list_del corruption. next->prev should be {e:08x}, but was "
+                           f"{call.u32(nxt + 4):08x}. (next={nxt:08x})")
+        return 1
 
 
     @f("__sw_hweight32", "__sw_hweight16", "__sw_hweight8", subsystem="lib")

@@ -43,9 +43,13 @@ def register(lib: ModelLibrary) -> None:
     def kmalloc_track(call):
         return alloc(call, call.arg(0), call.arg(1))
 
-    @m("kmalloc_trace", "kmalloc_node_trace", subsystem="mm")
-    def kmalloc_trace(call):          # (struct kmem_cache *s, gfp_t flags, size_t size[, node])
+    @m("kmalloc_trace", subsystem="mm")
+    def kmalloc_trace(call):          # (struct kmem_cache *s, gfp_t flags, size_t size)
         return alloc(call, call.arg(2), call.arg(1))
+
+    @m("kmalloc_node_trace", subsystem="mm")
+    def kmalloc_node_trace(call):     # (struct kmem_cache *s, gfp_t flags, int node, size_t size)
+        return alloc(call, call.arg(3), call.arg(1))
 
     @m("kmalloc_large_node", subsystem="mm")
     def kmalloc_large_node(call):
@@ -119,10 +123,14 @@ def register(lib: ModelLibrary) -> None:
     def cache_alloc(call, zero):
         c = caches(call).get(call.arg(0))
         if c is None:
+            if call.machine._in_module(call.lr & ~1) is None:
+                # the kernel's own code allocating from a cache its boot code would have created
+                call.unmodelled(f"a slab cache the kernel creates at boot ({call.arg(0):#x} here)")
             call.fault(f"{call.name}: {call.arg(0):#010x} is not a slab cache "
                        f"({'NULL: a cache never created' if not call.arg(0) else call.symbolize(call.arg(0))})",
                        "null-deref" if not call.arg(0) else "bug")
-        p = alloc(call, c["size"], call.arg(1), zero=zero, kind=f"kmem_cache_alloc({c['name']})")
+        flags = call.arg(2) if call.name == "kmem_cache_alloc_lru" else call.arg(1)   # (s, lru, flags)
+        p = alloc(call, c["size"], flags, zero=zero, kind=f"kmem_cache_alloc({c['name']})")
         if p:
             c["objects"] += 1
             if c["ctor"]:
@@ -210,6 +218,15 @@ def register(lib: ModelLibrary) -> None:
             call.fault(f"__free_pages of {call.arg(0):#010x}, not an allocated struct page", "invalid-free")
         call.heap.free(ent[0], caller=call.lr)
         call.heap.free(call.arg(0), caller=call.lr)
+
+    @m("si_meminfo", subsystem="mm")
+    def si_meminfo(call):
+        # struct sysinfo: uptime, loads[3], totalram, freeram, sharedram, bufferram, totalswap,
+        # freeswap, procs (u16) + pad, totalhigh, freehigh, mem_unit: counted in pages
+        from ..boot import RAM_PAGES
+        import struct
+        call.write(call.arg(0) + 16, struct.pack("<IIIIII", RAM_PAGES, RAM_PAGES // 2, 0, 0, 0, 0))
+        call.write(call.arg(0) + 44, struct.pack("<III", 0, 0, 4096))
 
     # --- per-cpu: one possible CPU whose per-cpu offset is 0 --------------------------
     @m("__alloc_percpu", "__alloc_percpu_gfp", "__alloc_reserved_percpu", subsystem="mm")

@@ -8,7 +8,7 @@ fallbacks below format in Python (fmt.py).
 from __future__ import annotations
 
 from .base import ModelLibrary
-from .fmt import format_kernel
+from .fmt import format_kernel_bytes
 
 LOGLEVEL_DEFAULT = -1
 LOG_LINE_MAX = 1024 - 32          # PRINTKRB_RECORD_MAX - PREFIX_MAX
@@ -27,6 +27,12 @@ def _split_level(raw: bytes) -> tuple[bytes, int | None, bool]:
     return raw, level, cont
 
 
+def _stored_len(text: bytes) -> int:
+    """What printk returns (printk_sprint): the record's length, level prefix and one trailing
+    newline not counted."""
+    return len(text) - (1 if text.endswith(b"\n") else 0)
+
+
 def register(lib: ModelLibrary) -> None:
     m = lib.model
     f = lib.fallback
@@ -42,14 +48,15 @@ def register(lib: ModelLibrary) -> None:
         if level == LOGLEVEL_DEFAULT and lvl is not None:
             level = lvl
         call.machine.log.printk(text.decode("utf-8", "replace"), level=None if level < 0 else level, cont=cont)
-        return len(raw)
+        return _stored_len(text)
 
-    def _printk(call, fmt_ptr, args, prefix=""):
+    def _printk(call, fmt_ptr, args, prefix="", level=None):
         raw = call.string(fmt_ptr, 1024)
-        raw, level, cont = _split_level(raw)
-        text = format_kernel(call, raw, args)
-        call.machine.log.printk(prefix + text, level=level, cont=cont)
-        return len(text)
+        raw, lvl, cont = _split_level(raw)
+        level = lvl if level is None else level
+        text = format_kernel_bytes(call, raw, args)[:LOG_LINE_MAX]
+        call.machine.log.printk(prefix + text.decode("utf-8", "replace"), level=level, cont=cont)
+        return _stored_len(text)
 
     @f("_printk", "printk", subsystem="printk")
     def printk(call):
@@ -61,8 +68,11 @@ def register(lib: ModelLibrary) -> None:
 
     def dev_level(level):
         def h(call):
+            # void _dev_info(dev, fmt, ...): "(NULL device *): " as drivers/base/core.c prints it;
+            # for a device the kernel prints "driver name: ", which needs the driver core's layout
             dev = call.arg(0)
-            return _printk(call, call.arg(1), call.varargs(2), f"(device {dev:08x}): " if dev else "(NULL device *): ")
+            _printk(call, call.arg(1), call.varargs(2), f"(device {dev:08x}): " if dev else "(NULL device *): ",
+                    level=level)
         return h
 
     for lvl, name in enumerate(("_dev_emerg", "_dev_alert", "_dev_crit", "_dev_err", "_dev_warn",
@@ -84,7 +94,7 @@ def register(lib: ModelLibrary) -> None:
 
     @m("panic", subsystem="printk")
     def panic(call):
-        msg = format_kernel(call, call.string(call.arg(0), 1024), call.varargs(1))
+        msg = format_kernel_bytes(call, call.string(call.arg(0), 1024), call.varargs(1)).decode("utf-8", "replace")
         call.machine.log.printk("Kernel panic - not syncing: " + msg, level=0)
         call.fault(f"kernel panic: {msg.strip()}", "panic")
 
@@ -92,7 +102,14 @@ def register(lib: ModelLibrary) -> None:
     def stack_chk(call):
         call.fault("stack-protector: Kernel stack is corrupted in: " + call.symbolize(call.lr), "stack-protector")
 
-    @m("__bug", "__bad_udelay", "__bad_xchg", "__bad_cmpxchg", "__div0", "fortify_panic", subsystem="printk")
+    @m("__div0", subsystem="printk")
+    def div0(call):
+        # arch/arm/kernel/traps.c: pr_err("Division by zero in kernel.\n"); dump_stack(); then
+        # lib1funcs.S's Ldiv0 returns 0 (and the *divmod helpers the dividend as remainder)
+        call.machine.log.printk("Division by zero in kernel.", level=3)
+        call.note = "division by zero: the kernel prints this and returns 0 (armload prints no stack dump)"
+
+    @m("__bug", "__bad_udelay", "__bad_xchg", "__bad_cmpxchg", "fortify_panic", subsystem="printk")
     def bug(call):
         call.fault(f"{call.name} called from {call.symbolize(call.lr)}", "bug")
 

@@ -112,8 +112,11 @@ class Sched:
 
     def _after(self, ev: Event, r: int) -> None:
         if ev.kind == "kthread":
-            self.kthreads[ev.obj]["exited"] = True
-            self.kthreads[ev.obj]["result"] = r
+            k = self.kthreads[ev.obj]
+            k["exited"] = True
+            k["result"] = r
+            if not k["stop"] and k["task"] in self.m.heap.live:
+                self.m.heap.free(k["task"])      # exited on its own: reaped (kthreads are autoreaped)
         elif ev.kind == "hrtimer" and r == 1:           # HRTIMER_RESTART: re-armed by hrtimer_forward
             exp = int.from_bytes(self.m.read(ev.obj + 16, 8), "little")
             self.add("hrtimer", ev.obj, ev.fn, ev.arg, max(exp, self.m.clock.ns() + 1))
@@ -168,12 +171,15 @@ def run_pending(machine, budget: int) -> list[dict]:
         if status == "budget":
             status = "returned"          # still running when the deferred budget ended: not a fault
             note = "still running when the deferred budget ended"
+        elif status == "fault" and res.fault is not None and res.fault.kind == "hung" and ev.kind == "kthread":
+            status = "returned"          # a kthread waiting for what never comes sleeps; it is not a fault
+            note = "sleeping: nothing in the simulation wakes it (" + res.fault.message.split(": ", 1)[-1] + ")"
         else:
             note = None
             if res.status == "returned":
                 s._after(ev, res.retval & 0xFFFFFFFF)
         out.append({"kind": ev.kind, "fn": machine.symbolize(ev.fn & ~1), "status": status,
-                    "retval": res.retval, "sim_ns": ev.due, "instructions": res.instructions,
+                    "retval": res.retval if ev.kind == "kthread" else None,   # the others return void "sim_ns": ev.due, "instructions": res.instructions,
                     "note": note, "fault": res.fault.to_dict() if res.fault and status != "returned" else None,
                     "fault_report": res.fault if status != "returned" else None})
         if status != "returned":
@@ -199,10 +205,7 @@ def register(lib: ModelLibrary) -> None:
         return call.clock.ns()
 
     def jiffies_due(call, expires):
-        delta = (expires - call.clock.jiffies) & 0xFFFFFFFF
-        if delta & 0x80000000:
-            delta = 0
-        return now(call) + max(delta, 1) * call.clock.jiffies_to_ns(1)
+        return call.clock.tick_time(expires)      # timers fire on the tick where jiffies == expires
 
     def hung(call, what):
         raise ModelFault(f"INFO: task blocked forever: {what} in {call.symbolize(call.lr)} "
@@ -251,7 +254,16 @@ def register(lib: ModelLibrary) -> None:
     def queue_delayed_work_on(call):
         check_wq(call, call.arg(1))
         dwork, delay = call.arg(2), call.arg(3)
-        return queue_work(call, call.arg(1), dwork, now(call) + delay * call.clock.jiffies_to_ns(1))
+        due = now(call) if delay == 0 else call.clock.tick_time(call.clock.jiffies + delay)
+        return queue_work(call, call.arg(1), dwork, due)
+
+    @m("delayed_work_timer_fn", subsystem="sched")
+    def delayed_work_timer_fn(call):
+        # the timer of a struct delayed_work fired: queue its work on dwork->wq now
+        dwork = call.arg(0) - DWORK_TIMER
+        wq = call.u32(dwork + DWORK_TIMER + 20)
+        check_wq(call, wq)
+        queue_work(call, wq, dwork, now(call))
 
     @m("mod_delayed_work_on", subsystem="sched")
     def mod_delayed_work_on(call):
@@ -259,7 +271,7 @@ def register(lib: ModelLibrary) -> None:
         dwork, delay = call.arg(2), call.arg(3)
         was = sched(call.machine).cancel("work", dwork)
         call.write(dwork, (int.from_bytes(call.read(dwork, 4), "little") & ~1).to_bytes(4, "little"))
-        queue_work(call, call.arg(1), dwork, now(call) + delay * call.clock.jiffies_to_ns(1))
+        queue_work(call, call.arg(1), dwork, now(call) if delay == 0 else call.clock.tick_time(call.clock.jiffies + delay))
         return int(was)
 
     def cancel(call, work):
@@ -453,10 +465,13 @@ def register(lib: ModelLibrary) -> None:
         return int(done_count(call, call.arg(0)) != 0)
 
     def sleep_jiffies(call, t):
-        if t >= MAX_SCHEDULE_TIMEOUT:
-            if not sched(call.machine).wait_until(None, lambda: False) and not sched(call.machine).queue:
+        if t >= MAX_SCHEDULE_TIMEOUT:         # as schedule(): the next event is what wakes us
+            s = sched(call.machine)
+            ev = s.pop()
+            if ev is None:
                 hung(call, "schedule_timeout(MAX_SCHEDULE_TIMEOUT)")
-            return 0
+            s.run_nested(ev)
+            return MAX_SCHEDULE_TIMEOUT
         sched(call.machine).wait_until(now(call) + t * call.clock.jiffies_to_ns(1))
         return 0
 

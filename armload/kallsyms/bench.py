@@ -14,8 +14,8 @@ import statistics
 import time
 import tracemalloc
 
-from .errors import KernelFileError
-from .kallsyms_lookup import STRATEGIES, STRATEGY_TITLES, deep_size
+from ..errors import KernelFileError
+from .lookup import STRATEGIES, STRATEGY_TITLES, deep_size, table_from_image
 
 DEFAULT_IMAGE = ".cache/linux-image-6.1.0-50-armmp/boot/vmlinuz-6.1.0-50-armmp"
 DEFAULT_MODULES = ".cache/linux-image-6.1.0-50-armmp/lib/modules/6.1.0-50-armmp/kernel"
@@ -23,7 +23,7 @@ SEED_C_NS = {"hit": (3811, 246), "miss": (3625, 196)}
 
 
 def _project_path(rel: str) -> str:
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     return rel if os.path.exists(rel) else os.path.join(root, rel)
 
 
@@ -101,7 +101,6 @@ def run_benchmark(image_path: str | None = None, *, hits: int = 1000, misses: in
                   linear_sample: int = 12, module: str | None = None, seed: int = 1,
                   fresh_decode: bool = True, progress=None) -> dict:
     """Measure every strategy on the real Debian table (or any kernel image)."""
-    from .kallsyms import table_from_image
     say = progress or (lambda msg: None)
     image_path = image_path or _project_path(DEFAULT_IMAGE)
     if not os.path.exists(image_path):

@@ -1,17 +1,20 @@
-"""kallsyms: the kernel's compressed symbol table.
+"""kallsyms tables: build them like scripts/kallsyms, find and decode them in a kernel image.
 
-Three parts, following spec §5 and the kernel sources (scripts/kallsyms.c, kernel/kallsyms.c):
+Four parts, following spec §5 and the kernel sources (scripts/kallsyms.c, kernel/kallsyms.c):
 
 * **Build** (`build_tables`): exactly what the Debian 6.1 `scripts/kallsyms` does (6.1.y carries the
   backported `kallsyms_seqs_of_names`, 3-byte big-endian; its selection still has the 6.1 ignore
   lists, which mainline moved to scripts/mksysmap in 6.2).  `KallsymsTables.to_bytes()` lays the
   tables out as the generated `.S` file does in `.rodata` (`.balign 4` per label).
-* **Read** (`symbols_from_image`, `table_from_image`): decompress an ARM zImage (XZ or gzip payload),
+* **Read** (`image_payloads`, `parse_tables`): decompress an ARM zImage (XZ or gzip payload),
   or take a raw Image or an ARM vmlinux ELF, and find the tables by structure alone — the token
   table/index pair, the markers, `kallsyms_num_syms` in front of the names, the address-sorted
   offsets and the name-ordered index — then decode every symbol.
-* **Lookup** (`KallsymsTable`, in armload/kallsyms_lookup.py): four named name→address strategies,
-  address→name, iteration.
+* **Decode cache** (`cache_load`/`cache_store`): decoded tables under .cache/kallsyms, keyed on the
+  image's bytes and on the SHA-256 of this decoder's source (tables.py, lookup.py).
+
+Lookups (`KallsymsTable`, `table_from_image`) are in armload/kallsyms/lookup.py, the benchmark in
+armload/kallsyms/bench.py; imports go one way: bench -> lookup -> tables.
 
 Errors are `KernelFileError` naming what was not found; every walk over image bytes is bounded.
 """
@@ -22,13 +25,12 @@ import lzma
 import os
 import pickle
 import struct
-import time
 import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import KernelFileError
+from ..errors import KernelFileError
 
 KSYM_NAME_LEN = 512            # since ≈v6.1 (was 128)
 MAX_COMPRESSED_LEN = 0x3FFF    # two-byte ULEB128 length prefix
@@ -38,9 +40,10 @@ GZIP_MAGIC = b"\x1f\x8b\x08"
 EM_ARM = 40
 
 __all__ = [
-    "KSYM_NAME_LEN", "KallsymsTables", "build_tables", "select_symbols", "sort_symbols",
-    "parse_tables", "table_from_image", "symbols_from_image", "write_system_map", "read_system_map",
-    "load_kernel_image", "KallsymsTable", "run_benchmark", "format_benchmark",
+    "KSYM_NAME_LEN", "ZIMAGE_MAGIC", "KallsymsTables", "build_tables", "select_symbols", "sort_symbols",
+    "is_ignored_symbol", "compress_symbols", "expand_best_table", "parse_tables", "image_payloads",
+    "write_system_map", "read_system_map", "code_version", "cache_dir", "cache_key", "cache_load",
+    "cache_store", "cache_store_extra",
 ]
 
 
@@ -631,80 +634,38 @@ def image_payloads(path: str) -> tuple[list[bytes], str]:
     return [blob], "raw Image"
 
 
-def table_from_image(path: str, *, use_cache: bool = True) -> "KallsymsTable":
-    """The KallsymsTable of a kernel image (zImage, raw Image or ARM vmlinux ELF), cached."""
-    from .kallsyms_lookup import KallsymsTable
-    key, cpath = _cache_key(path)
-    if use_cache and cpath and os.path.exists(cpath):
-        try:
-            with open(cpath, "rb") as f:
-                d = pickle.load(f)
-            if d.get("key") == key:
-                t = KallsymsTable.from_parsed(d["parsed"], source=path, decode_seconds=d.get("decode_seconds"),
-                                              cached=True)
-                t.cache_path = cpath
-                return t
-        except Exception:
-            pass
-    t0 = time.perf_counter()
-    payloads, kind = image_payloads(path)
-    t1 = time.perf_counter()
-    err = None
-    parsed = None
-    for p in payloads:
-        try:
-            parsed = parse_tables(p, source=path)
-            break
-        except KernelFileError as e:
-            err = err or e
-    if parsed is None:
-        raise err if err else KernelFileError(f"{path}: no data to search for kallsyms", file=path)
-    parsed["kind"] = kind
-    table = KallsymsTable.from_parsed(parsed, source=path)
-    table.validate()
-    t2 = time.perf_counter()
-    parsed["timing"] = {"decompress": t1 - t0, "locate_and_decode": t2 - t1}
-    table.decode_seconds = t2 - t0
-    table.timing = parsed["timing"]
-    if use_cache and cpath:
-        table.cache_path = cpath
-        try:
-            os.makedirs(os.path.dirname(cpath), exist_ok=True)
-            tmp = cpath + f".{os.getpid()}.tmp"
-            with open(tmp, "wb") as f:
-                pickle.dump({"key": key, "parsed": parsed, "decode_seconds": t2 - t0}, f, protocol=4)
-            os.replace(tmp, cpath)
-        except OSError:
-            pass
-    return table
+# =============================================================================================
+# Decode cache (.cache/kallsyms): keyed on the image's bytes and on this decoder's code
+# =============================================================================================
+# The modules whose output the cache holds: parse_tables() and the rebuild check (lookup.py).
+# A change to either gives a new key, so a cached decode never outlives the code that made it.
+_CODE_FILES = ("tables.py", "lookup.py")
 
 
-def _cache_store_extra(cpath: str, **extra) -> None:
-    """Add derived data (e.g. the recovered pair table) to an existing decode-cache entry."""
-    try:
-        with open(cpath, "rb") as f:
-            d = pickle.load(f)
-        d["parsed"].update(extra)
-        tmp = cpath + f".{os.getpid()}.tmp"
-        with open(tmp, "wb") as f:
-            pickle.dump(d, f, protocol=4)
-        os.replace(tmp, cpath)
-    except (OSError, pickle.PickleError, EOFError, KeyError, TypeError):
-        pass
+def code_version() -> str:
+    """SHA-256 (first 16 hex digits) of the decoder's source files."""
+    h = hashlib.sha256()
+    here = os.path.dirname(os.path.abspath(__file__))
+    for name in _CODE_FILES:
+        with open(os.path.join(here, name), "rb") as f:
+            h.update(name.encode() + b"\0" + f.read())
+    return h.hexdigest()[:16]
 
 
-def _cache_dir() -> str | None:
+def cache_dir() -> str | None:
+    """ARMLOAD_KALLSYMS_CACHE (empty: no cache), else .cache/kallsyms of the checkout, else ~/.cache."""
     env = os.environ.get("ARMLOAD_KALLSYMS_CACHE")
     if env is not None:
         return env or None
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     if os.path.isdir(os.path.join(root, ".cache")):
         return os.path.join(root, ".cache", "kallsyms")
     return os.path.join(os.path.expanduser("~"), ".cache", "armload", "kallsyms")
 
 
-def _cache_key(path: str):
-    d = _cache_dir()
+def cache_key(path: str):
+    """(key, cache file or None); (None, None) when the image cannot be read."""
+    d = cache_dir()
     try:
         st = os.stat(path)
         h = hashlib.sha256()
@@ -713,20 +674,51 @@ def _cache_key(path: str):
                 h.update(chunk)
     except OSError:
         return None, None
-    key = f"v1-{st.st_size}-{st.st_mtime_ns}-{h.hexdigest()}"
+    code = code_version()
+    key = f"v2-{code}-{st.st_size}-{h.hexdigest()}"
     if not d:
         return key, None
-    return key, os.path.join(d, f"{os.path.basename(path)}-{st.st_size}-{h.hexdigest()[:16]}.pkl")
+    return key, os.path.join(d, f"{os.path.basename(path)}-{st.st_size}-{h.hexdigest()[:16]}-{code}.pkl")
 
 
-def symbols_from_image(path: str) -> list[tuple[int, str, str]]:
-    """Every kallsyms symbol of a kernel image as (addr, type char, name), address order."""
-    return list(table_from_image(path))
+def cache_load(path: str):
+    """(key, cache file, cached entry or None) for an image."""
+    key, cpath = cache_key(path)
+    if cpath and os.path.exists(cpath):
+        try:
+            with open(cpath, "rb") as f:
+                d = pickle.load(f)
+            if d.get("key") == key:
+                return key, cpath, d
+        except Exception:      # a damaged or foreign pickle is a miss, decoded again
+            pass
+    return key, cpath, None
 
 
-def load_kernel_image(path: str):
-    """Alias of table_from_image for callers that want the lookup object."""
-    return table_from_image(path)
+def cache_store(cpath: str, key: str, parsed: dict, decode_seconds: float) -> None:
+    _cache_write(cpath, {"key": key, "parsed": parsed, "decode_seconds": decode_seconds})
+
+
+def cache_store_extra(cpath: str, **extra) -> None:
+    """Add derived data (e.g. the recovered pair table) to an existing decode-cache entry."""
+    try:
+        with open(cpath, "rb") as f:
+            d = pickle.load(f)
+        d["parsed"].update(extra)
+    except (OSError, pickle.PickleError, EOFError, KeyError, TypeError):
+        return
+    _cache_write(cpath, d)
+
+
+def _cache_write(cpath: str, d: dict) -> None:
+    try:
+        os.makedirs(os.path.dirname(cpath), exist_ok=True)
+        tmp = cpath + f".{os.getpid()}.tmp"
+        with open(tmp, "wb") as f:
+            pickle.dump(d, f, protocol=4)
+        os.replace(tmp, cpath)
+    except OSError:
+        pass
 
 
 def write_system_map(symbols, out) -> int:
@@ -755,13 +747,3 @@ def read_system_map(path: str) -> list[tuple[int, str, str]]:
                 except ValueError:
                     continue
     return out
-
-
-def __getattr__(name):      # lazy re-exports from kallsyms_lookup / the benchmark
-    if name == "KallsymsTable":
-        from .kallsyms_lookup import KallsymsTable
-        return KallsymsTable
-    if name in ("run_benchmark", "format_benchmark", "print_benchmark"):
-        from . import kallsyms_bench
-        return getattr(kallsyms_bench, name)
-    raise AttributeError(name)

@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import bisect
 import sys
+import time
 
-from .errors import KernelFileError
+from ..errors import KernelFileError
+from .tables import build_tables, cache_load, cache_store, cache_store_extra, image_payloads, parse_tables
 
 STRATEGIES = {
     "a": "lookup_linear",
@@ -91,7 +93,7 @@ class KallsymsTable:
 
     @classmethod
     def from_tables(cls, tables, *, source: str = "built") -> "KallsymsTable":
-        """From armload.kallsyms.KallsymsTables (a build) without going through bytes."""
+        """From armload.kallsyms.tables.KallsymsTables (a build) without going through bytes."""
         t = cls(num_syms=tables.num_syms, names=tables.names, markers=tables.markers,
                 token_table=tables.token_table, addresses=tables.addresses(), seqs=tables.seqs_of_names,
                 relative_base=tables.relative_base, source=source, kind="built")
@@ -101,7 +103,6 @@ class KallsymsTable:
 
     @classmethod
     def from_bytes(cls, data: bytes, *, source: str = "bytes") -> "KallsymsTable":
-        from .kallsyms import parse_tables
         t = cls.from_parsed(parse_tables(data, source=source), source=source)
         t.validate()
         return t
@@ -245,7 +246,6 @@ class KallsymsTable:
         """Resolve ambiguous pair splits exactly: rerun scripts/kallsyms' compression over the
         decoded symbols. Accepted only if it reproduces this table's tokens and names byte for
         byte (it does for Debian's 6.1 image); the result is written to the decode cache."""
-        from .kallsyms import build_tables
         try:
             b = build_tables(list(self), all_symbols=True)
         except ValueError:
@@ -256,8 +256,7 @@ class KallsymsTable:
             self.pair_ambiguities_resolved = list(self.pair_ambiguities)
             self.pair_ambiguities = []
             if getattr(self, "cache_path", None):
-                from .kallsyms import _cache_store_extra
-                _cache_store_extra(self.cache_path, pairs=self._pairs)
+                cache_store_extra(self.cache_path, pairs=self._pairs)
 
     def _adjacent_pairs(self) -> set:
         seen = set()
@@ -521,6 +520,51 @@ class KallsymsTable:
         n = self.num_syms
         return (4 + len(self.names) + 4 * len(self.markers) + 3 * n
                 + sum(len(t) + 1 for t in self.token_table) + 512 + 4 * n + 4)
+
+
+def table_from_image(path: str, *, use_cache: bool = True) -> KallsymsTable:
+    """The KallsymsTable of a kernel image (zImage, raw Image or ARM vmlinux ELF), cached.
+
+    use_cache=False decodes from the image and neither reads nor writes the cache."""
+    key, cpath, d = cache_load(path) if use_cache else (None, None, None)
+    if d is not None:
+        t = KallsymsTable.from_parsed(d["parsed"], source=path, decode_seconds=d.get("decode_seconds"), cached=True)
+        t.cache_path = cpath
+        return t
+    t0 = time.perf_counter()
+    payloads, kind = image_payloads(path)
+    t1 = time.perf_counter()
+    err = None
+    parsed = None
+    for p in payloads:
+        try:
+            parsed = parse_tables(p, source=path)
+            break
+        except KernelFileError as e:
+            err = err or e
+    if parsed is None:
+        raise err if err else KernelFileError(f"{path}: no data to search for kallsyms", file=path)
+    parsed["kind"] = kind
+    table = KallsymsTable.from_parsed(parsed, source=path)
+    table.validate()
+    t2 = time.perf_counter()
+    parsed["timing"] = {"decompress": t1 - t0, "locate_and_decode": t2 - t1}
+    table.decode_seconds = t2 - t0
+    table.timing = parsed["timing"]
+    if use_cache and cpath:
+        table.cache_path = cpath
+        cache_store(cpath, key, parsed, t2 - t0)
+    return table
+
+
+def symbols_from_image(path: str) -> list[tuple[int, str, str]]:
+    """Every kallsyms symbol of a kernel image as (addr, type char, name), address order."""
+    return list(table_from_image(path))
+
+
+def load_kernel_image(path: str):
+    """Alias of table_from_image for callers that want the lookup object."""
+    return table_from_image(path)
 
 
 def deep_size(obj, seen=None) -> int:
