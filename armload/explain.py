@@ -338,7 +338,7 @@ class Context:
     config: object = None
 
 
-def context_for(session, path: str) -> Context:
+def context_for(session, path: str, *, object: bool = False) -> Context:
     """Load `path` into `session`; when a relocation is refused, lay the module out again the
     same way (the allocator was released) so the refused entry can still be explained."""
     from .loader import _ensure_plt_sections
@@ -346,10 +346,10 @@ def context_for(session, path: str) -> Context:
     from .plt import plan_plts
     from .symbols import resolve_undefined
     config = session.config
-    obj = read_object(path)
+    obj = read_object(path, object=object)
     _ensure_plt_sections(obj, config)
     try:
-        mod = session.load(path)
+        mod = session.load(path, object=object)
         error = None
     except RelocationError as e:
         mod, error = None, e
@@ -404,8 +404,8 @@ def explain_all(ctx: Context, rows: list[RelocRow]) -> list[Explanation]:
     return [explain_row(r, ctx.obj, ctx.mod, ctx.syms, ctx.config, ctx.error) for r in rows]
 
 
-def explain_module(session, path: str, **sel) -> tuple[Context, list[Explanation]]:
-    ctx = context_for(session, path)
+def explain_module(session, path: str, *, object: bool = False, **sel) -> tuple[Context, list[Explanation]]:
+    ctx = context_for(session, path, object=object)
     rows = select(ctx, **sel)
     return ctx, [explain_row(r, ctx.obj, ctx.mod, ctx.syms, session.config, ctx.error) for r in rows]
 

@@ -202,7 +202,8 @@ def render(ctx, session, placement, modules_so_far) -> str:
 
 
 def write_report(session, paths: list[str], outdir: str, picture_formats: tuple[str, ...] = (),
-                 corpus: list[dict] | None = None, corpus_title: str = "corpus") -> list[str]:
+                 corpus: list[dict] | None = None, corpus_title: str = "corpus", *,
+                 object: bool = False) -> list[str]:
     """Load `paths` in order into `session`; write DIR/NAME.html per module and DIR/index.html.
     picture_formats ("svg", "png"): also write each picture as DIR/NAME-PICTURE.EXT. corpus:
     records for the PLT-counts-per-rule plot (pictures.records_from_check/corpus_counts)."""
@@ -210,7 +211,7 @@ def write_report(session, paths: list[str], outdir: str, picture_formats: tuple[
     os.makedirs(outdir, exist_ok=True)
     written, loaded = [], []
     for p in paths:
-        ctx = context_for(session, p)
+        ctx = context_for(session, p, object=object)
         if ctx.mod is not None:
             loaded.append(ctx.mod)
         page = render(ctx, session, session.placement, list(loaded))

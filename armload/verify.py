@@ -277,3 +277,34 @@ def verify_module(module: LoadedModule, kernel=None) -> VerifyResult:
     return VerifyResult(module.name, n, n - len(failures), len(module.plt_entries),
                         len(module.plt_entries) - len(plt_fail), failures, plt_fail,
                         time.perf_counter() - t0, via)
+
+
+def verify_patched_sites(module: LoadedModule, sites, read) -> VerifyResult:
+    """Execute call sites patched at run time (ftrace_make_call, direct trampolines) from the
+    bytes now in memory (`read(addr, n)`): each must arrive at its target, through its PLT slot
+    when it names one. `sites`: dicts with place, thumb, target (bit 0 = Thumb), plt, symbol."""
+    t0 = time.perf_counter()
+    try:
+        st = _Stepper(module)
+    except UcError as e:
+        raise EmulationError(f"{module.name}: cannot map the module for verification: {e}") from None
+    failures: list[BranchFailure] = []
+    via = 0
+    for s in sites:
+        place, thumb, target, plt = s["place"], s["thumb"], s["target"], s.get("plt", 0)
+        st.uc.mem_write(place, read(place, 4))
+        rname = "patched bl (Thumb)" if thumb else "patched bl"
+        expected = target if thumb else target & ~1
+        arrive, err = st.step(place, thumb)
+        if plt:
+            via += 1
+            if arrive is None or (arrive & ~1) != plt:
+                failures.append(BranchFailure(place, module.symbolize(place) or "", rname, s.get("symbol", ""),
+                                              expected, arrive, plt, err or "did not reach its PLT slot"))
+                continue
+            arrive, err = st.step(plt, thumb)
+        if arrive != expected:
+            failures.append(BranchFailure(place, module.symbolize(place) or "", rname, s.get("symbol", ""),
+                                          expected, arrive, plt, err))
+    n = len(sites)
+    return VerifyResult(module.name, n, n - len(failures), 0, 0, failures, [], time.perf_counter() - t0, via)

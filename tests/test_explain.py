@@ -74,7 +74,7 @@ def objdump_branch_targets(cross, image):
 @pytest.mark.parametrize("ko,placement", CASES)
 def test_rows_match_readelf_and_bytes_match_objdump(ko, placement, binutils, tmp_path):
     path = sample(ko)
-    ctx = context_for(_session(ko, placement), path)
+    ctx = context_for(_session(ko, placement), path, object=path.endswith(".o"))
     assert ctx.mod is not None and ctx.error is None
     want = readelf_rows(binutils, path)
     got = {(r.relsec_name, r.index): (r.r_offset, r.r_info, r.type_name, r.sym_value, r.sym_name)
@@ -135,7 +135,7 @@ def test_branch_addend_shows_pc_bias():
 def test_refused_interworking_has_kernel_message():
     path = obj("interwork-arm-gcc12.o")
     cfg = KernelConfig()
-    ctx, exs = explain_module(Session(Kernel.builtin(cfg), cfg), path, reloc=".rel.text.arm:0")
+    ctx, exs = explain_module(Session(Kernel.builtin(cfg), cfg), path, reloc=".rel.text.arm:0", object=True)
     assert ctx.mod is None and ctx.error is not None
     assert exs[0].decision == "refused"
     assert exs[0].message == str(ctx.error)
@@ -223,7 +223,7 @@ OBJS = ["relocs-arm-gcc12.o", "relocs-thumb2-gcc12.o", "group-arm-gcc12.o", "cfu
 def test_every_relocation_type_object_matches_readelf(o, binutils):
     path = obj(o)
     cfg = KernelConfig(thumb2="thumb2" in o)
-    ctx = context_for(Session(Kernel.builtin(cfg), cfg), path)
+    ctx = context_for(Session(Kernel.builtin(cfg), cfg), path, object=path.endswith(".o"))
     want = readelf_rows(binutils, path)
     got = {(r.relsec_name, r.index): (r.r_offset, r.r_info, r.type_name, r.sym_value, r.sym_name)
            for r in ctx.rows}

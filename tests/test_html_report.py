@@ -114,6 +114,6 @@ def test_index_and_self_contained(report):
 
 def test_refused_load_page(tmp_path):
     from conftest import obj
-    assert main(["report", obj("interwork-arm-gcc12.o"), "--html", str(tmp_path)]) == 0
+    assert main(["report", obj("interwork-arm-gcc12.o"), "--object", "--html", str(tmp_path)]) == 0
     page = (tmp_path / "interwork_arm_gcc12.html").read_text()
     assert "Load refused" in page and "unsupported interworking call (ARM -&gt; Thumb)" in page

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import sys
 
-WHAT = ("loader", "kallsyms", "kallsyms-arm", "emulate", "plt", "coverage", "all")
+WHAT = ("loader", "kallsyms", "kallsyms-arm", "emulate", "plt", "probes", "coverage", "all")
 
 
 def register(sub) -> None:
@@ -19,9 +19,14 @@ def register(sub) -> None:
                                    "here), emulated instructions per lookup. "
                                    "emulate: instructions per second: raw Unicorn, with armload's clock, the whole machine. "
                                    "plt: the three PLT counting rules' time and count versus relocation count (--sizes), the "
-                                   "v4.0 O(n^2) scan measured on its own. coverage: instructions per second with --coverage off and on.")
+                                   "v4.0 O(n^2) scan measured on its own. "
+                                   "probes: the attach benchmark (none/kprobe/kretprobe/ftrace/fentry on one "
+                                   "function; --many: 40,000 kprobes on Debian modules). "
+                                   "coverage: instructions per second with --coverage off and on.")
     p.add_argument("what", nargs="?", choices=WHAT, default="loader")
     p.add_argument("--image", help="kernel image for the kallsyms benchmark (default: the Debian vmlinuz in .cache)")
+    p.add_argument("--many", action="store_true", help="probes: also 40,000 kprobes on 300 Debian modules "
+                   "(hash lists vs. a per-cpu cache; needs make corpus; minutes)")
     p.add_argument("--json", action="store_true")
     from .bench_plt import add_args as _plt_args     # `bench plt` lives in its own module
     _plt_args(p)
@@ -59,6 +64,15 @@ def run(args) -> int:
         if not args.json:
             print()
             emu_bench.print_benchmark(results["emulate"])
+    if args.what == "probes":             # not part of "all": minutes with --many
+        from ..probes import bench as probes_bench
+        results["probes"] = {"attach": probes_bench.run_attach()}
+        if not args.json:
+            probes_bench.print_attach(results["probes"]["attach"])
+        if args.many:
+            results["probes"]["many"] = probes_bench.run_many()
+            if not args.json:
+                probes_bench.print_many(results["probes"]["many"])
     if args.what in ("coverage", "all"):
         from ..emu import coverage
         results["coverage"] = coverage.run_benchmark()

@@ -30,6 +30,10 @@ def register(sub) -> None:
     p.add_argument("--source-dir", action="append", default=[], metavar="DIR",
                    help="look source files up here by base name (default: next to the module and "
                         "in its src/NAME/ directory)")
+    p.add_argument("--patched", action="store_true",
+                   help="show the code as the kernel patches it at load: every mcount call site as the ftrace NOP")
+    p.add_argument("--probe", dest="probes", action="append", default=[], metavar="KIND:FUNC[+OFF]",
+                   help="also attach this probe (as for run --probe) and show its patched instruction; implies --patched")
     p.add_argument("--json", action="store_true", help="machine-readable listing on stdout")
     p.set_defaults(func=cmd_disasm)
 
@@ -58,8 +62,16 @@ def cmd_disasm(args) -> int:
             if not source:
                 print(f"{m.name}: no DWARF line table in {m.path} (stripped?); showing code only",
                       file=sys.stderr)
+    marks = {}
+    if args.patched or args.probes:
+        from ..probes.cli import patched_view
+        m, marks = patched_view(session, modules, args.probes)
     blocks = disassemble(m, session.kernel, function=args.function, plt=args.plt_only, relocs=relocs,
                          source=source)
+    for _t, lines in blocks:
+        for ln in lines:
+            if ln.addr in marks:
+                ln.comment = (ln.comment + " " if ln.comment else "") + f"@ patched: {marks[ln.addr]}"
     if args.json:
         json.dump({"ok": True, "module": m.name,
                    "blocks": [{"title": t, "lines": [ln.to_dict() for ln in lines]} for t, lines in blocks]},

@@ -43,7 +43,8 @@ def run(args) -> int:
     if session is None:
         from .load import session_from_args
         session = session_from_args(args)
-    ctx, exs = explain_module(session, last, reloc=args.reloc, symbol=args.symbol, site=site)
+    ctx, exs = explain_module(session, last, reloc=args.reloc, symbol=args.symbol, site=site,
+                              object=getattr(args, "object", False))
     if args.json:
         json.dump({"ok": True, "module": ctx.obj.name, "loaded": ctx.mod is not None,
                    "error": str(ctx.error) if ctx.error else None,

@@ -54,7 +54,7 @@ def run(args) -> int:
         corpus, title = corpus_counts(paths), f"{len(paths)} modules under {args.corpus}"
     session = session_from_args(args)
     fmts = tuple(x for x, on in (("svg", args.svg), ("png", args.png)) if on)
-    files = write_report(session, args.modules, args.html, fmts, corpus, title)
+    files = write_report(session, args.modules, args.html, fmts, corpus, title, object=getattr(args, "object", False))
     if args.json:
         json.dump({"ok": True, "files": files}, sys.stdout, indent=2)
         print()

@@ -112,6 +112,10 @@ def register(sub) -> None:
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
                    help=f"wall-clock safety net per call (default {DEFAULT_TIMEOUT:g} s); never part of a result")
     p.add_argument("--no-verify", action="store_true", help="skip branch-reach verification")
+    p.add_argument("--probe", dest="probes", action="append", default=[], metavar="KIND:FUNC[+OFF]",
+                   help="probe a module function (repeatable): kprobe:FUNC[+OFF], kretprobe:FUNC, ftrace:FUNC, "
+                        "fentry:FUNC, fexit:FUNC; each hit is printed with its arguments or return value and "
+                        "simulated time")
     p.add_argument("--json", action="store_true", help="machine-readable result on stdout")
     p.set_defaults(func=cmd_run)
 
@@ -157,6 +161,8 @@ def cmd_run(args) -> int:
     machine = Machine(modules, session.kernel, budget=args.budget, timeout=args.timeout,
                       unmodelled=args.unmodelled, trace=trace if args.trace and not as_json else None,
                       console=(lambda line: say(line)) if not as_json else None)
+    from ..probes.cli import attach as attach_probes
+    attach_probes(machine, args.probes, say, report)
     if machine.image is None:
         say("armload: no kernel image (--kernel vmlinuz): Python models and fallbacks only; real kernel "
             "code that has no fallback is reported as unmodelled")

@@ -20,7 +20,7 @@ import ctypes
 import struct
 import time
 
-from unicorn import (UC_ARCH_ARM, UC_HOOK_CODE, UC_HOOK_INTR, UC_HOOK_MEM_INVALID, UC_MODE_ARM,
+from unicorn import (UC_ARCH_ARM, UC_HOOK_CODE, UC_HOOK_INSN_INVALID, UC_HOOK_INTR, UC_HOOK_MEM_INVALID, UC_MODE_ARM,
                      UC_PROT_EXEC, UC_PROT_READ, UC_PROT_WRITE, Uc, UcError)
 from unicorn import arm_const as A
 from unicorn import unicorn_const as UCC
@@ -154,6 +154,8 @@ class Machine:
         self.uc.mem_write(SENTINEL_PAGE, ARM_UDF * (PAGE // 4))
         self.uc.hook_add(UC_HOOK_MEM_INVALID, self._on_invalid)
         self.uc.hook_add(UC_HOOK_INTR, self._on_intr)
+        # Unicorn raises UDF (the kprobe breakpoints) as UC_ERR_INSN_INVALID, never through UC_HOOK_INTR
+        self.uc.hook_add(UC_HOOK_INSN_INVALID, self._on_insn_invalid)
         # VFP/NEON on, as the kernel's vfp_init leaves them for kernel_neon_begin users
         self.uc.reg_write(A.UC_ARM_REG_C1_C0_2, 0x00F00000)
         self.uc.reg_write(A.UC_ARM_REG_FPEXC, 0x40000000)
@@ -400,26 +402,36 @@ class Machine:
         if intno == EXCP_SWI and pc in self._entries:
             self._on_trap(pc)
             return
-        if intno in (EXCP_UDEF, EXCP_BKPT) and self.breakpoints:
-            addr = pc if intno == EXCP_UDEF else pc - (2 if uc.reg_read(A.UC_ARM_REG_CPSR) & 0x20 else 4)
-            fn = self.breakpoints.get(addr) or self.breakpoints.get(pc)
-            if fn is not None:
-                try:
-                    fn(self, addr)           # sets pc/registers to continue; may raise to stop the run
-                    return
-                except _Stop:
-                    uc.emu_stop()
-                    return
-                except ModelFault as f:
-                    self._stop_with(self._fault(f.kind, str(f)), "fault")
-                    uc.emu_stop()
-                    return
+        # Unicorn reports BKPT with pc at the BKPT instruction itself (tests/test_probes.py checks it)
+        if intno in (EXCP_UDEF, EXCP_BKPT) and self._breakpoint(pc):
+            return
         if intno == EXCP_UDEF:
             self._stop_with(self._classify_udf(), "fault")
         else:
             self._stop_with(self._fault("exception", f"unexpected CPU exception {intno} at {pc:08x} "
                                         f"({self.symbolize(pc)})"), "fault")
         uc.emu_stop()
+
+    def _on_insn_invalid(self, uc, _user) -> bool:
+        """UDF and other undefined instructions: a registered breakpoint handles it, else the fault."""
+        return bool(self.breakpoints) and self._breakpoint(uc.reg_read(A.UC_ARM_REG_PC))
+
+    def _breakpoint(self, addr: int) -> bool:
+        fn = self.breakpoints.get(addr)
+        if fn is None:
+            return False
+        try:
+            fn(self, addr)               # sets pc/registers to continue; may raise to stop the run
+        except _Stop:
+            self.uc.emu_stop()
+        except ModelFault as f:
+            self._stop_with(self._fault(f.kind, str(f)), "fault")
+            self.uc.emu_stop()
+        except Exception as e:           # a probe handler's bug ends the run with a report
+            self._stop_with(self._fault("handler-error", f"breakpoint handler at {addr:#010x} raised "
+                                        f"{type(e).__name__}: {e}"), "fault")
+            self.uc.emu_stop()
+        return True
 
     def _on_trap(self, pc: int) -> None:
         uc = self.uc

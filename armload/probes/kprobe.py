@@ -1,0 +1,347 @@
+"""kprobes on module code as arch/arm/probes/kprobes does them.
+
+register_kprobe: the address (symbol + offset) must be module (or kernel) text and not an
+ftrace site (ARM has no KPROBES_ON_FTRACE: -EINVAL); arch_prepare_kprobe decodes the
+instruction (insn.py, the kernel's decode tables) and refuses what the kernel refuses. Arming
+writes the breakpoint (arch_arm_kprobe); disarming writes the original instruction back.
+
+A hit (the machine's breakpoint dispatch) looks the probe up in the kprobe table (get_kprobe,
+table.py), runs the pre-handler, then the instruction: simulated here if the decoder says the
+kernel simulates it (branches, literal loads, adr, mrs, hints), otherwise executed out of line
+from an instruction slot `insn; ldr pc, =next` (with a post-handler: `insn; trap`, the trap
+runs the post-handler and resumes after the probe). The kernel's exception entry and
+kprobe_handler are Python here: they retire no emulated instructions. Several kprobes on one
+address share one breakpoint and slot, as register_aggr_kprobe does (pre-handlers in order).
+"""
+from __future__ import annotations
+
+import struct
+
+from unicorn import arm_const as A
+
+from . import insn as I
+from .core import EILSEQ, EINVAL, EOPNOTSUPP, Function, cond_passed, refuse
+
+
+class Kprobe:
+    kind = "kprobe"
+
+    def __init__(self, probes, target, offset: int = 0, pre=None, post=None, *, addr: int | None = None):
+        self.p = probes
+        self.pre, self.post = pre, post
+        self.offset = offset
+        if addr is not None:
+            f = probes.function_at(addr)
+            self.func = f
+            self.addr = addr
+            self.offset = addr - f.start if f else 0
+        else:
+            self.func = probes.function(target) if isinstance(target, str) else target
+            self.addr = self.func.start + offset
+        self.name = f"{self.func.name}+{self.offset:#x}" if self.func else f"{self.addr:#010x}"
+        self.thumb = bool(self.func.thumb) if self.func else bool(probes.m.config.thumb2)
+        self.enabled = False
+        self.registered = False
+        self.slot = 0
+        self.leader = None               # the kprobe holding the breakpoint at this address
+        self.members = [self]            # on a leader: every kprobe at its address (aggr_kprobe)
+        self.armed = False
+
+    # --- register_kprobe --------------------------------------------------------------------
+    def register(self) -> None:
+        p, a = self.p, self.addr
+        what = "register_kprobe"
+        f = self.func
+        if f is None:
+            raise refuse(what, EINVAL, f"{a:#010x} is not in kernel or module text")
+        if not (f.start <= a < f.start + max(f.size, 1)):
+            raise refuse(what, EINVAL, f"{self.name}: offset beyond the function (kallsyms_lookup_size_offset)")
+        sec = f.module.section_at(a)
+        if sec is None or not (sec.flags & 0x4) or p.owner(a) is None:
+            raise refuse(what, EINVAL, f"{self.name}: {a:#010x} is not in kernel or module text")
+        if p.ftrace.is_site(a):
+            raise refuse(what, EINVAL, f"{self.name}: {a:#010x} is an ftrace location "
+                         f"(ARM has no CONFIG_KPROBES_ON_FTRACE)")
+        old = p.table.walk(a)[0]
+        if old is not None:              # register_aggr_kprobe: share the breakpoint and the slot
+            if self.post is not None and old.decoded.outcome == I.OUT_OF_LINE and not old.post_slot:
+                raise refuse("armload kprobe", EOPNOTSUPP, f"{self.name}: a post-handler joining a kprobe "
+                             f"registered without one (armload's slot has no post trap)")
+            if self.post is not None and old.decoded.outcome == I.OUT_OF_LINE and old._writes_pc():
+                raise refuse("armload kprobe", EOPNOTSUPP, f"{self.name}: a post-handler on an instruction "
+                             f"that writes pc")
+            for k in ("opcode", "size", "decoded", "orig", "slot"):
+                setattr(self, k, getattr(old, k))
+            self.leader = old
+            old.members.append(self)
+            self.registered = True
+            return
+        if self.thumb:
+            boundary, in_it = self._on_boundary()
+            if not boundary:
+                raise refuse(what, EILSEQ, f"{self.name}: probe point is not an instruction boundary")
+            if in_it:
+                raise refuse("armload kprobe", EOPNOTSUPP, f"{self.name}: the instruction is inside an IT "
+                             f"block (the kernel checks ITSTATE; armload does not simulate IT blocks)")
+            self.opcode, self.size = I.thumb_opcode(p.read(a, 4))
+            d = I.decode_thumb(self.opcode, self.size)
+        else:
+            if a & 3:
+                raise refuse(what, EINVAL, f"{self.name}: ARM address not word aligned")
+            self.opcode, self.size = I.arm_word(p.read(a, 4)), 4
+            d = I.decode_arm(self.opcode)
+        self.decoded = d
+        if d.outcome == I.REJECT:
+            raise refuse(what, EINVAL, f"{self.name}: instruction {self.opcode:0{2 * self.size}x} ({d.what}) "
+                         f"is rejected by the {'Thumb' if self.thumb else 'ARM'} kprobes decoder")
+        if d.outcome == I.UNSUPPORTED:
+            raise refuse("armload kprobe", EOPNOTSUPP, f"{self.name}: instruction {self.opcode:0{2 * self.size}x} "
+                         f"({d.what}): the kernel emulates it, armload cannot run it out of line")
+        self.orig = p.read(a, self.size)
+        if d.outcome == I.OUT_OF_LINE and self.post is not None and self._writes_pc():
+            raise refuse("armload kprobe", EOPNOTSUPP, f"{self.name}: a post-handler on an instruction that "
+                         f"writes pc (the kernel emulates it and then calls the post-handler; armload's "
+                         f"out-of-line slot never returns to the probe)")
+        if d.outcome == I.OUT_OF_LINE:
+            self._make_slot()
+        p.table.add(self)
+        self.registered = True
+
+    def _writes_pc(self) -> bool:
+        op = self.opcode
+        if not self.thumb:
+            if (op & 0x0E100000) == 0x08100000:
+                return bool(op & 0x8000)                     # ldm with pc in the list
+            return (op >> 12) & 0xF == 15
+        if self.size == 2:
+            return (op & 0xFF00) == 0xBD00 or ((op & 0xFF00) in (0x4400, 0x4600) and (op & 0x87) == 0x87)
+        h1, h2 = op >> 16, op & 0xFFFF
+        if (h1 & 0xFE50) == 0xE810:
+            return bool(h2 & 0x8000)                         # ldm.w with pc
+        return (h1 & 0xFE10) == 0xF810 and (h2 >> 12) == 15  # ldr.w pc
+
+    def _on_boundary(self) -> tuple[bool, bool]:
+        """(addr starts an instruction, that instruction is inside an IT block), walking from the
+        function start."""
+        f = self.func
+        at, it_left = f.start, 0
+        while at < self.addr:
+            op, n = I.thumb_opcode(self.p.read_original(at, 4))
+            if it_left:
+                it_left -= 1
+            elif n == 2 and op & 0xFF00 == 0xBF00 and op & 0xF:
+                mask = op & 0xF
+                it_left = 4 - (mask & -mask).bit_length() + 1      # 1..4 instructions follow
+            at += n
+        return at == self.addr, it_left > 0
+
+    def _make_slot(self) -> None:
+        p = self.p
+        slot = p.alloc_text(16)
+        nxt = self.addr + self.size
+        if self.thumb:
+            code = self.orig
+            if self.post is not None:
+                code += struct.pack("<H", 0xDE18)
+            else:
+                ldr = slot + len(code)
+                lit = (ldr + 4 + 3) & ~3
+                code += struct.pack("<HH", 0xF8DF, 0xF000 | (lit - ((ldr + 4) & ~3)))
+                code += b"\x00" * (lit - (slot + len(code))) + struct.pack("<I", nxt | 1)
+        else:
+            code = self.orig + (struct.pack("<I", 0xE7F001F8) if self.post is not None
+                                else struct.pack("<II", 0xE51FF004, nxt))
+        p.write_code(slot, code)
+        if self.post is not None:
+            p.m.breakpoints[slot + self.size] = self._on_post
+        self.slot = slot
+
+    @property
+    def post_slot(self) -> bool:
+        """The slot ends in a post-handler trap (built so when the first kprobe had one)."""
+        return self.post is not None
+
+    def unregister(self) -> None:
+        self.disable()
+        if not self.registered:
+            return
+        self.registered = False
+        lead = self.leader or self
+        if lead is not self:
+            lead.members.remove(self)
+            self.leader = None
+        if not any(m.registered for m in lead.members):  # the last one: the aggregate goes
+            self.p.table.remove(lead)
+            if lead.slot and lead.post is not None:
+                self.p.m.breakpoints.pop(lead.slot + lead.size, None)
+
+    # --- arming -----------------------------------------------------------------------------
+    def enable(self):
+        if not self.registered:
+            self.register()
+        self.enabled = True
+        (self.leader or self)._rearm()
+        return self
+
+    def disable(self):
+        if self.enabled:
+            self.enabled = False
+            (self.leader or self)._rearm()
+        return self
+
+    def _rearm(self) -> None:
+        """arm_kprobe / disarm_kprobe: the breakpoint is there while any member is enabled."""
+        want = any(m.enabled for m in self.members)
+        if want and not self.armed:
+            if self.thumb:
+                bp = (I.thumb_bytes(I.KPROBE_THUMB32_BREAKPOINT_INSTRUCTION, 4) if self.size == 4
+                      else struct.pack("<H", I.KPROBE_THUMB16_BREAKPOINT_INSTRUCTION))
+            else:
+                bp = struct.pack("<I", I.arm_kprobe_breakpoint(self.opcode))
+            self.p.write_code(self.addr, bp)
+            self.p.m.breakpoints[self.addr] = self.p._kprobe_trap
+            self.armed = True
+        elif not want and self.armed:
+            if self.p.owner(self.addr) is not None:      # init text may be freed already
+                self.p.write_code(self.addr, self.orig)
+            self.p.m.breakpoints.pop(self.addr, None)
+            self.armed = False
+
+    def sites(self) -> list[dict]:
+        if not self.armed:
+            return []
+        return [{"addr": self.addr, "size": self.size, "thumb": self.thumb, "module": self.func.module.name,
+                 "what": f"kprobe breakpoint (was {self.orig.hex()})"}]
+
+    # --- a hit --------------------------------------------------------------------------------
+    def handle(self) -> None:
+        p = self.p
+        if self.thumb and self.decoded.sim in ("t16-bcond",) and not self._cc(((self.opcode >> 8) & 0xF)):
+            p.set_pc((self.addr + self.size) | 1)      # condition failed: skipped, no handlers
+            return
+        for k in self.members:           # aggr_pre_handler: every enabled member, in order
+            if k.enabled and k.pre is not None:
+                k.pre(p.hit(k.kind, k.name, k.addr))
+        if self.decoded.outcome == I.OUT_OF_LINE:
+            p.set_pc(self.slot | (1 if self.thumb else 0))
+            return
+        self._simulate()
+        self._posts()
+
+    def _posts(self) -> None:
+        for k in self.members:
+            if k.enabled and k.post is not None:
+                k.post(self.p.hit("kprobe-post", k.name, k.addr))
+
+    def _on_post(self, machine, at) -> None:
+        self._posts()
+        self.p.set_pc((self.addr + self.size) | (1 if self.thumb else 0))
+
+    def _cc(self, cond: int) -> bool:
+        return cond_passed(cond, self.p.uc.reg_read(A.UC_ARM_REG_CPSR))
+
+    def _reg(self, n: int, pcval: int) -> int:
+        if n == 15:
+            return pcval
+        return self.p.uc.reg_read(getattr(A, f"UC_ARM_REG_R{n}") if n < 13 else
+                                  (A.UC_ARM_REG_SP, A.UC_ARM_REG_LR)[n - 13])
+
+    def _set(self, n: int, v: int) -> None:
+        self.p.uc.reg_write(getattr(A, f"UC_ARM_REG_R{n}") if n < 13 else
+                            (A.UC_ARM_REG_SP, A.UC_ARM_REG_LR)[n - 13], v & 0xFFFFFFFF)
+
+    def _load(self, ea: int, size: int) -> int:
+        return int.from_bytes(self.p.m.read(ea, size), "little")
+
+    def _simulate(self) -> None:
+        """The kernel's simulate_* for the instruction at the probe (INSN_GOOD_NO_SLOT)."""
+        p, op, a, sim = self.p, self.opcode, self.addr, self.decoded.sim
+        t = 1 if self.thumb else 0
+        nxt = (a + self.size) | t
+        uc = p.uc
+        if sim in ("nop", "preload"):
+            p.set_pc(nxt)
+        elif sim == "branch":                                   # ARM B/BL
+            if op & (1 << 24):
+                self._set(14, a + 4)
+            p.set_pc(I.branch_target(op, a, False))
+        elif sim == "blx-imm":
+            self._set(14, a + 4)
+            p.set_pc(I.branch_target(op, a, False))
+        elif sim in ("bx", "blx-reg"):
+            v = self._reg(op & 0xF, a + 8)
+            if sim == "blx-reg":
+                self._set(14, a + 4)
+            p.set_pc(v)
+        elif sim == "mrs":
+            self._set((op >> 12) & 0xF, uc.reg_read(A.UC_ARM_REG_CPSR) & 0xF8FF03DF)
+            p.set_pc(nxt)
+        elif sim == "t32-mrs":
+            self._set((op >> 8) & 0xF, uc.reg_read(A.UC_ARM_REG_CPSR) & 0xF8FF03DF)
+            p.set_pc(nxt)
+        elif sim == "mov-ip-sp":
+            self._set(12, uc.reg_read(A.UC_ARM_REG_SP))
+            p.set_pc(nxt)
+        elif sim == "ldr-literal":
+            imm = op & 0xFFF
+            ea = a + 8 + (imm if op & (1 << 23) else -imm)
+            v = self._load(ea, 1 if op & (1 << 22) else 4)
+            rd = (op >> 12) & 0xF
+            if rd == 15:
+                p.set_pc(v)
+            else:
+                self._set(rd, v)
+                p.set_pc(nxt)
+        elif sim == "adr":
+            rot = ((op >> 8) & 0xF) * 2
+            imm = ((op & 0xFF) >> rot | (op & 0xFF) << (32 - rot)) & 0xFFFFFFFF if rot else op & 0xFF
+            base = a + 8
+            self._set((op >> 12) & 0xF, base + imm if (op & 0x01E00000) == 0x00800000 else base - imm)
+            p.set_pc(nxt)
+        elif sim == "t16-bcond":
+            p.set_pc((a + 4 + I._sext((op & 0xFF) << 1, 9)) | 1)
+        elif sim == "t16-b":
+            p.set_pc((a + 4 + I._sext((op & 0x7FF) << 1, 12)) | 1)
+        elif sim == "t16-cbz":
+            v = self._reg(op & 7, 0)
+            off = ((op >> 9) & 1) << 6 | ((op >> 3) & 0x1F) << 1
+            taken = (v != 0) if op & 0x800 else (v == 0)
+            p.set_pc(((a + 4 + off) | 1) if taken else nxt)
+        elif sim == "t16-bx":
+            v = self._reg((op >> 3) & 0xF, a + 4)
+            if op & 0x80:
+                self._set(14, (a + 2) | 1)
+            p.set_pc(v)
+        elif sim == "t16-ldr-literal":
+            self._set((op >> 8) & 7, self._load(((a + 4) & ~3) + ((op & 0xFF) << 2), 4))
+            p.set_pc(nxt)
+        elif sim == "t16-adr":
+            self._set((op >> 8) & 7, ((a + 4) & ~3) + ((op & 0xFF) << 2))
+            p.set_pc(nxt)
+        elif sim == "t32-branch":
+            h1, h2 = op >> 16, op & 0xFFFF
+            if (h2 & 0x5000) == 0 and not self._cc((h1 >> 6) & 0xF):
+                p.set_pc(nxt)
+                return
+            if h2 & 0x4000:
+                self._set(14, (a + 4) | 1)
+            p.set_pc(I.branch_target(op, a, True))
+        elif sim == "t32-ldr-literal":
+            h1, h2 = op >> 16, op & 0xFFFF
+            imm = h2 & 0xFFF
+            ea = ((a + 4) & ~3) + (imm if h1 & 0x80 else -imm)
+            v = self._load(ea, 4)
+            rt = h2 >> 12
+            if rt == 15:
+                p.set_pc(v)
+            else:
+                self._set(rt, v)
+                p.set_pc(nxt)
+        elif sim == "t32-adr":
+            h1, h2 = op >> 16, op & 0xFFFF
+            imm = ((h1 >> 10) & 1) << 11 | ((h2 >> 12) & 7) << 8 | (h2 & 0xFF)
+            base = (a + 4) & ~3
+            self._set((h2 >> 8) & 0xF, base - imm if h1 & 0x00A0 else base + imm)
+            p.set_pc(nxt)
+        else:                                                   # pragma: no cover - decoder/simulator mismatch
+            raise RuntimeError(f"armload: no simulation for {sim}")
