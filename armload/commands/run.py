@@ -181,7 +181,10 @@ def cmd_run(args) -> int:
             if len(modules) > 1:
                 stem, dot, ext = path.rpartition(".")
                 path = f"{stem}-{m.name}.{ext}" if dot else f"{path}-{m.name}"
-            write_debug_image(m, path)
+            try:
+                write_debug_image(m, path)
+            except OSError as e:
+                raise EmulationError(f"--image: cannot write {path}: {e.strerror}") from None
             say(f"armload: wrote {path} ({m.name} at its load addresses, with its debug sections)")
     failed = False
     inits_ok = []
@@ -238,7 +241,10 @@ def cmd_run(args) -> int:
     if cov is not None:
         from ..emu.coverage import write_lcov
         reports = cov.report()
-        write_lcov(reports, args.coverage)
+        try:
+            write_lcov(reports, args.coverage)
+        except OSError as e:
+            raise EmulationError(f"--coverage: cannot write {args.coverage}: {e.strerror}") from None
         for r in reports:
             say(r.summary())
         say(f"armload: lcov tracefile {args.coverage} (genhtml {args.coverage} -o DIR renders it)")
