@@ -51,7 +51,7 @@ test-inputs:
 	@scripts/fetch-debs.sh $(CACHE) linux-image-6.1.0-50-armmp:armhf linux-headers-6.1.0-50-armmp:armhf \
 	  linux-kbuild-6.1=6.1.176-1 || echo "!!! could not fetch the Debian armhf packages: tests that need them will skip !!!" >&2
 
-test: venv toolchain browser test-inputs
+test: venv toolchain devtools browser test-inputs
 	$(PY) -m pytest -q
 
 bench: venv

@@ -47,6 +47,7 @@ INIT_STATUS = {
     "budget": "budget",
     "unmodelled": "unmodelled",
     "timeout": "timeout",
+    "params-refused": "error",       # parse_args refused a parameter: the load fails, init never runs
     "not-run": "internal",
 }
 
@@ -270,6 +271,7 @@ class CheckOptions:
     placement: object = "window"
     modversions: bool = True
     unmodelled: str = "fail"        # policy for calls nothing simulates: fail | real | zero
+    params: dict = field(default_factory=dict)   # module name -> insmod parameter words
 
 
 _WORKER: dict = {}
@@ -502,6 +504,19 @@ def _run_init(mod, deps, kernel, opts: CheckOptions) -> dict:
         # given those addresses). Release it whatever happened, so that the module under test
         # can be mapped: a dependency whose init failed is treated as loaded, its init incomplete.
         _release_init(m, d)
+    words = opts.params.get(mod.name.replace("-", "_"))
+    params = None
+    if words:
+        from .emu.params import apply_params
+        try:
+            po = apply_params(m, mod, words)
+        except Exception as e:
+            return {"status": "not-run", "reason": f"parameters: {_err_dict(e)['message']}",
+                    "dependency_inits": dep_inits}
+        params = {"ok": po.ok, "error": po.error, "log": po.log, "notes": po.notes}
+        if not po.ok:                # load_module fails in parse_args: init never runs
+            return {"status": "params-refused", "retval": po.error, "reason": po.summary(),
+                    "params": params, "dependency_inits": dep_inits}
     try:
         r = m.run_init(mod)
     except Exception as e:
@@ -509,6 +524,8 @@ def _run_init(mod, deps, kernel, opts: CheckOptions) -> dict:
                 "dependency_inits": dep_inits}
     out = _result_data(r, opts)
     out["dependency_inits"] = dep_inits
+    if params is not None:
+        out["params"] = params
     return out
 
 

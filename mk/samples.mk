@@ -12,14 +12,15 @@ SAMPLES_KBUILD  ?= linux-kbuild-6.1=6.1.176-1
 SAMPLES_DEBS    := linux-headers-$(SAMPLES_KREL):armhf linux-headers-$(patsubst %-armmp,%,$(SAMPLES_KREL))-common $(SAMPLES_KBUILD)
 SAMPLE_DIR      := sample_modules
 SAMPLE_BUILD    := $(SAMPLE_DIR)/build
-SAMPLE_NAMES    := hello initcore exporter importer kalloc regdev nullderef spin enodev tailcall deferred
+SAMPLE_NAMES    := hello initcore exporter importer kalloc regdev nullderef spin enodev tailcall deferred devkit
 SAMPLE_ARCHES   := arm thumb2
 SAMPLE_KCFLAGS_arm    :=
 SAMPLE_KCFLAGS_thumb2 := -mthumb
 SAMPLE_KTREE_STAMP := $(CACHE)/ktree/.stamp-$(SAMPLES_KREL)
 SAMPLE_KDIR     := $(abspath $(CACHE))/ktree/usr/src/linux-headers-$(SAMPLES_KREL)
 SAMPLE_KOS      := $(foreach a,$(SAMPLE_ARCHES),$(foreach n,$(SAMPLE_NAMES),$(SAMPLE_DIR)/$(n)-$(a).ko)) \
-                   $(SAMPLE_DIR)/hello-arm-debug.ko
+                   $(SAMPLE_DIR)/hello-arm-debug.ko $(SAMPLE_DIR)/nullderef-arm-debug.ko \
+                   $(SAMPLE_DIR)/devkit-arm-debug.ko
 SAMPLE_FULL_SYMVERS := $(CACHE)/linux-headers-$(SAMPLES_KREL)/usr/src/linux-headers-$(SAMPLES_KREL)/Module.symvers
 
 .PHONY: samples samples-kos samples-objs samples-clean samples-distclean samples-ktree
@@ -54,6 +55,11 @@ $(foreach a,$(SAMPLE_ARCHES),$(foreach n,$(SAMPLE_NAMES),$(eval $(call sample_ko
 
 # One unstripped copy (with .debug_* and their non-ALLOC .rel.debug_* sections) for loader tests.
 $(SAMPLE_DIR)/hello-arm-debug.ko: $(SAMPLE_BUILD)/arm/hello/hello.ko
+	cp $< $@
+# Unstripped copies for the developer tools (DWARF file:line in oopses, coverage, gdb).
+$(SAMPLE_DIR)/nullderef-arm-debug.ko: $(SAMPLE_BUILD)/arm/nullderef/nullderef.ko
+	cp $< $@
+$(SAMPLE_DIR)/devkit-arm-debug.ko: $(SAMPLE_BUILD)/arm/devkit/devkit.ko
 	cp $< $@
 
 # Trimmed kernel Module.symvers: only the symbols some sample imports, plus the exporter's own lines.

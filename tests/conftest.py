@@ -34,3 +34,13 @@ def binutils():
     if ld is None:
         pytest.fail(f"{CROSS}ld not found: run `make toolchain` (apt-get install binutils-arm-linux-gnueabihf)")
     return CROSS
+
+
+def devkit_line(marker: str, after: int = 0) -> int:
+    """1-based line of the first line of sample_modules/src/devkit/devkit.c containing `marker`
+    (plus `after`): tests name source lines by their text, not by a number that moves."""
+    with open(os.path.join(SAMPLES, "src", "devkit", "devkit.c")) as f:
+        for i, line in enumerate(f, 1):
+            if marker in line:
+                return i + after
+    raise AssertionError(f"devkit.c has no line containing {marker!r}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import sys
 
-WHAT = ("loader", "kallsyms", "kallsyms-arm", "emulate", "plt", "probes", "all")
+WHAT = ("loader", "kallsyms", "kallsyms-arm", "emulate", "plt", "probes", "coverage", "all")
 
 
 def register(sub) -> None:
@@ -21,7 +21,8 @@ def register(sub) -> None:
                                    "plt: the three PLT counting rules' time and count versus relocation count (--sizes), the "
                                    "v4.0 O(n^2) scan measured on its own. "
                                    "probes: the attach benchmark (none/kprobe/kretprobe/ftrace/fentry on one "
-                                   "function; --many: 40,000 kprobes on Debian modules).")
+                                   "function; --many: 40,000 kprobes on Debian modules). "
+                                   "coverage: instructions per second with --coverage off and on.")
     p.add_argument("what", nargs="?", choices=WHAT, default="loader")
     p.add_argument("--image", help="kernel image for the kallsyms benchmark (default: the Debian vmlinuz in .cache)")
     p.add_argument("--many", action="store_true", help="probes: also 40,000 kprobes on 300 Debian modules "
@@ -72,6 +73,12 @@ def run(args) -> int:
             results["probes"]["many"] = probes_bench.run_many()
             if not args.json:
                 probes_bench.print_many(results["probes"]["many"])
+    if args.what in ("coverage", "all"):
+        from ..emu import coverage
+        results["coverage"] = coverage.run_benchmark()
+        if not args.json:
+            print()
+            coverage.print_benchmark(results["coverage"])
     if args.json:
         json.dump(results, sys.stdout, indent=2, default=str)
         print()

@@ -63,6 +63,9 @@ def register(sub) -> None:
     p.add_argument("--unmodelled", choices=("fail", "real", "zero"), default="fail",
                    help="a call to a kernel function armload does not simulate: fail (default: the init's "
                         "outcome is unmodelled), real (run the kernel's own code), zero (return 0, marked)")
+    p.add_argument("--params", metavar="FILE",
+                   help="module parameters, one module a line: `MODULE name=value ...` (# comments); set "
+                        "through each module's __param table before its init, as insmod would")
     p.add_argument("--top", type=int, default=10, metavar="N", help="rows in the slowest/largest tables")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     p.set_defaults(func=run)
@@ -151,7 +154,7 @@ def run(args) -> int:
     opts = CheckOptions(verify=not args.no_verify, emulate=not args.no_emulate, unmodelled=args.unmodelled,
                         budget=args.budget or DEFAULT_BUDGET, timeout=args.timeout or DEFAULT_TIMEOUT,
                         dep_inits=not args.no_dep_inits, placement=parse_placement(args.placement),
-                        modversions=not args.no_modversions)
+                        modversions=not args.no_modversions, params=read_params_file(args.params))
     t_setup = time.perf_counter() - t_start
     progress = Progress(enabled=not args.quiet)
     stats = run_checks(plan, kernel, config, opts, jobs=args.jobs, names=names, progress=progress)
@@ -345,3 +348,25 @@ def _init_text(r: dict) -> str:
 
 def _ms(v) -> str:
     return "-" if v is None else f"{v * 1000:.0f}"
+
+
+def read_params_file(path: str | None) -> dict[str, list[str]]:
+    """`MODULE name=value ...` lines -> {module: [words]} (module names with - or _ alike)."""
+    import shlex
+    out: dict[str, list[str]] = {}
+    if not path:
+        return out
+    try:
+        lines = open(path, encoding="utf-8").read().splitlines()
+    except OSError as e:
+        raise ArmloadError(f"--params: cannot read {path}: {e.strerror}") from None
+    for n, line in enumerate(lines, 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        try:
+            words = shlex.split(line)
+        except ValueError as e:
+            raise ArmloadError(f"--params {path}:{n}: {e}") from None
+        out.setdefault(words[0].replace("-", "_"), []).extend(words[1:])
+    return out

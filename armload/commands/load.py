@@ -69,8 +69,8 @@ def register(sub) -> None:
                                    "earlier modules' exports.")
     p.add_argument("modules", nargs="+", metavar="MODULE.ko")
     add_common_args(p)
-    p.add_argument("--image", metavar="FILE", help="write the loaded module as an ELF executable "
-                                                   "(with several modules: FILE gets a -NAME suffix)")
+    p.add_argument("--image", metavar="FILE", help="write the loaded module as an ELF executable at its load addresses, with its "
+                                                   "DWARF relocated for addr2line/gdb (with several modules: FILE gets a -NAME suffix)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("-v", "--verbose", action="store_true", help="list every section and symbol")
     p.set_defaults(func=run)
@@ -87,7 +87,7 @@ def _counted(mod, config):
 
 
 def run(args) -> int:
-    from ..image import write_image
+    from ..debug_image import write_debug_image as write_image     # keeps .debug_* (relocated)
     from ..report import format_text, to_dict
     session = session_from_args(args)
     results = []

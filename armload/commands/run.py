@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from ..errors import EmulationError
@@ -15,7 +16,11 @@ where it needs boot-time state or hardware; a call to anything else ends the run
 `unmodelled: NAME called from SYM+0xOFF [module]` (see --unmodelled). Every trace line says
 how the call was simulated: [real], [model], [fallback] (no image: a Python stand-in for real
 code), [unmodelled].
-Exit status 0 only when every init returned 0 and every branch verified."""
+Words after a module that are not module files are its parameters (insmod semantics), set
+through its __param table before init. After the inits, each --call runs in order on the same
+machine state; --exit runs cleanup last. An oops shows the EHABI-unwound backtrace (file:line
+from DWARF when the module has it), the Code: line and the held locks.
+Exit status 0 only when every init returned 0, every --call returned, and every branch verified."""
 
 
 def add_module_args(p: argparse.ArgumentParser) -> None:
@@ -28,10 +33,39 @@ def build_session(args):
     return session_from_args(args)
 
 
+def split_modules(words) -> list[tuple[str, list[str]]]:
+    """insmod semantics on the positional words: a word that is not a module file (no .ko
+    suffix and no such file) is a parameter of the module before it."""
+    out: list[tuple[str, list[str]]] = []
+    for w in words:
+        if w.endswith(".ko") or os.path.exists(w) or not out:
+            out.append((w, []))
+        else:
+            out[-1][1].append(w)
+    return out
+
+
 def load_all(args):
-    session = build_session(args)
-    modules = [session.load(p, object=getattr(args, "object", False)) for p in args.modules]
+    session, modules, _ = load_with_params(args)
     return session, modules
+
+
+def load_with_params(args):
+    """Load the positional modules; their parameters (positional words and --param) by module."""
+    session = build_session(args)
+    pairs = split_modules(args.modules)
+    modules = [session.load(p, object=getattr(args, "object", False)) for p, _ in pairs]
+    params = {id(m): list(ps) for m, (_, ps) in zip(modules, pairs)}
+    for spec in getattr(args, "params", None) or []:
+        target = modules[-1]
+        name = spec.split("=", 1)[0]
+        if "." in name:
+            prefix = name.split(".", 1)[0]
+            for m in modules:
+                if m.name == prefix:
+                    target, spec = m, spec[len(prefix) + 1:]
+        params[id(target)].append(spec)
+    return session, modules, params
 
 
 def _int(s: str) -> int:
@@ -45,12 +79,29 @@ def register(sub) -> None:
     from ..emu.machine import DEFAULT_BUDGET, DEFAULT_TIMEOUT
     p = sub.add_parser("run", help="run init_module in the emulator and verify every branch",
                        description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("modules", nargs="+", metavar="MODULE.ko")
+    p.add_argument("modules", nargs="+", metavar="MODULE.ko [name=value ...]",
+                   help="modules in load order, each followed by its parameters as for insmod")
     add_module_args(p)
-    p.add_argument("--call", metavar="NAME", help="run the named function of the last module instead of init")
+    p.add_argument("--param", dest="params", action="append", default=[], metavar="[MODULE.]NAME=VALUE",
+                   help="a parameter of the last module (or of MODULE); repeatable; set through the module's "
+                        "__param table by the kernel's own param_set_* before init, as load_module does")
+    p.add_argument("--call", dest="calls", action="append", nargs="+", default=[], metavar=("NAME", "ARG"),
+                   help="after init, call NAME(ARG...) on the same machine state; repeatable, in order. "
+                        "ARG: an integer, s:TEXT (a string in kernel memory), b:HEX (a buffer) or buf:N "
+                        "(N zeroed bytes); buffers are printed after the call")
     p.add_argument("--arg", dest="call_args", action="append", type=_int, default=[], metavar="N",
-                   help="argument for --call (repeatable, r0 first)")
-    p.add_argument("--exit", action="store_true", help="after init succeeds, run cleanup_module too")
+                   help=argparse.SUPPRESS)      # deprecated: --call NAME --arg N (use --call NAME N)
+    p.add_argument("--exit", action="store_true", help="after init (and the calls) succeed, run cleanup_module too")
+    p.add_argument("--image", metavar="FILE", help="write each loaded module as an ELF executable at its load "
+                                                   "addresses with its DWARF relocated (symbols for gdb/addr2line; "
+                                                   "several modules: FILE gets a -NAME suffix)")
+    p.add_argument("--coverage", metavar="OUT.info",
+                   help="record which module instructions ran (init, calls, exit) and write an lcov tracefile "
+                        "with line and function coverage from the modules' DWARF (genhtml renders it); "
+                        "prints a summary line per module")
+    p.add_argument("--gdb", type=int, metavar="PORT",
+                   help="stop before the last module's init and serve the GDB remote protocol on PORT "
+                        "(udbserver); load symbols with `file` on the --image FILE")
     p.add_argument("--trace", action="store_true", help="list every kernel call with its class, arguments and result")
     p.add_argument("--unmodelled", choices=("fail", "real", "zero"), default="fail",
                    help="a call to a kernel function armload does not simulate: fail (default: end the run "
@@ -75,9 +126,19 @@ def cmd_run(args) -> int:
 
     if args.budget <= 0:
         raise EmulationError("--budget must be positive")
-    if args.call_args and not args.call:
+    if args.gdb is not None and args.json:
+        raise EmulationError("--gdb cannot be combined with --json (the gdb server talks on stdout)")
+    if args.gdb is not None and not 0 < args.gdb < 65536:
+        raise EmulationError(f"--gdb: bad port {args.gdb}")
+    if args.call_args and not args.calls:
         raise EmulationError("--arg needs --call NAME")
-    session, modules = load_all(args)
+    if args.call_args:                 # the old form: --call NAME --arg N ...
+        print("armload: --arg is deprecated: write --call NAME ARG... (arguments go to the last --call)",
+              file=sys.stderr)
+        args.calls[-1].extend(str(a) for a in args.call_args)
+    from ..emu import callargs
+    calls = [(c[0], [callargs.parse(a) for a in c[1:]]) for c in args.calls]
+    session, modules, params = load_with_params(args)
     as_json = args.json
     out = sys.stdout
 
@@ -109,23 +170,66 @@ def cmd_run(args) -> int:
     for m in modules:
         if m.name in verified:
             entries[m.name]["verify"] = verified[m.name].to_dict()
+    cov = None
+    if args.coverage:
+        from ..emu.coverage import Coverage
+        cov = Coverage(machine, modules)
+    if args.image:
+        from ..debug_image import write_debug_image
+        for m in modules:
+            path = args.image
+            if len(modules) > 1:
+                stem, dot, ext = path.rpartition(".")
+                path = f"{stem}-{m.name}.{ext}" if dot else f"{path}-{m.name}"
+            try:
+                write_debug_image(m, path)
+            except OSError as e:
+                raise EmulationError(f"--image: cannot write {path}: {e.strerror}") from None
+            say(f"armload: wrote {path} ({m.name} at its load addresses, with its debug sections)")
     failed = False
     inits_ok = []
     for i, m in enumerate(modules):
-        last = i == len(modules) - 1
-        if last and args.call:
-            res = machine.call(args.call, args.call_args, module=m)
-            ok_run = res.status == "returned"
-        else:
-            res = machine.run_init(m)
-            ok_run = res.ok
+        if params.get(id(m)):
+            from ..emu.params import apply_params
+            po = apply_params(machine, m, params[id(m)])
+            entries[m.name]["params"] = po.to_dict()
+            for note in po.notes:
+                say(f"armload: {note}")
+            if po.run is not None:
+                _print_result(say, po.run)
+            say(po.summary())
+            if not po.ok:
+                ok, failed = False, True
+                break
+        if args.gdb and m is modules[-1] and m.init_addr is not None:
+            _serve_gdb(machine, m, args.gdb, say)
+        res = machine.run_init(m)
         entries[m.name]["run"] = res.to_dict()
-        _print_result(say, res, show_value=bool(last and args.call))
-        if not ok_run:
+        _print_result(say, res)
+        if not res.ok:
             ok = False
             failed = True
             break
         inits_ok.append(m)
+    if not failed and calls:
+        done = []
+        for name, cargs in calls:
+            words = callargs.place(machine, cargs)
+            res = machine.call(name, words)
+            after = callargs.read_back(machine, cargs)
+            shown = ", ".join(a.spec if a.kind == "int" else f"{a.spec} @{a.addr:#x}" for a in cargs)
+            rec = res.to_dict()
+            rec["args"] = [a.to_dict(b) for a, b in zip(cargs, after)]
+            done.append(rec)
+            _print_result(say, res, show_value=True, label=f"{name}({shown})")
+            for a, b in zip(cargs, after):
+                if b is not None and a.kind == "buf":
+                    say(f"{res.module}:   {a.spec} @{a.addr:#x} = {b.hex()}  '{callargs._printable(b)}'")
+            if res.status != "returned":
+                ok = False
+                failed = True
+                break
+        entries[modules[-1].name]["calls"] = done
     if args.exit and not failed:
         for m in reversed(inits_ok):
             res = machine.run_exit(m)
@@ -134,6 +238,17 @@ def cmd_run(args) -> int:
             if res.status not in ("returned", "no-function"):
                 ok = False
                 break
+    if cov is not None:
+        from ..emu.coverage import write_lcov
+        reports = cov.report()
+        try:
+            write_lcov(reports, args.coverage)
+        except OSError as e:
+            raise EmulationError(f"--coverage: cannot write {args.coverage}: {e.strerror}") from None
+        for r in reports:
+            say(r.summary())
+        say(f"armload: lcov tracefile {args.coverage} (genhtml {args.coverage} -o DIR renders it)")
+        report["coverage"] = {"file": args.coverage, "modules": [r.to_dict() for r in reports]}
     for m in modules:
         if m.name in verified:
             say(verified[m.name].format())
@@ -156,13 +271,13 @@ def cmd_run(args) -> int:
     return 0 if ok else 1
 
 
-def _print_result(say, res, *, show_value: bool = False, void: bool = False) -> None:
+def _print_result(say, res, *, show_value: bool = False, void: bool = False, label: str | None = None) -> None:
     if res.fault is not None:
         say(res.fault.format())
     if void and res.status == "returned":
         say(f"{res.module}: {res.function} returned")
     elif show_value and res.status == "returned":
-        say(f"{res.module}: {res.function} returned {res.retval} ({res.retval & 0xFFFFFFFF:#x})")
+        say(f"{res.module}: {label or res.function} returned {res.retval} ({res.retval & 0xFFFFFFFF:#x})")
     else:
         say(res.summary())
     say(f"{res.module}: {res.instructions:,} instructions, {res.sim_ns / 1e6:.3f} ms simulated")
@@ -183,3 +298,19 @@ def _print_result(say, res, *, show_value: bool = False, void: bool = False) -> 
         extra = ", ".join(f"{k}={v:#x}" if isinstance(v, int) and k in ("addr", "fops", "probe") else f"{k}={v}"
                           for k, v in r.items() if k not in ("call",))
         say(f"{res.module}: registered {r['call']}: {extra}")
+
+
+def _serve_gdb(machine, m, port: int, say) -> None:
+    """udbserver: a GDB stub on the Unicorn CPU; it blocks at init's first instruction for gdb."""
+    try:
+        from udbserver import udbserver
+    except ImportError:
+        raise EmulationError("--gdb needs the udbserver package (pip install udbserver)") from None
+    machine.map_module(m)
+    machine.timeout = 0             # a debugger pauses for as long as it likes: no wall-clock safety net
+    say(f"armload: gdb server on port {port}: stopped at init_module ({m.init_addr & ~1:#x}); "
+        f"connect with gdb-multiarch -ex 'file IMAGE' -ex 'target remote :{port}'")
+    try:
+        udbserver(machine.uc, port, m.init_addr & ~1)
+    except RuntimeError as e:
+        raise EmulationError(f"--gdb: {e}") from None

@@ -255,6 +255,8 @@ def known_names() -> frozenset:
     for pats in REAL_CODE.values():
         names.update(p for p in pats if not any(c in p for c in "*?["))
     names.update(CPU_MASKS)
+    from .params import PY_OPS               # module parameters: set by Python versions without an image
+    names.update(PY_OPS)
     names.update(("jiffies", "jiffies_64", "elf_hwcap", "elf_hwcap2", "nr_cpu_ids", "system_state",
                   "loops_per_jiffy", "hrtimer_resolution", "_ctype", "system_wq", "system_highpri_wq",
                   "system_long_wq", "system_unbound_wq", "system_freezable_wq", "__gnu_mcount_nc",

@@ -129,6 +129,8 @@ class Machine:
         self._real_handles: dict[int, int] = {}
         self._real_seen: dict[int, int] = {}
         self.real_record_limit = None if trace is not None else REAL_RECORD_LIMIT
+        self.on_free_init: list = []                  # fn(module) before its init memory is freed (coverage)
+        self.invoke_frames: list[list[int]] = []      # registers of each model that invoke()d code (backtraces)
         self._scratch = SCRATCH_BASE
         self._timer_base = None
         try:
@@ -353,6 +355,29 @@ class Machine:
         self._map_pages(pages)
         if not boot.init_sim_data(self, name, a):
             self.notes.append(f"kernel data {name} is zero-filled simulated memory (no kernel image)")
+
+    def override(self, name: str, fn, *, subsystem: str = "user") -> None:
+        """From now on, kernel function `name` is the Python model `fn(call)` on this machine,
+        wherever it is called from (a test's stand-in, fault injection)."""
+        from .calls import Decision
+        from .models.base import Model
+        self.models.set(name, fn, subsystem=subsystem)
+        d = Decision(name, MODEL, subsystem, Model(name, fn, subsystem))
+        self.table._memo[name] = d
+        for e, (n, _) in list(self._entries.items()):
+            if n == name:
+                self._entries[e] = (name, d)
+        trapped = {n_a for n_a, (n, _) in self._entries.items() if n == name}
+        addrs = {a for a, n in self._names_at.items() if n == name}
+        if self.image is not None and self.image.symbols.get(name) is not None:
+            addrs.add(self.image.symbols[name] & ~1)     # the kernel's own callers reach it too
+        for a in sorted(addrs):
+            if any(t in (a + 2, a + 4) for t in trapped):
+                continue
+            self._names_at.setdefault(a, name)
+            self._real_hooks.pop(a, None)
+            in_image = self.image is not None and self.image.contains(a)
+            self._install_trap(a, not in_image and self.config.thumb2, name, d)
 
     def kernel_function(self, name: str) -> int | None:
         """The address of the kernel's own code for `name` (None without an image)."""
@@ -745,6 +770,8 @@ class Machine:
         self.map_module(m)
         if id(m) in self._init_freed:
             return
+        for fn in self.on_free_init:
+            fn(m)
         self._init_freed.add(id(m))
         keep: set[int] = set()
         for o in self.modules:
@@ -865,6 +892,7 @@ class Machine:
         uc.reg_write(A.UC_ARM_REG_LR, SENTINEL)
         uc.reg_write(A.UC_ARM_REG_CPSR, saved[16] & ~0x20)
         self._depth += 1
+        self.invoke_frames.append(saved)
         err = None
         try:
             uc.emu_start(entry, SENTINEL)
@@ -872,6 +900,18 @@ class Machine:
             err = e
         finally:
             self._depth -= 1
+        try:
+            self._invoke_done(err, entry)
+        finally:
+            self.invoke_frames.pop()
+        if self._report is not None:
+            raise _Stop()
+        r0 = uc.reg_read(A.UC_ARM_REG_R0)
+        uc.reg_write_batch(list(zip(_ALL_REGS, saved)))
+        return r0
+
+    def _invoke_done(self, err, entry) -> None:
+        uc = self.uc
         if self._report is None:
             if err is not None:
                 self._stop_with(self._classify(err), "fault")
@@ -881,11 +921,6 @@ class Machine:
                                                 f"callback ({self.symbolize(entry & ~1)})"), "budget")
                 else:
                     self._stop_with(self._fault("timeout", "wall-clock safety net reached"), "timeout")
-        if self._report is not None:
-            raise _Stop()
-        r0 = uc.reg_read(A.UC_ARM_REG_R0)
-        uc.reg_write_batch(list(zip(_ALL_REGS, saved)))
-        return r0
 
     # --- fault reports -----------------------------------------------------------------
     def _regs(self) -> dict[str, int]:
@@ -904,6 +939,8 @@ class Machine:
         if access is not None:
             rep.access_type, rep.access_addr, rep.access_size = access
             rep.access_sym = self.symbolize(rep.access_addr)
+        from .oops import annotate
+        annotate(self, rep)              # backtrace, Code: line, held locks
         return rep
 
     def _classify_udf(self) -> FaultReport:

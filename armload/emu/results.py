@@ -74,6 +74,11 @@ class FaultReport:
     last_calls: list[CallRecord] = field(default_factory=list)
     in_kernel: bool = False          # the faulting PC is in the kernel's own code
     unmodelled: str | None = None    # the function name, for kind == "unmodelled"
+    backtrace: list[dict] = field(default_factory=list)   # oops.py: pc, sym, from, from_sym, file, line
+    backtrace_end: str = ""          # why the backtrace ends where it does
+    code: str | None = None          # the kernel's `Code:` line
+    insn: str | None = None          # the instruction at the PC, disassembled (armload's addition)
+    locks: list[str] = field(default_factory=list)        # locks held at the fault
 
     def format(self) -> str:
         r = self.registers
@@ -86,6 +91,18 @@ class FaultReport:
         lines.append(f"r10: {r['r10']:08x}  r9 : {r['r9']:08x}  r8 : {r['r8']:08x}")
         lines.append(f"r7 : {r['r7']:08x}  r6 : {r['r6']:08x}  r5 : {r['r5']:08x}  r4 : {r['r4']:08x}")
         lines.append(f"r3 : {r['r3']:08x}  r2 : {r['r2']:08x}  r1 : {r['r1']:08x}  r0 : {r['r0']:08x}")
+        if self.backtrace:
+            from .oops import format_frame
+            lines.extend(format_frame(f) for f in self.backtrace)
+        if self.backtrace_end:
+            lines.append(f" (backtrace ends: {self.backtrace_end})")
+        if self.code:
+            lines.append(self.code)
+        if self.insn:
+            lines.append(f" (faulting instruction: {self.insn})")
+        if self.locks:
+            lines.append(f"{len(self.locks)} lock{'s' if len(self.locks) > 1 else ''} held (armload's lock tracking):")
+            lines.extend(f" #{i}: {x}" for i, x in enumerate(self.locks))
         if self.last_calls:
             lines.append("Last kernel calls:")
             for c in self.last_calls:
@@ -99,6 +116,8 @@ class FaultReport:
                 "access_addr": self.access_addr, "access_type": self.access_type,
                 "access_size": self.access_size, "access_sym": self.access_sym,
                 "in_kernel": self.in_kernel, "unmodelled": self.unmodelled,
+                "backtrace": self.backtrace, "backtrace_end": self.backtrace_end, "code": self.code, "insn": self.insn,
+                "locks": self.locks,
                 "last_calls": [c.to_dict() for c in self.last_calls]}
 
 

@@ -1,0 +1,290 @@
+"""Which module instructions ran: a UC_HOOK_BLOCK restricted to each module's executable sections.
+
+Unicorn calls the hook once per executed translation block whose start lies in [begin, end];
+every instruction of a block counts as run (a fault mid-block over-counts the rest of that one
+block). Kernel code is not hooked, so kernel-heavy runs pay nothing. Instructions are the
+capstone-decoded ones of the module's text (ARM or Thumb), so totals are exact instruction
+counts, not bytes.
+
+The lcov tracefile (geninfo's format: SF/FN/FNDA/FNF/FNH/DA/LF/LH) needs DWARF: lines come from
+the module's .debug_line (a line is hit when one of its statement addresses ran; its count is the
+largest), functions from its DW_TAG_subprogram ranges (hit count = runs of the entry).
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+
+from unicorn import UC_HOOK_BLOCK
+
+SHF_EXECINSTR = 0x4
+_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_coverage.c")
+_LIB = None
+
+
+class _Cov(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_uint64), ("n", ctypes.c_uint64),
+                ("count", ctypes.POINTER(ctypes.c_uint32)), ("size", ctypes.POINTER(ctypes.c_uint32))]
+
+
+def _native_lib():
+    """The compiled block hook (built once per source version, as clock.py's counter), or None."""
+    global _LIB
+    if _LIB is not None:
+        return _LIB or None
+    _LIB = False
+    if os.environ.get("ARMLOAD_NO_NATIVE"):
+        return None
+    tag = hashlib.sha256(open(_SRC, "rb").read()).hexdigest()[:16]
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    for d in (os.path.join(base, "armload"), os.path.join(tempfile.gettempdir(), f"armload-{os.getuid()}")):
+        so = os.path.join(d, f"coverage-{tag}.so")
+        try:
+            if not os.path.exists(so):
+                os.makedirs(d, exist_ok=True)
+                tmp = f"{so}.{os.getpid()}.tmp"
+                subprocess.run([os.environ.get("CC", "cc"), "-O2", "-shared", "-fPIC", "-o", tmp, _SRC],
+                               check=True, capture_output=True, timeout=60)
+                os.replace(tmp, so)
+            _LIB = ctypes.CDLL(so)
+            return _LIB
+        except (OSError, subprocess.SubprocessError):
+            continue
+    return None
+
+
+@dataclass
+class ModuleCoverage:
+    name: str
+    path: str
+    instructions: int = 0            # decoded instructions in the module's text
+    ran: int = 0                     # of them, executed at least once
+    lines_found: int = 0
+    lines_hit: int = 0
+    functions_found: int = 0
+    functions_hit: int = 0
+    has_dwarf: bool = False
+    records: list[str] = field(default_factory=list)     # lcov lines
+
+    def summary(self) -> str:
+        s = (f"coverage: {self.name}: {self.ran}/{self.instructions} instructions "
+             f"({_pct(self.ran, self.instructions)})")
+        if self.has_dwarf:
+            s += (f", {self.lines_hit}/{self.lines_found} lines ({_pct(self.lines_hit, self.lines_found)}), "
+                  f"{self.functions_hit}/{self.functions_found} functions")
+        else:
+            s += " (no DWARF: no line or function coverage; use the unstripped .ko)"
+        return s
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "records"}
+
+
+def _pct(a, b) -> str:
+    return f"{100.0 * a / b:.1f}%" if b else "-"
+
+
+class Coverage:
+    """Attach to a machine before running; `report()` after."""
+
+    def __init__(self, machine, modules=None, *, native: bool | None = None):
+        self.machine = machine
+        self.modules = list(modules if modules is not None else machine._all_modules)
+        self._counts: dict[int, int] = {}
+        self._sizes: dict[int, int] = {}
+        self.hooks = []
+        self._native = []                      # (cov_t, count array, size array)
+        lib = _native_lib() if native in (None, True) else None
+        self.native = lib is not None
+        counts, sizes = self._counts, self._sizes
+
+        def on_block(uc, address, size, _user):
+            c = counts.get(address)
+            if c is None:
+                counts[address] = 1
+                sizes[address] = size
+            else:
+                counts[address] = c + 1
+
+        self._cb = on_block
+        self._by_module: dict[int, list] = {}        # id(module) -> [(section, hook, native slot)]
+        for m in self.modules:
+            for s in m.sections:
+                if not (s.flags & SHF_EXECINSTR and s.size and m.region_of(s.addr) is not None):
+                    continue
+                if lib is None:
+                    h = machine.uc.hook_add(UC_HOOK_BLOCK, on_block, begin=s.addr, end=s.addr + s.size - 1)
+                    self.hooks.append(h)
+                    self._by_module.setdefault(id(m), []).append((s, h, None))
+                    continue
+                n = (s.size + 1) // 2
+                cnt, sz = (ctypes.c_uint32 * n)(), (ctypes.c_uint32 * n)()
+                c = _Cov(s.addr, n, ctypes.cast(cnt, ctypes.POINTER(ctypes.c_uint32)),
+                         ctypes.cast(sz, ctypes.POINTER(ctypes.c_uint32)))
+                self._native.append((c, cnt, sz))
+                h = _add_native_hook(machine.uc, lib, c, s.addr, s.addr + s.size - 1)
+                self.hooks.append(h)
+                self._by_module.setdefault(id(m), []).append((s, h, len(self._native) - 1))
+        machine.on_free_init.append(self._init_freed)
+
+    def _init_freed(self, m) -> None:
+        """Its init memory may go to the next module: stop counting there (the counts stay)."""
+        for s, h, _slot in self._by_module.get(id(m), []):
+            if s.mem.startswith("init") and h in self.hooks:
+                _hook_del(self.machine.uc, h, _slot is not None)
+                self.hooks.remove(h)
+
+    @property
+    def counts(self) -> dict[int, int]:
+        """block start address -> times run."""
+        out = dict(self._counts)
+        for c, cnt, sz in self._native:
+            for i, v in enumerate(cnt):
+                if v:
+                    out[c.base + 2 * i] = out.get(c.base + 2 * i, 0) + v
+        return out
+
+    @property
+    def sizes(self) -> dict[int, int]:
+        out = dict(self._sizes)
+        for c, cnt, sz in self._native:
+            for i, v in enumerate(cnt):
+                if v:
+                    out[c.base + 2 * i] = sz[i]
+        return out
+
+    def detach(self) -> None:
+        for h in self.hooks:
+            _hook_del(self.machine.uc, h, self.native)
+        self.hooks = []
+
+    def _insn_counts(self, m) -> tuple[dict[int, int], list[int]]:
+        """instruction address -> times run; and every instruction address of the module's text."""
+        import capstone
+        mode = capstone.CS_MODE_THUMB if m.thumb or m.config.thumb2 else capstone.CS_MODE_ARM
+        cs = capstone.Cs(capstone.CS_ARCH_ARM, mode)
+        cs.skipdata = True
+        insns: list[int] = []
+        for s in m.sections:
+            if s.flags & SHF_EXECINSTR and s.size and m.region_of(s.addr) is not None:
+                insns.extend(a for a, _size, mn, _ops in cs.disasm_lite(m.read(s.addr, s.size), s.addr)
+                             if mn != ".byte" and mn != ".short" and mn != ".long")
+        insns.sort()
+        import bisect
+        ran: dict[int, int] = {}
+        sizes = self.sizes
+        for start, n in self.counts.items():
+            end = start + sizes[start]
+            i = bisect.bisect_left(insns, start)
+            while i < len(insns) and insns[i] < end:
+                a = insns[i]
+                ran[a] = ran.get(a, 0) + n
+                i += 1
+        return ran, insns
+
+    def report(self) -> list[ModuleCoverage]:
+        from .debuginfo import line_table
+        out = []
+        for m in self.modules:
+            ran, insns = self._insn_counts(m)
+            mc = ModuleCoverage(m.name, m.path, len(insns), len(ran))
+            lt = line_table(m)
+            if lt:
+                mc.has_dwarf = True
+                self._lcov(mc, lt, ran)
+            out.append(mc)
+        return out
+
+    @staticmethod
+    def _lcov(mc: ModuleCoverage, lt, ran: dict[int, int]) -> None:
+        by_file: dict[str, dict[int, int]] = {}
+        for (f, line), addrs in lt.statements().items():
+            by_file.setdefault(f, {})[line] = max(ran.get(a, 0) for a in addrs)
+        funcs: dict[str, list] = {}
+        for fn in lt.functions:
+            funcs.setdefault(fn.file, []).append(fn)
+        recs = []
+        for f in sorted(set(by_file) | set(funcs)):
+            recs += ["TN:", f"SF:{f}"]
+            fns = sorted(funcs.get(f, []), key=lambda x: (x.line, x.name))
+            for fn in fns:
+                recs.append(f"FN:{fn.line},{fn.name}")
+            hit_fns = 0
+            for fn in fns:
+                n = ran.get(fn.low & ~1, 0)
+                hit_fns += n > 0
+                recs.append(f"FNDA:{n},{fn.name}")
+            recs += [f"FNF:{len(fns)}", f"FNH:{hit_fns}"]
+            lines = by_file.get(f, {})
+            for line in sorted(lines):
+                recs.append(f"DA:{line},{lines[line]}")
+            hit = sum(1 for v in lines.values() if v)
+            recs += [f"LF:{len(lines)}", f"LH:{hit}", "end_of_record"]
+            mc.lines_found += len(lines)
+            mc.lines_hit += hit
+            mc.functions_found += len(fns)
+            mc.functions_hit += hit_fns
+        mc.records = recs
+
+
+def _add_native_hook(uc, lib, cov, begin: int, end: int) -> int:
+    from unicorn.unicorn_py3.unicorn import uc_hook_h, uclib
+    h = uc_hook_h()
+    cb = ctypes.cast(lib.armload_cov_block, ctypes.c_void_p)
+    err = uclib.uc_hook_add(uc._uch, ctypes.byref(h), UC_HOOK_BLOCK, cb,
+                            ctypes.cast(ctypes.addressof(cov), ctypes.c_void_p),
+                            ctypes.c_uint64(begin), ctypes.c_uint64(end))
+    if err:
+        raise RuntimeError(f"uc_hook_add failed ({err})")
+    return h.value
+
+
+def _hook_del(uc, h, native: bool) -> None:
+    if not native:
+        uc.hook_del(h)
+        return
+    from unicorn.unicorn_py3.unicorn import uc_hook_h, uclib
+    uclib.uc_hook_del(uc._uch, uc_hook_h(h))
+
+
+def write_lcov(reports: list[ModuleCoverage], path: str) -> None:
+    with open(path, "w") as f:
+        for r in reports:
+            if r.records:
+                f.write("\n".join(r.records) + "\n")
+
+
+def run_benchmark(budget: int = 20_000_000) -> dict:
+    """The spin sample (a loop entirely in module text: every block hooked, the worst case)
+    with coverage off and on, in one process."""
+    import os
+    from ..loader import load_module
+    from .machine import Machine
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    mod = load_module(os.path.join(root, "sample_modules", "spin-arm.ko"))
+    out = {"budget": budget}
+    for label in ("off", "on", "python"):
+        m = Machine(mod, None, budget=budget)
+        cov = Coverage(m, native=label == "on") if label != "off" else None
+        if label == "on":
+            out["native"] = cov.native
+        r = m.run_init()
+        out[f"{label}_ips"] = r.instructions / r.elapsed if r.elapsed else None
+        out[f"{label}_instructions"] = r.instructions
+        if cov is not None:
+            out[f"{label}_blocks"] = sum(cov.counts.values())
+    out["ratio"] = out["on_ips"] / out["off_ips"] if out["off_ips"] and out["on_ips"] else None
+    out["python_ratio"] = out["python_ips"] / out["off_ips"] if out["off_ips"] and out["python_ips"] else None
+    return out
+
+
+def print_benchmark(e: dict) -> None:
+    print(f"coverage (spin sample, {e['budget']:,}-instruction budget, all in module text): off "
+          f"{e['off_ips'] / 1e6:.1f} M instr/s | on ({'C' if e['native'] else 'Python'} hook) "
+          f"{e['on_ips'] / 1e6:.1f} M instr/s ({e['ratio'] * 100:.0f}% of off) | Python hook "
+          f"{e['python_ips'] / 1e6:.1f} M instr/s ({e['python_ratio'] * 100:.0f}%); "
+          f"{e['on_blocks']:,} blocks hooked")
