@@ -600,9 +600,9 @@ def _result_data(r, opts: CheckOptions) -> dict:
             if st == "returned" and (r.retval or 0) < 0:
                 d["where"] = f"after {errs[-1]}() returned an error"
     d["kernel_calls"] = sorted({c.name for c in r.calls})[:200]
-    d["classes"] = r.class_counts()
-    d["instructions"] = r.instructions
-    if r.fault is not None and r.fault.unmodelled:
+    if hasattr(r, "class_counts"):
+        d["classes"] = r.class_counts()         # calls per simulation class (real, model, ...)
+    if r.fault is not None and getattr(r.fault, "unmodelled", None):
         d["unmodelled"] = r.fault.unmodelled
     return d
 

@@ -169,6 +169,6 @@ def test_check_takes_parameters_from_a_file(tmp_path):
                            timeout=120)
         results[text] = json.loads(out.read_text())["modules"][0]["init"]
     ok, bad = results.values()
-    assert ok["outcome"] == "returned-0" and ok["log"][0] == "devkit: a b/t0: 2 items, 4 weights"
+    assert ok["status"] == "returned" and ok["retval"] == 0 and ok["log"][0] == "devkit: a b/t0: 2 items, 4 weights"
     assert ok["params"]["ok"] and any("Python versions" in n for n in ok["params"]["notes"])
-    assert bad["outcome"] == "params-refused" and bad["params"]["log"] == ["devkit: `x' invalid for parameter `count'"]
+    assert bad["status"] == "params-refused" and bad["params"]["log"] == ["devkit: `x' invalid for parameter `count'"]
