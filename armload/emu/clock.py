@@ -9,11 +9,8 @@ instruction budget is reached. Results depend only on the code executed, never o
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
-import subprocess
 import sys
-import tempfile
 
 from unicorn import UC_HOOK_BLOCK
 from unicorn import arm_const as A
@@ -40,31 +37,10 @@ _LIB: object = None
 def _native_lib():
     """The compiled counter, or None (no compiler): built once per source version."""
     global _LIB
-    if _LIB is not None:
-        return _LIB or None
-    _LIB = False
-    if os.environ.get("ARMLOAD_NO_NATIVE"):
-        return None
-    src = open(_SRC, "rb").read()
-    tag = hashlib.sha256(src).hexdigest()[:16]
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    for d in (os.path.join(base, "armload"), os.path.join(tempfile.gettempdir(), f"armload-{os.getuid()}")):
-        so = os.path.join(d, f"counter-{tag}.so")
-        try:
-            if not os.path.exists(so):
-                os.makedirs(d, exist_ok=True)
-                tmp = f"{so}.{os.getpid()}.tmp"
-                subprocess.run([os.environ.get("CC", "cc"), "-O2", "-shared", "-fPIC", "-o", tmp, _SRC],
-                               check=True, capture_output=True, timeout=60)
-                os.replace(tmp, so)
-            lib = ctypes.CDLL(so)
-            if lib.armload_counter_size() != ctypes.sizeof(_Counter):
-                continue
-            _LIB = lib
-            return lib
-        except (OSError, subprocess.SubprocessError):
-            continue
-    return None
+    if _LIB is None:
+        from .native import build
+        _LIB = build(_SRC, "counter", lambda lib: lib.armload_counter_size() == ctypes.sizeof(_Counter)) or False
+    return _LIB or None
 
 
 def thumb_count(code: bytes) -> int:

@@ -13,10 +13,7 @@ largest), functions from its DW_TAG_subprogram ranges (hit count = runs of the e
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
-import subprocess
-import tempfile
 from dataclasses import dataclass, field
 
 from unicorn import UC_HOOK_BLOCK
@@ -34,27 +31,10 @@ class _Cov(ctypes.Structure):
 def _native_lib():
     """The compiled block hook (built once per source version, as clock.py's counter), or None."""
     global _LIB
-    if _LIB is not None:
-        return _LIB or None
-    _LIB = False
-    if os.environ.get("ARMLOAD_NO_NATIVE"):
-        return None
-    tag = hashlib.sha256(open(_SRC, "rb").read()).hexdigest()[:16]
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    for d in (os.path.join(base, "armload"), os.path.join(tempfile.gettempdir(), f"armload-{os.getuid()}")):
-        so = os.path.join(d, f"coverage-{tag}.so")
-        try:
-            if not os.path.exists(so):
-                os.makedirs(d, exist_ok=True)
-                tmp = f"{so}.{os.getpid()}.tmp"
-                subprocess.run([os.environ.get("CC", "cc"), "-O2", "-shared", "-fPIC", "-o", tmp, _SRC],
-                               check=True, capture_output=True, timeout=60)
-                os.replace(tmp, so)
-            _LIB = ctypes.CDLL(so)
-            return _LIB
-        except (OSError, subprocess.SubprocessError):
-            continue
-    return None
+    if _LIB is None:
+        from .native import build
+        _LIB = build(_SRC, "coverage") or False
+    return _LIB or None
 
 
 @dataclass

@@ -1,0 +1,38 @@
+"""Small C helpers of the emulator (block hooks), compiled once per source version.
+
+A helper is built with the host C compiler into a per-user cache keyed by the SHA-256 of its
+source and loaded with ctypes; without a compiler (or with ARMLOAD_NO_NATIVE set) the caller
+uses its Python twin, which must behave identically.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import subprocess
+import tempfile
+
+
+def build(src: str, stem: str, check=None):
+    """ctypes.CDLL of `src` compiled as a shared object, or None. `check(lib)` may reject a
+    library (e.g. a struct size mismatch), which then counts as unavailable."""
+    if os.environ.get("ARMLOAD_NO_NATIVE"):
+        return None
+    tag = hashlib.sha256(open(src, "rb").read()).hexdigest()[:16]
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    for d in (os.path.join(base, "armload"), os.path.join(tempfile.gettempdir(), f"armload-{os.getuid()}")):
+        so = os.path.join(d, f"{stem}-{tag}.so")
+        try:
+            if not os.path.exists(so):
+                os.makedirs(d, exist_ok=True)
+                tmp = f"{so}.{os.getpid()}.tmp"
+                subprocess.run([os.environ.get("CC", "cc"), "-O2", "-shared", "-fPIC", "-o", tmp, src],
+                               check=True, capture_output=True, timeout=60)
+                os.replace(tmp, so)
+            lib = ctypes.CDLL(so)
+            if check is not None and not check(lib):
+                continue
+            return lib
+        except (OSError, subprocess.SubprocessError):
+            continue
+    return None
