@@ -1,0 +1,79 @@
+"""arch/arm/kernel/module-plts.c of v6.1 (count_plts, is_zero_addend_relocation, duplicate_rel and
+the counting loop of module_frob_arch_sections), over relocations read with pyelftools."""
+from __future__ import annotations
+
+import struct
+
+from .kernel_sort import cmp_rel, kernel_sort
+
+R_ARM_PC24, R_ARM_CALL, R_ARM_JUMP24, R_ARM_THM_CALL, R_ARM_THM_JUMP24 = 1, 28, 29, 10, 30
+SHF_EXECINSTR = 0x4
+SHN = {"SHN_UNDEF": 0, "SHN_ABS": 0xFFF1, "SHN_COMMON": 0xFFF2}
+FIXED_PLTS = 2                     # CONFIG_DYNAMIC_FTRACE: FTRACE_ADDR, MCOUNT_ADDR
+
+
+def ELF32_R_TYPE(i):
+    return i & 0xFF
+
+
+def ELF32_R_SYM(i):
+    return i >> 8
+
+
+def is_zero_addend_relocation(base, rel):
+    r_offset, r_info = rel
+    t = ELF32_R_TYPE(r_info)
+    if t in (R_ARM_THM_CALL, R_ARM_THM_JUMP24):
+        upper = struct.unpack_from("<H", base, r_offset)[0]
+        lower = struct.unpack_from("<H", base, r_offset + 2)[0]
+        return (upper & 0x7FF) == 0x7FF and (lower & 0x2FFF) == 0x2FFE
+    if t in (R_ARM_CALL, R_ARM_PC24, R_ARM_JUMP24):
+        return (struct.unpack_from("<I", base, r_offset)[0] & 0xFFFFFF) == 0xFFFFFE
+    raise AssertionError("BUG()")
+
+
+def duplicate_rel(base, rel, num):
+    if not num:
+        return False
+    prev = rel[num - 1]
+    return cmp_rel(rel[num], prev) == 0 and is_zero_addend_relocation(base, prev)
+
+
+def count_plts(syms_shndx, base, rel, num, dstidx):
+    ret = 0
+    for i in range(num):
+        if ELF32_R_TYPE(rel[i][1]) in (R_ARM_CALL, R_ARM_PC24, R_ARM_JUMP24, R_ARM_THM_CALL, R_ARM_THM_JUMP24):
+            if syms_shndx[ELF32_R_SYM(rel[i][1])] == dstidx:
+                continue
+            if not is_zero_addend_relocation(base, rel[i]) or not duplicate_rel(base, rel, i):
+                ret += 1
+    return ret
+
+
+def kernel_plt_counts(path):
+    """module_frob_arch_sections(): (core_plts, init_plts) for a 6.1 armmp kernel."""
+    from elftools.elf.elffile import ELFFile
+    with open(path, "rb") as f:
+        elf = ELFFile(f)
+        secs = list(elf.iter_sections())
+        symtab = next(s for s in secs if s["sh_type"] == "SHT_SYMTAB")
+        shndx = []
+        for sym in symtab.iter_symbols():
+            v = sym["st_shndx"]
+            shndx.append(SHN.get(v, v) if isinstance(v, str) else v)
+        core_plts = init_plts = FIXED_PLTS
+        for idx, s in enumerate(secs):
+            if idx == 0 or s["sh_type"] != "SHT_REL":
+                continue
+            dst = secs[s["sh_info"]]
+            if not (dst["sh_flags"] & SHF_EXECINSTR):
+                continue
+            rels = [(r["r_offset"], r["r_info"]) for r in s.iter_relocations()]
+            kernel_sort(rels)
+            base = dst.data()
+            n = count_plts(shndx, base, rels, len(rels), s["sh_info"])
+            if not dst.name.startswith(".init"):
+                core_plts += n
+            else:
+                init_plts += n
+    return core_plts, init_plts
