@@ -1,0 +1,264 @@
+"""Failure paths of the branch verifier: every branch kind, corrupted alone in a freshly loaded
+module, must be reported at its site and nowhere else.
+
+The fixtures are assembled with GNU as (arm-linux-gnueabihf-as, installed by `make toolchain`) and
+loaded by armload itself, so the branch rows are the loader's own; each test loads its own copy
+(window placement: kernel calls are direct; vmalloc: every kernel call goes through a veneer).
+"""
+import struct
+import subprocess
+
+import pytest
+
+from armload.config import KernelConfig
+from armload.kernel import Kernel
+from armload.loader import Session
+from armload.verify import verify_module
+
+CONDS = ["eq", "ne", "cs", "cc", "mi", "pl", "vs", "vc", "hi", "ls", "ge", "lt", "gt", "le"]
+ARM_SRC = """
+	.syntax unified
+	.arch	armv7-a
+	.text
+	.arm
+	.global	init_module
+	.type	init_module, %function
+init_module:
+	push	{r4, lr}
+	bl	ext_call
+	bl	helper
+	b	ext_tail
+""" + "".join(f"\tb{c}\text_{c}\n" for c in CONDS) + """
+	bleq	ext_bleq
+	bne	helper
+	pop	{r4, pc}
+	.size	init_module, . - init_module
+	.global	helper
+	.type	helper, %function
+helper:
+	mov	r0, #0
+	bx	lr
+	.size	helper, . - helper
+"""
+THUMB_SRC = """
+	.syntax unified
+	.arch	armv7-a
+	.thumb
+	.text
+	.global	init_module
+	.type	init_module, %function
+	.thumb_func
+init_module:
+	push	{r4, lr}
+	bl	ext_call
+	bl	helper
+	it	eq
+	beq.w	ext_eq
+	b.w	ext_tail
+	.size	init_module, . - init_module
+	.global	helper
+	.type	helper, %function
+	.thumb_func
+helper:
+	movs	r0, #0
+	bx	lr
+	.size	helper, . - helper
+"""
+COND_CODE = {c: i for i, c in enumerate(CONDS)}
+
+
+@pytest.fixture(scope="module")
+def objects(tmp_path_factory, binutils):
+    d = tmp_path_factory.mktemp("verify")
+    out = {}
+    for name, src in (("arm", ARM_SRC), ("thumb", THUMB_SRC)):
+        (d / f"{name}.S").write_text(src)
+        r = subprocess.run([binutils + "as", "-march=armv7-a", "-o", str(d / f"{name}.o"), str(d / f"{name}.S")],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        out[name] = str(d / f"{name}.o")
+    return out
+
+
+def load(objects, thumb, placement):
+    """A fresh module that verifies cleanly before the test corrupts it."""
+    cfg = KernelConfig(thumb2=thumb)
+    mod = Session(Kernel.builtin(cfg), cfg, placement).load(objects["thumb" if thumb else "arm"])
+    r = verify_module(mod)
+    assert r.ok and r.branches_ok == r.branches_total == len(mod.branches) > 0, r.format()
+    return mod
+
+
+def row(mod, symbol, rtype=None):
+    rows = [b for b in mod.branches if mod.sym_names[int(b["sym"])] == symbol
+            and (rtype is None or int(b["rtype"]) == rtype)]
+    assert len(rows) == 1, (symbol, rtype, rows)
+    return rows[0]
+
+
+def peek(mod, addr):
+    return struct.unpack("<I", mod.read(addr, 4))[0]
+
+
+def poke(mod, addr, value):
+    r = mod.region_of(addr)
+    struct.pack_into("<I", r.data, addr - r.base, value & 0xFFFFFFFF)
+
+
+def only_failure(mod, site, **want):
+    """Exactly one branch failure, at `site`, and no PLT failure."""
+    r = verify_module(mod)
+    assert not r.ok
+    assert [f.site for f in r.branch_failures] == [site], r.format()
+    assert r.plt_failures == [], r.format()
+    assert r.branches_ok == r.branches_total - 1
+    assert r.summary().startswith(f"branches verified: {r.branches_total - 1}/{r.branches_total}")
+    f = r.branch_failures[0]
+    for k, v in want.items():
+        assert getattr(f, k) == v, (k, getattr(f, k), v, f.format())
+    return f
+
+
+def bump_arm(mod, place):
+    """imm24 + 1: the branch now goes 4 bytes further."""
+    w = peek(mod, place)
+    poke(mod, place, (w & 0xFF000000) | ((w + 1) & 0x00FFFFFF))
+
+
+def bump_thumb(mod, place):
+    """imm11 + 1 (no carry into J1/J2 for these fixtures): 2 bytes further."""
+    w = peek(mod, place)
+    assert (w >> 16) & 0x7FF != 0x7FF
+    poke(mod, place, w + (1 << 16))
+
+
+# --- ARM: direct branches -----------------------------------------------------------------------
+@pytest.mark.parametrize("placement", ["window", "vmalloc"])
+@pytest.mark.parametrize("rtype", [28, 29], ids=["bl-helper", "bne-helper"])
+def test_arm_local_branch_corrupted(objects, placement, rtype):
+    mod = load(objects, False, placement)
+    b = row(mod, "helper", rtype)
+    assert int(b["plt"]) == 0
+    bump_arm(mod, int(b["place"]))
+    f = only_failure(mod, int(b["place"]), via_plt=0, symbol="helper")
+    assert f.expected == int(b["target"]) and f.actual == int(b["target"]) + 4
+
+
+@pytest.mark.parametrize("symbol", ["ext_call", "ext_tail"])
+def test_arm_direct_kernel_branch_corrupted(objects, symbol):
+    mod = load(objects, False, "window")
+    b = row(mod, symbol)
+    assert int(b["plt"]) == 0                            # the module window reaches the kernel
+    bump_arm(mod, int(b["place"]))
+    f = only_failure(mod, int(b["place"]), via_plt=0)
+    assert f.actual == int(b["target"]) + 4
+
+
+@pytest.mark.parametrize("cond", CONDS + ["bleq"])
+def test_arm_conditional_branch_corrupted(objects, cond):
+    """The verifier must make each condition pass; a branch it never takes looks fine."""
+    mod = load(objects, False, "window")
+    b = row(mod, f"ext_{cond}")
+    place = int(b["place"])
+    assert peek(mod, place) >> 28 == COND_CODE.get(cond, 0)
+    bump_arm(mod, place)
+    f = only_failure(mod, place, via_plt=0)
+    assert f.actual == int(b["target"]) + 4
+
+
+@pytest.mark.parametrize("cond", CONDS + ["bleq", "tail", "call"])
+def test_arm_veneer_routed_branch_corrupted(objects, cond):
+    """A branch through a PLT veneer that no longer reaches its slot (it lands on the next one,
+    a valid `ldr pc`, which goes to another kernel function)."""
+    mod = load(objects, False, "vmalloc")
+    b = row(mod, f"ext_{cond}")
+    place, slot = int(b["place"]), int(b["plt"])
+    assert slot
+    bump_arm(mod, place)
+    f = only_failure(mod, place, via_plt=slot, reason="did not reach its PLT slot")
+    assert f.actual == slot + 4
+
+
+def test_arm_bl_turned_into_blx_is_wrong_instruction_set(objects):
+    mod = load(objects, False, "window")
+    b = row(mod, "helper", 28)
+    place = int(b["place"])
+    poke(mod, place, (peek(mod, place) & 0x00FFFFFF) | 0xFA000000)      # BLX imm: same address, Thumb
+    f = only_failure(mod, place, reason="right address, wrong instruction set")
+    assert f.actual == int(b["target"]) | 1
+
+
+# --- PLT entries (veneers) ----------------------------------------------------------------------
+def _entry(mod, symbol):
+    e = [e for e in mod.plt_entries if e.symbol == symbol]
+    assert len(e) == 1
+    return e[0]
+
+
+@pytest.mark.parametrize("thumb", [False, True])
+def test_plt_literal_corrupted(objects, thumb):
+    mod = load(objects, thumb, "vmalloc")
+    e = _entry(mod, "ext_call")
+    poke(mod, e.addr + mod.config.plt_stride, e.target + 0x40)
+    r = verify_module(mod)
+    assert [p.slot for p in r.plt_failures] == [e.addr]
+    assert r.plt_failures[0].actual & ~1 == (e.target & ~1) + 0x40
+    b = row(mod, "ext_call")
+    assert [f.site for f in r.branch_failures] == [int(b["place"])]
+    assert r.branch_failures[0].via_plt == e.addr
+    assert r.summary() == (f"branches verified: {r.branches_total - 1}/{r.branches_total}, "
+                           f"PLT entries verified: {r.plt_total - 1}/{r.plt_total}")
+
+
+@pytest.mark.parametrize("thumb", [False, True])
+def test_plt_ldr_corrupted(objects, thumb):
+    """The veneer's `ldr pc, [pc, #off]` reading the neighbouring literal."""
+    mod = load(objects, thumb, "vmalloc")
+    e = _entry(mod, "ext_tail")
+    w = peek(mod, e.addr)
+    assert w == mod.config.plt_ldr
+    poke(mod, e.addr, w + ((4 << 16) if thumb else 4))                   # imm12 + 4
+    r = verify_module(mod)
+    assert [p.slot for p in r.plt_failures] == [e.addr]
+    assert [f.site for f in r.branch_failures] == [int(row(mod, "ext_tail")["place"])]
+
+
+@pytest.mark.parametrize("thumb", [False, True])
+def test_plt_literal_wrong_instruction_set(objects, thumb):
+    """Bit 0 of the literal selects the state: flipping it must be caught (ARM kernel: Thumb
+    state at an ARM function; Thumb kernel: ARM state at a Thumb function)."""
+    mod = load(objects, thumb, "vmalloc")
+    e = _entry(mod, "ext_call")
+    poke(mod, e.addr + mod.config.plt_stride, e.target ^ 1)
+    r = verify_module(mod)
+    assert [p.slot for p in r.plt_failures] == [e.addr]
+    bf = r.branch_failures
+    assert [f.site for f in bf] == [int(row(mod, "ext_call")["place"])]
+    assert bf[0].reason == "right address, wrong instruction set"
+
+
+# --- Thumb-2 ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("placement", ["window", "vmalloc"])
+@pytest.mark.parametrize("symbol", ["ext_call", "helper", "ext_eq", "ext_tail"],
+                         ids=["bl-kernel", "bl-local", "it-beq.w", "b.w"])
+def test_thumb_branch_corrupted(objects, placement, symbol):
+    mod = load(objects, True, placement)
+    b = row(mod, symbol)
+    place, slot = int(b["place"]), int(b["plt"])
+    bump_thumb(mod, place)
+    if slot:
+        f = only_failure(mod, place, via_plt=slot, reason="did not reach its PLT slot")
+        assert f.actual == (slot + 2) | 1
+    else:
+        f = only_failure(mod, place, via_plt=0)
+        assert f.actual == (int(b["target"]) + 2) | 1
+
+
+def test_thumb_bl_turned_into_blx_is_wrong_instruction_set(objects):
+    mod = load(objects, True, "window")
+    b = row(mod, "helper")
+    place = int(b["place"])
+    w = peek(mod, place)
+    poke(mod, place, w & ~(1 << 28) & ~(1 << 16))       # lower half: bit 12 (BL) and H clear = BLX
+    f = only_failure(mod, place)
+    assert f.actual is not None and not f.actual & 1     # arrived in ARM state
