@@ -1,0 +1,231 @@
+"""Both sides of the ELF validity bounds kernel/module/main.c applies before loading (6.1:
+elf_validity_cache_copy(), module_sig_check's neighbours, find_sec()), through the public
+read_object() only: one accepted input at the bound, one refused input just past it. The
+expected behaviour is the kernel's; no message wording is asserted beyond ElfFormatError."""
+import struct
+
+import pytest
+
+from armload.elf import read_object
+from armload.errors import ElfFormatError
+from conftest import sample
+
+HELLO = sample("hello-arm.ko")
+SYMBYTES = 16
+
+
+def base():
+    return bytearray(open(HELLO, "rb").read())
+
+
+def shoff(b):
+    return struct.unpack_from("<I", b, 32)[0]
+
+
+def shnum(b):
+    return struct.unpack_from("<H", b, 48)[0]
+
+
+def shdr_at(b, idx):
+    return shoff(b) + 40 * idx
+
+
+def field(b, idx, name):
+    return {"sh_name": 0, "sh_type": 4, "sh_flags": 8, "sh_addr": 12, "sh_offset": 16, "sh_size": 20,
+            "sh_link": 24, "sh_info": 28}[name] + shdr_at(b, idx)
+
+
+def get(b, idx, name):
+    return struct.unpack_from("<I", b, field(b, idx, name))[0]
+
+
+def put(b, idx, name, value):
+    struct.pack_into("<I", b, field(b, idx, name), value)
+
+
+def index_of(name):
+    return next(s.index for s in read_object(HELLO).sections if s.name == name)
+
+
+def accepts(b):
+    return read_object("x.ko", bytes(b))
+
+
+def refuses(b):
+    with pytest.raises(ElfFormatError):
+        read_object("x.ko", bytes(b))
+
+
+def test_header_length():
+    refuses(base()[:51])                          # len < sizeof(Elf32_Ehdr)
+    refuses(b"")
+
+
+def test_section_header_table_must_fit():
+    """e_shoff + e_shnum * e_shentsize may end exactly at the end of the file, not one byte past."""
+    b = base()
+    assert shoff(b) + 40 * shnum(b) == len(b)
+    accepts(b)
+    refuses(b[:-1])
+    b2 = base()
+    struct.pack_into("<I", b2, 32, shoff(b2) + 1)          # table shifted one byte past the end
+    refuses(b2)
+
+
+@pytest.mark.parametrize("secname", [".comment", ".note.GNU-stack"])
+def test_section_may_end_at_end_of_file(secname):
+    """sh_offset + sh_size > file size is refused; == is fine (the kernel's overflow check)."""
+    i = index_of(secname)
+    b = base()
+    put(b, i, "sh_size", len(b) - get(b, i, "sh_offset"))
+    accepts(b)
+    put(b, i, "sh_size", len(b) - get(b, i, "sh_offset") + 1)
+    refuses(b)
+
+
+def test_section_offset_plus_size_wraps():
+    i = index_of(".comment")
+    b = base()
+    put(b, i, "sh_size", 0x100000000 - get(b, i, "sh_offset"))      # offset + size wraps to 0
+    refuses(b)
+
+
+def test_nobits_section_is_not_bounded_by_the_file():
+    i = index_of(".bss")
+    b = base()
+    put(b, i, "sh_size", 0x10000000)
+    assert accepts(b).sections[i].sh_size == 0x10000000
+
+
+def test_section_name_index():
+    """e_shstrndx must be a real section: 0 and e_shnum are refused."""
+    b = base()
+    n = shnum(b)
+    for bad in (0, n, 0xFFFF):
+        b2 = base()
+        struct.pack_into("<H", b2, 50, bad)
+        refuses(b2)
+    assert struct.unpack_from("<H", b, 50)[0] == n - 1
+    accepts(b)
+
+
+def test_section_zero_must_be_null():
+    b = base()
+    put(b, 0, "sh_type", 1)
+    refuses(b)
+    b = base()
+    put(b, 0, "sh_size", 4)
+    refuses(b)
+
+
+def test_section_name_table_must_be_nul_terminated():
+    b = base()
+    i = struct.unpack_from("<H", b, 50)[0]
+    end = get(b, i, "sh_offset") + get(b, i, "sh_size")
+    assert b[end - 1] == 0
+    b[end - 1] = ord("x")
+    refuses(b)
+
+
+def _sym_off(b, idx):
+    st = index_of(".symtab")
+    return get(b, st, "sh_offset") + SYMBYTES * idx
+
+
+@pytest.mark.parametrize("value,ok", [(None, True), ("n-1", True), ("n", False), (0xFEFF, False),
+                                      (0xFF00, True), (0xFFF1, True), (0xFFFF, True)])
+def test_symbol_section_index(value, ok):
+    """st_shndx >= e_shnum is refused unless it is a reserved index (>= SHN_LORESERVE)."""
+    b = base()
+    n = shnum(b)
+    sym = 1
+    if value is not None:
+        v = {"n-1": n - 1, "n": n}.get(value, value)
+        struct.pack_into("<H", b, _sym_off(b, sym) + 14, v)
+    (accepts if ok else refuses)(b)
+
+
+def test_symbol_name_offset():
+    """st_name must lie inside the symbol string table (its last byte, a NUL, is the limit)."""
+    b = base()
+    size = get(b, index_of(".strtab"), "sh_size")
+    struct.pack_into("<I", b, _sym_off(b, 1), size - 1)
+    assert accepts(b).sym_name(1) == ""
+    struct.pack_into("<I", b, _sym_off(b, 1), size)
+    refuses(b)
+
+
+def _rename(b, idx, to):
+    """Point section idx's sh_name at the string `to` already in .shstrtab."""
+    i = struct.unpack_from("<H", b, 50)[0]
+    tab = bytes(b[get(b, i, "sh_offset"):get(b, i, "sh_offset") + get(b, i, "sh_size")])
+    put(b, idx, "sh_name", tab.index(to.encode() + b"\0"))
+
+
+def test_exactly_one_this_module():
+    b = base()
+    _rename(b, index_of(".comment"), ".gnu.linkonce.this_module")
+    refuses(b)
+
+
+def test_only_one_modinfo():
+    b = base()
+    _rename(b, index_of(".comment"), ".modinfo")
+    refuses(b)
+
+
+def test_this_module_must_have_size_and_alloc():
+    i = index_of(".gnu.linkonce.this_module")
+    b = base()
+    put(b, i, "sh_size", 0)
+    refuses(b)
+    b = base()
+    put(b, i, "sh_flags", get(b, i, "sh_flags") & ~2)
+    refuses(b)
+
+
+def test_exactly_one_symbol_table():
+    b = base()
+    put(b, index_of(".symtab"), "sh_type", 1)        # no SHT_SYMTAB left: stripped
+    refuses(b)
+    b = base()
+    put(b, index_of(".comment"), "sh_type", 2)       # a second SHT_SYMTAB
+    refuses(b)
+
+
+def test_rel_count_truncates_like_the_kernel():
+    """sh_size / sizeof(Elf32_Rel): a partial trailing entry is ignored, not an error."""
+    i = index_of(".rel.init.text")
+    b = base()
+    n = get(b, i, "sh_size") // 8
+    put(b, i, "sh_size", n * 8 - 1)
+    assert len(accepts(b).rels[i]) == n - 1
+    put(b, i, "sh_size", n * 8 + 7)
+    assert len(accepts(b).rels[i]) == n
+
+
+@pytest.mark.parametrize("off,value", [(4, 2), (5, 2), (4, 0), (5, 0)])
+def test_class_and_data_encoding(off, value):
+    b = base()
+    b[off] = value
+    refuses(b)
+
+
+@pytest.mark.parametrize("e_type,ok", [(1, True), (0, False), (2, False), (3, False), (4, False)])
+def test_only_relocatable_objects(e_type, ok):
+    b = base()
+    struct.pack_into("<H", b, 16, e_type)
+    (accepts if ok else refuses)(b)
+
+
+@pytest.mark.parametrize("machine,ok", [(40, True), (3, False), (62, False), (183, False)])
+def test_only_arm(machine, ok):
+    b = base()
+    struct.pack_into("<H", b, 18, machine)
+    (accepts if ok else refuses)(b)
+
+
+def test_section_header_entry_size():
+    b = base()
+    struct.pack_into("<H", b, 46, 41)
+    refuses(b)
