@@ -262,3 +262,73 @@ def test_thumb_bl_turned_into_blx_is_wrong_instruction_set(objects):
     poke(mod, place, w & ~(1 << 28) & ~(1 << 16))       # lower half: bit 12 (BL) and H clear = BLX
     f = only_failure(mod, place)
     assert f.actual is not None and not f.actual & 1     # arrived in ARM state
+
+
+# --- what the report says -----------------------------------------------------------------------
+def test_report_text_and_json_for_a_corrupted_veneer(objects):
+    mod = load(objects, False, "vmalloc")
+    e, b = _entry(mod, "ext_call"), row(mod, "ext_call")
+    place = int(b["place"])
+    poke(mod, e.addr + mod.config.plt_stride, e.target + 0x40)
+    r = verify_module(mod)
+    n, m = r.branches_total, r.plt_total
+    assert r.via_plt == int((mod.branches["plt"] != 0).sum()) == 17
+    landed = [n for n, rs in mod.resolved.items() if rs.addr == e.target + 0x40]     # another kernel function
+    assert len(landed) == 1
+    want_b = (f"{place:#010x} {mod.symbolize(place)}: R_ARM_CALL ext_call via PLT {e.addr:#010x}: "
+              f"expected {e.target:#010x} (ARM), actual {e.target + 0x40:#010x} (ARM) <{landed[0]}>")
+    want_p = (f"PLT slot {e.addr:#010x} (ext_call): expected {e.target:#010x} (ARM), "
+              f"actual {e.target + 0x40:#010x} (ARM)")
+    assert r.branch_failures[0].format() == want_b
+    assert r.plt_failures[0].format() == want_p
+    assert r.format().splitlines() == [
+        f"{mod.name}: branches verified: {n - 1}/{n}, PLT entries verified: {m - 1}/{m} (17 branches through PLT veneers)",
+        "  FAIL " + want_b, "  FAIL " + want_p]
+    d = r.to_dict()
+    assert d == {"module": mod.name, "ok": False, "branches_total": n, "branches_verified": n - 1, "plt_total": m,
+                 "plt_verified": m - 1, "branches_via_plt": 17, "elapsed": d["elapsed"],
+                 "branch_failures": [{"site": place, "site_sym": mod.symbolize(place), "rtype": "R_ARM_CALL",
+                                      "symbol": "ext_call", "expected": e.target, "actual": e.target + 0x40,
+                                      "via_plt": e.addr, "reason": "", "actual_sym": landed[0]}],
+                 "plt_failures": [{"slot": e.addr, "symbol": "ext_call", "expected": e.target,
+                                   "actual": e.target + 0x40, "reason": ""}]}
+
+
+def test_report_names_where_a_local_branch_went(objects):
+    mod = load(objects, False, "window")
+    b = row(mod, "helper", 28)
+    place, target = int(b["place"]), int(b["target"])
+    bump_arm(mod, place)
+    f = only_failure(mod, place)
+    assert f.actual_sym == mod.symbolize(target + 4) and f.actual_sym.startswith("helper+0x4/")
+    assert f.format() == (f"{place:#010x} {mod.symbolize(place)}: R_ARM_CALL helper: expected {target:#010x} (ARM), "
+                          f"actual {target + 4:#010x} (ARM) <{f.actual_sym}>")
+    clean = verify_module(load(objects, False, "window"))
+    assert clean.format() == f"{mod.name}: {clean.summary()}" and clean.to_dict()["ok"] is True
+
+
+def test_report_for_a_site_that_no_longer_branches(objects):
+    mod = load(objects, True, "window")
+    b = row(mod, "helper")
+    place = int(b["place"])
+    poke(mod, place, 0xDEFEDEFE)                          # two Thumb `udf #254`: no branch at all
+    f = only_failure(mod, place, actual=None)
+    assert "UC_ERR_INSN_INVALID" in f.reason and "(Thumb), actual nowhere — " in f.format()
+    mod = load(objects, False, "window")
+    b = row(mod, "helper", 28)
+    place = int(b["place"])
+    poke(mod, place, 0xE7F000F0)                          # ARM udf: the CPU faults
+    f = only_failure(mod, place, actual=None)
+    assert f.reason and "nowhere" in f.format() and f.format().endswith(" — " + f.reason)
+    assert f.expected == int(b["target"]) and "(ARM), actual nowhere" in f.format()
+
+
+def test_thumb_report_marks_the_state(objects):
+    mod = load(objects, True, "window")
+    b = row(mod, "helper")
+    place, target = int(b["place"]), int(b["target"])
+    bump_thumb(mod, place)
+    f = only_failure(mod, place)
+    assert f.expected == target | 1
+    assert f"expected {target & ~1:#010x} (Thumb), actual {(target & ~1) + 2:#010x} (Thumb)" in f.format()
+    assert f.rtype == "R_ARM_THM_CALL"
