@@ -146,3 +146,22 @@ def test_counts_per_type_and_branch_rows():
     (offs, places, types, symi, targets, slots), = res.branches
     assert offs.tolist() == [0, 4] and places.tolist() == [P, P + 4] and types.tolist() == [28, 29]
     assert symi.tolist() == [1, 1] and targets.tolist() == [P + 0x20, P + 0x20] and slots.tolist() == [0, 0]
+
+
+def test_plt_exhaustion_names_the_entry_that_overflows():
+    """A 2-entry PLT and three far calls to different functions: the kernel gives the first two
+    their slots and hits BUG_ON at the third (reloc 2); the two before it are fine."""
+    from armload.plt import PltSection
+    cfg = CFG.with_(module_plts=True, dynamic_ftrace=False)
+    sec = PltSection("core", P + 0x1000, 16, cfg, ())
+    router = PltRouter(core=sec, init=None, within_init=lambda p: np.zeros(len(p), bool), algorithm="v6")
+    e = refused([(0, 1, 28, BL), (4, 2, 28, BL), (8, 3, 28, BL)], cls=PltError, config=cfg, plt=router,
+                values=(0, 0x10000000, 0x10000100, 0x10000200, 0), stypes=(0, 2, 2, 2, 0),
+                names=("", "a", "b", "c", ""), symcount=4)
+    assert e.message.startswith("m: section 3 reloc 2 sym 'c': module PLT section exhausted")
+    mem = run([(0, 1, 28, BL), (4, 2, 28, BL)], config=cfg, values=(0, 0x10000000, 0x10000100, 0),
+              stypes=(0, 2, 2, 0), names=("", "a", "b", ""), symcount=3,
+              plt=PltRouter(core=PltSection("core", P + 0x1000, 16, cfg, ()), init=None,
+                            within_init=lambda p: np.zeros(len(p), bool), algorithm="v6"))
+    w = np.frombuffer(mem[:8].tobytes(), "<u4")
+    assert w.tolist() == [0xEB000000 | ((0x1000 - 8) >> 2), 0xEB000000 | ((0x1004 - 4 - 8) >> 2)]

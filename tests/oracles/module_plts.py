@@ -77,3 +77,74 @@ def kernel_plt_counts(path):
             else:
                 init_plts += n
     return core_plts, init_plts
+
+
+# --- get_module_plt(), on a model of the PLT section's memory -------------------------------------
+class Bug(Exception):
+    """BUG() / BUG_ON() in get_module_plt: the section is full."""
+
+
+class PltMemory:
+    """struct plt_entries[] in a zeroed (SHT_NOBITS) section: ldr[PLT_ENT_COUNT], lit[PLT_ENT_COUNT]."""
+
+    def __init__(self, base: int, size: int, stride: int, ldr: int):
+        self.base, self.size, self.n, self.ldr_word = base, size, stride // 4, ldr
+        self.groups = [[[0] * self.n, [0] * self.n] for _ in range(size // (2 * stride))]
+        self.plt_count = 0
+
+    def addr(self, g: int, i: int) -> int:
+        return self.base + g * 8 * self.n + 4 * i
+
+    def image(self) -> bytes:
+        out = bytearray()
+        for ldr, lit in self.groups:
+            for w in ldr + lit:
+                out += w.to_bytes(4, "little")
+        return bytes(out) + bytes(self.size - len(out))
+
+
+def get_module_plt_v61(sec: PltMemory, val: int, fixed_plts: tuple = ()) -> int:
+    """6.1: prealloc_fixed(), the fixed entries, then only the last allocated entry is reused."""
+    if fixed_plts and not sec.plt_count:                         # prealloc_fixed()
+        sec.plt_count = len(fixed_plts)
+        sec.groups[0][0] = [sec.ldr_word] * sec.n
+        sec.groups[0][1][:len(fixed_plts)] = list(fixed_plts)
+    for idx in range(len(fixed_plts)):
+        if sec.groups[0][1][idx] == val:
+            return sec.addr(0, idx)
+    g = idx = 0
+    if sec.plt_count > 0:
+        g = (sec.plt_count - 1) // sec.n
+        idx = (sec.plt_count - 1) % sec.n
+        if sec.groups[g][1][idx] == val:
+            return sec.addr(g, idx)
+        idx = (idx + 1) % sec.n
+        if not idx:
+            g += 1
+    sec.plt_count += 1
+    if sec.plt_count * 8 > sec.size:                              # BUG_ON
+        raise Bug()
+    if not idx:                                                   # populate a new set of entries
+        sec.groups[g] = [[sec.ldr_word] * sec.n, [val] + [0] * (sec.n - 1)]
+    else:
+        sec.groups[g][1][idx] = val
+    return sec.addr(g, idx)
+
+
+def get_module_plt_scan(sec: PltMemory, val: int) -> int:
+    """The one-.plt O(n^2) generation (before the 2016 sorting series): any equal literal is reused."""
+    c = sec.plt_count
+    for g in range(len(sec.groups)):
+        ldr, lit = sec.groups[g]
+        if not c:
+            sec.groups[g] = [[sec.ldr_word] * sec.n, [val] + [0] * (sec.n - 1)]
+            sec.plt_count += 1
+            return sec.addr(g, 0)
+        for i in range(sec.n):
+            if not lit[i]:
+                lit[i] = val
+                sec.plt_count += 1
+            if lit[i] == val:
+                return sec.addr(g, i)
+        c -= sec.n
+    raise Bug()
