@@ -31,8 +31,12 @@ init_module:
 """ + "".join(f"\tb{c}\text_{c}\n" for c in CONDS) + """
 	bleq	ext_bleq
 	bne	helper
+	bl	arm_label
 	pop	{r4, pc}
 	.size	init_module, . - init_module
+	.global	arm_label
+arm_label:
+	bx	lr
 	.global	helper
 	.type	helper, %function
 helper:
@@ -54,8 +58,12 @@ init_module:
 	bl	helper
 	it	eq
 	beq.w	ext_eq
+	bl	thumb_label
 	b.w	ext_tail
 	.size	init_module, . - init_module
+	.global	thumb_label
+thumb_label:
+	bx	lr
 	.global	helper
 	.type	helper, %function
 	.thumb_func
@@ -80,10 +88,10 @@ def objects(tmp_path_factory, binutils):
     return out
 
 
-def load(objects, thumb, placement):
+def load(objects, thumb, placement, kernel=None):
     """A fresh module that verifies cleanly before the test corrupts it."""
     cfg = KernelConfig(thumb2=thumb)
-    mod = Session(Kernel.builtin(cfg), cfg, placement).load(objects["thumb" if thumb else "arm"])
+    mod = Session(kernel or Kernel.builtin(cfg), cfg, placement).load(objects["thumb" if thumb else "arm"])
     r = verify_module(mod)
     assert r.ok and r.branches_ok == r.branches_total == len(mod.branches) > 0, r.format()
     return mod
@@ -177,6 +185,9 @@ def test_arm_veneer_routed_branch_corrupted(objects, cond):
     bump_arm(mod, place)
     f = only_failure(mod, place, via_plt=slot, reason="did not reach its PLT slot")
     assert f.actual == slot + 4
+    nxt = [e for e in mod.plt_entries if e.addr == slot + 4]
+    plt = next(s for s in mod.sections if s.name == ".plt")
+    assert f.actual_sym == (f"plt: {nxt[0].symbol}" if nxt else f".plt+{slot + 4 - plt.addr:#x}")
 
 
 def test_arm_bl_turned_into_blx_is_wrong_instruction_set(objects):
@@ -332,3 +343,42 @@ def test_thumb_report_marks_the_state(objects):
     assert f.expected == target | 1
     assert f"expected {target & ~1:#010x} (Thumb), actual {(target & ~1) + 2:#010x} (Thumb)" in f.format()
     assert f.rtype == "R_ARM_THM_CALL"
+
+
+def test_report_names_kernel_symbols_when_given_the_kernel(objects):
+    kernel = Kernel.builtin(KernelConfig())
+    mod = load(objects, False, "window", kernel)
+    b = row(mod, "ext_call")
+    place, target = int(b["place"]), int(b["target"])
+    bump_arm(mod, place)
+    assert verify_module(mod).branch_failures[0].actual_sym == ""             # no kernel: no name
+    f = verify_module(mod, kernel).branch_failures[0]
+    assert f.actual_sym == kernel.symbolize(target + 4) and f.actual_sym
+
+
+@pytest.mark.parametrize("thumb,label", [(False, "arm_label"), (True, "thumb_label")])
+def test_state_of_a_non_function_target_comes_from_mapping_symbols(objects, thumb, label):
+    """A branch to a label that is not STT_FUNC carries no state bit: $a/$t decide (so a Thumb
+    label reached in ARM state, or the reverse, is a failure)."""
+    mod = load(objects, thumb, "window")
+    b = row(mod, label)
+    target = int(b["target"])
+    assert not target & 1
+    place = int(b["place"])
+    if thumb:
+        bump_thumb(mod, place)
+        f = only_failure(mod, place)
+        assert f.expected == target | 1 and f.actual == (target + 2) | 1
+    else:
+        bump_arm(mod, place)
+        f = only_failure(mod, place)
+        assert f.expected == target and f.actual == target + 4
+
+
+def test_site_outside_the_image_is_a_failure(objects):
+    mod = load(objects, False, "window")
+    i = next(i for i, b in enumerate(mod.branches) if mod.sym_names[int(b["sym"])] == "helper")
+    mod.branches["place"][i] = 0x10000000                   # bookkeeping pointing outside module memory
+    r = verify_module(mod)
+    assert [(f.site, f.actual, f.reason) for f in r.branch_failures] == [(0x10000000, None,
+                                                                          "site outside the module image")]
