@@ -17,7 +17,7 @@ from armload.plt import count_plts, heapsort_order, kernel_order
 from armload.synth import make_module
 from conftest import all_kos
 from oracles.kernel_sort import cmp_3way, cmp_rel, kernel_sort, sort_classic, sort_r_v52
-from oracles.module_plts import kernel_plt_counts
+from oracles.module_plts import kernel_plt_counts, kernel_plt_counts_2016
 
 VARIANTS = {"v6": sort_r_v52, "sorted": sort_classic}
 R_ARM_CALL, R_ARM_JUMP24, R_ARM_THM_CALL, R_ARM_ABS32 = 28, 29, 10, 2
@@ -80,8 +80,10 @@ def _oracle_sequence(r_info, words, variant):
     return [(i, _addend(i & 0xFF, w)) for w, i in rels]
 
 
-rel_entry = st.tuples(st.sampled_from([R_ARM_CALL, R_ARM_JUMP24, R_ARM_ABS32]), st.integers(1, 4),
-                      st.sampled_from([ZERO, PLUS8, 0xEB000004, 0x0AFFFFFE, 0xEAFFFFFE]))
+rel_entry = st.tuples(st.sampled_from([R_ARM_CALL, R_ARM_JUMP24, R_ARM_ABS32, R_ARM_THM_CALL, 30, 1]),
+                      st.integers(1, 4) | st.sampled_from([65535, 65536, 65537, 0xFFFFFF]),
+                      st.sampled_from([ZERO, PLUS8, 0xEB000004, 0x0AFFFFFE, 0xEAFFFFFE, 0xFFFEF7FF, 0xBFFEF7FF,
+                                       0xF800F000]))
 
 
 @settings(max_examples=300, deadline=None)
@@ -114,9 +116,13 @@ def test_count_plts_mixed_addends_equals_module_plts(tmp_path, thumb):
     p.write_bytes(make_module(30_000, n_externals=150, mixed_addends=True, thumb=thumb, seed=3))
     c, _ = count_plts(read_object(str(p)), KernelConfig(thumb2=thumb), "v6")
     assert (c.core, c.init) == kernel_plt_counts(str(p))
+    c, _ = count_plts(read_object(str(p)), KernelConfig(thumb2=thumb), "sorted")
+    assert (c.core, c.init) == (kernel_plt_counts_2016(str(p)), 0)
 
 
 @pytest.mark.parametrize("path", all_kos(), ids=lambda p: p.rsplit("/", 1)[-1])
 def test_count_plts_samples_equal_module_plts(path):
     c, _ = count_plts(read_object(path), KernelConfig(thumb2="thumb2" in path), "v6")
     assert (c.core, c.init) == kernel_plt_counts(path)
+    c, _ = count_plts(read_object(path), KernelConfig(thumb2="thumb2" in path), "sorted")
+    assert (c.core, c.init) == (kernel_plt_counts_2016(path), 0)

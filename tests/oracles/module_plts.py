@@ -50,17 +50,57 @@ def count_plts(syms_shndx, base, rel, num, dstidx):
     return ret
 
 
-def kernel_plt_counts(path):
+class _RawShndx:
+    """syms[ELF32_R_SYM(r_info)].st_shndx read from the file image, as the kernel does: the index
+    equal to the symbol count reads the 16 bytes after the table (find_sec/elf checks allow it)."""
+
+    def __init__(self, data: bytes, sym_offset: int):
+        self.data, self.off = data, sym_offset
+
+    def __getitem__(self, i):
+        o = self.off + 16 * i + 14
+        return struct.unpack_from("<H", self.data, o)[0] if o + 2 <= len(self.data) else 0
+
+
+def count_plts_2016(syms_shndx, base, rel, num):
+    """The 2016 series (one .plt): only branches to SHN_UNDEF symbols are considered."""
+    ret = 0
+    for i in range(num):
+        if ELF32_R_TYPE(rel[i][1]) in (R_ARM_CALL, R_ARM_PC24, R_ARM_JUMP24, R_ARM_THM_CALL, R_ARM_THM_JUMP24):
+            if syms_shndx[ELF32_R_SYM(rel[i][1])] != 0:
+                continue
+            if not is_zero_addend_relocation(base, rel[i]) or not duplicate_rel(base, rel, i):
+                ret += 1
+    return ret
+
+
+def kernel_plt_counts_2016(path):
+    """module_frob_arch_sections() of the 2016 series: the one .plt's entry count (classic sort)."""
+    return kernel_plt_counts(path, generation="sorted")
+
+
+def kernel_plt_counts(path, generation="v6"):
     """module_frob_arch_sections(): (core_plts, init_plts) for a 6.1 armmp kernel."""
     from elftools.elf.elffile import ELFFile
     with open(path, "rb") as f:
+        data = f.read()
+        f.seek(0)
         elf = ELFFile(f)
         secs = list(elf.iter_sections())
         symtab = next(s for s in secs if s["sh_type"] == "SHT_SYMTAB")
-        shndx = []
-        for sym in symtab.iter_symbols():
-            v = sym["st_shndx"]
-            shndx.append(SHN.get(v, v) if isinstance(v, str) else v)
+        shndx = _RawShndx(data, symtab["sh_offset"])
+        if generation == "sorted":
+            total = 0
+            for idx, s in enumerate(secs):
+                if idx == 0 or s["sh_type"] != "SHT_REL":
+                    continue
+                dst = secs[s["sh_info"]]
+                if not (dst["sh_flags"] & SHF_EXECINSTR):
+                    continue
+                rels = [(r["r_offset"], r["r_info"]) for r in s.iter_relocations()]
+                kernel_sort(rels, "sorted")
+                total += count_plts_2016(shndx, dst.data(), rels, len(rels))
+            return total
         core_plts = init_plts = FIXED_PLTS
         for idx, s in enumerate(secs):
             if idx == 0 or s["sh_type"] != "SHT_REL":
