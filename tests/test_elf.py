@@ -242,3 +242,85 @@ def test_section_header_entry_size():
     b = base()
     struct.pack_into("<H", b, 46, 41)
     refuses(b, "Invalid ELF section header size")
+
+
+# --- what read_object hands on (checked against pyelftools, an independent parser) ----------------
+def _pyelftools(path):
+    import io
+    from elftools.elf.elffile import ELFFile
+    return ELFFile(io.BytesIO(open(path, "rb").read()))
+
+
+@pytest.mark.parametrize("name", ["hello-arm.ko", "importer-thumb2.ko", "initcore-arm.ko"])
+def test_sections_symbols_rels_match_pyelftools(name):
+    path = sample(name)
+    obj = read_object(path)
+    elf = _pyelftools(path)
+    assert [(s.index, s.name, s.sh_type, s.sh_offset, s.sh_size, s.sh_link, s.sh_info, s.sh_flags, s.sh_addralign,
+             s.sh_entsize, s.sh_addr) for s in obj.sections] == [
+        (i, s.name, s.header["sh_type"] if isinstance(s.header["sh_type"], int) else _SHT[s.header["sh_type"]],
+         s["sh_offset"], s["sh_size"], s["sh_link"], s["sh_info"], s["sh_flags"], s["sh_addralign"], s["sh_entsize"],
+         s["sh_addr"]) for i, s in enumerate(elf.iter_sections())]
+    symtab = elf.get_section_by_name(".symtab")
+    assert obj.symtab_index == next(i for i, s in enumerate(elf.iter_sections()) if s.name == ".symtab")
+    assert obj.symcount == symtab.num_symbols()
+    assert obj.sym_names == [s.name for s in symtab.iter_symbols()]
+    assert obj.symtab["st_value"].tolist() == [s["st_value"] for s in symtab.iter_symbols()]
+    assert obj.sym_name(obj.symcount) == "" and obj.sym_name(-1) == ""
+    from elftools.elf.relocation import RelocationSection
+    rels = {i: [(r["r_offset"], r["r_info"]) for r in s.iter_relocations()]
+            for i, s in enumerate(elf.iter_sections()) if isinstance(s, RelocationSection) and s["sh_type"] == "SHT_REL"}
+    assert {i: list(zip(a["r_offset"].tolist(), a["r_info"].tolist())) for i, a in obj.rels.items()} == rels
+    assert obj.e_flags == elf.header["e_flags"]
+    assert obj.section_by_name(".symtab").index == obj.symtab_index and obj.section_by_name(".nope") is None
+
+
+_SHT = {"SHT_NULL": 0, "SHT_PROGBITS": 1, "SHT_SYMTAB": 2, "SHT_STRTAB": 3, "SHT_RELA": 4, "SHT_NOBITS": 8,
+        "SHT_REL": 9, "SHT_NOTE": 7, "SHT_ARM_EXIDX": 0x70000001, "SHT_ARM_ATTRIBUTES": 0x70000003}
+
+
+def test_modinfo_and_name():
+    obj = read_object(HELLO)
+    raw = obj.section_bytes(obj.section_by_name(".modinfo"))
+    want = {}
+    for item in raw.split(b"\0"):
+        if b"=" in item:
+            k, v = item.decode().split("=", 1)
+            want.setdefault(k, []).append(v)
+    assert obj.modinfo == want and obj.name == want["name"][0] == "hello" and obj.is_module and not obj.warnings
+
+
+def test_name_from_this_module_when_modinfo_has_none():
+    """Without name= in .modinfo the kernel uses struct module's name (offset 12 on 32-bit ARM)."""
+    b = base()
+    i = index_of(".modinfo")
+    off = get(b, i, "sh_offset")
+    at = bytes(b[off:off + get(b, i, "sh_size")]).index(b"name=")
+    b[off + at:off + at + 4] = b"nXme"
+    obj = accepts(b)
+    assert "name" not in obj.modinfo and obj.name == "hello"
+
+
+def test_plain_object_is_named_after_the_file(tmp_path):
+    obj = read_object(sample("obj/relocs-arm-gcc12.o"))
+    assert not obj.is_module and obj.name == "relocs_arm_gcc12"
+    assert obj.warnings == ["not a kernel module (no .gnu.linkonce.this_module): loaded as a plain object"]
+    assert obj.modinfo == {}
+
+
+def test_rel_tables_are_private_copies_and_nobits_reads_zero():
+    b = bytes(base())
+    obj = read_object("x.ko", b)
+    i = index_of(".rel.init.text")
+    obj.rels[i]["r_info"][0] = 0                  # writable: not a view of the file bytes
+    assert read_object("x.ko", b).rels[i]["r_info"][0] != 0
+    bss = obj.section_by_name(".bss")
+    assert obj.section_bytes(bss) == bytes(bss.sh_size)
+    assert obj.section_bytes(obj.section_by_name(".comment")) == b[obj.section_by_name(".comment").sh_offset:][
+        :obj.section_by_name(".comment").sh_size]
+    assert obj.display == "x.ko" and obj.sections[1].alloc and not obj.section_by_name(".comment").alloc
+
+
+def test_unreadable_file(tmp_path):
+    with pytest.raises(ElfFormatError, match="cannot read"):
+        read_object(str(tmp_path / "missing.ko"))
