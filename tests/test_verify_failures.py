@@ -382,3 +382,35 @@ def test_site_outside_the_image_is_a_failure(objects):
     r = verify_module(mod)
     assert [(f.site, f.actual, f.reason) for f in r.branch_failures] == [(0x10000000, None,
                                                                           "site outside the module image")]
+
+
+def test_failure_lines_one_by_one():
+    from armload.verify import BranchFailure, PltFailure, VerifyResult
+    p1 = PltFailure(0xBF000040, None, 0xC0100001, None, "Invalid instruction")
+    assert p1.format() == "PLT slot 0xbf000040 (?): expected 0xc0100000 (Thumb), actual nowhere — Invalid instruction"
+    p2 = PltFailure(0xBF000044, "x", 0xC0100000, 0xC0100007)
+    assert p2.format() == "PLT slot 0xbf000044 (x): expected 0xc0100000 (ARM), actual 0xc0100006 (Thumb)"
+    assert p2.to_dict() == {"slot": 0xBF000044, "symbol": "x", "expected": 0xC0100000, "actual": 0xC0100007,
+                            "reason": ""}
+    b1 = BranchFailure(0xBF000004, "init+0x4/0x10", "R_ARM_CALL", "f", 0xBF000101, 0xBF000106, 0, "", "g+0x2/0x4")
+    assert b1.format() == ("0xbf000004 init+0x4/0x10: R_ARM_CALL f: expected 0xbf000100 (Thumb), "
+                           "actual 0xbf000106 (ARM) <g+0x2/0x4>")
+    b2 = BranchFailure(0xBF000008, "s", "R_ARM_JUMP24", "h", 0xBF000100, None, 0xBF000200, "boom")
+    assert b2.format() == ("0xbf000008 s: R_ARM_JUMP24 h via PLT 0xbf000200: expected 0xbf000100 (ARM), "
+                           "actual nowhere — boom")
+    b3 = BranchFailure(0xBF00000C, "s", "R_ARM_THM_CALL", "k", 0xBF000301, 0xBF000303, 0, "")
+    assert b3.format() == "0xbf00000c s: R_ARM_THM_CALL k: expected 0xbf000300 (Thumb), actual 0xbf000302 (Thumb)"
+    assert b2.to_dict() == {"site": 0xBF000008, "site_sym": "s", "rtype": "R_ARM_JUMP24", "symbol": "h",
+                            "expected": 0xBF000100, "actual": None, "via_plt": 0xBF000200, "reason": "boom",
+                            "actual_sym": ""}
+    r = VerifyResult("m", 10, 8, 4, 2, [b1, b2], [p1, p2], 0.5, 3)
+    assert not r.ok and r.summary() == "branches verified: 8/10, PLT entries verified: 2/4"
+    assert r.format().splitlines() == ["m: branches verified: 8/10, PLT entries verified: 2/4 (3 branches through "
+                                       "PLT veneers)", "  FAIL " + b1.format(), "  FAIL " + b2.format(),
+                                       "  FAIL " + p1.format(), "  FAIL " + p2.format()]
+    d = r.to_dict()
+    assert d == {"module": "m", "ok": False, "branches_total": 10, "branches_verified": 8, "plt_total": 4,
+                 "plt_verified": 2, "branches_via_plt": 3, "branch_failures": [b1.to_dict(), b2.to_dict()],
+                 "plt_failures": [p1.to_dict(), p2.to_dict()], "elapsed": 0.5}
+    assert VerifyResult("m", 1, 1, 0, 0).ok and VerifyResult("m", 1, 1, 0, 0, plt_failures=[p1]).ok is False
+    assert VerifyResult("m", 1, 1, 0, 0).format() == "m: branches verified: 1/1, PLT entries verified: 0/0"
