@@ -11,8 +11,8 @@ from oracles.apply_relocate import STT_FUNC
 from test_relocate_bounds import both
 
 u32 = st.integers(0, 0xFFFFFFFF)
-A = lambda v: np.array([v], dtype=np.int64)         # noqa: E731
-W = lambda v: np.array([v], dtype=np.uint32)        # noqa: E731
+A = lambda *v: np.array(v, dtype=np.int64)         # noqa: E731
+W = lambda *v: np.array(v, dtype=np.uint32)        # noqa: E731
 
 
 # --- codecs: decode(encode(x)) == x over the field, encode(decode(w)) == w for every word -----------
@@ -90,3 +90,29 @@ def test_branch_and_prel31_bounds_match_kernel(rtype, upper, d, P, stype):
        u32, u32, u32.map(lambda p: p & ~3 & 0xFFFFFFE0), st.sampled_from([0, 1, 2, STT_FUNC, 3]))
 def test_every_type_matches_kernel(rtype, word, S, P, stype):
     both(rtype, word, S, P, stype)
+
+
+# --- the row factories themselves (RELOCS is built at import; build fresh rows here) -------------
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from([(43, False, False, False), (44, False, False, True), (45, False, True, False),
+                        (46, False, True, True), (47, True, False, False), (48, True, False, True),
+                        (49, True, True, False), (50, True, True, True)]), u32, u32, u32)
+def test_mov_rows_built_by_the_factory(kind, word, S, P):
+    from armload.relocate import _mov
+    from oracles.apply_relocate import apply_relocate
+    rtype, thumb, prel, movt = kind
+    apply = _mov(thm_mov_decode if thumb else arm_mov_decode, thm_mov_encode if thumb else arm_mov_encode, prel, movt)
+    out, bad = apply(W(word), A(S), A(P))
+    assert bad is None and int(out[0]) == apply_relocate(rtype, word, S, P)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from([(0, 57), (1, 59)]), u32, u32, u32)
+def test_alu_rows_built_by_the_factory(kind, word, S, P):
+    from armload.relocate import _alu
+    from oracles.apply_relocate import apply_relocate
+    group, rtype = kind
+    out, bad = _alu(group)(W(word), A(S), A(P))
+    assert bad is None and int(out[0]) == apply_relocate(rtype, word, S, P)
+    two, _ = _alu(group)(W(word, word), A(S, S + 4), A(P, P))        # element-wise over arrays
+    assert int(two[0]) == int(out[0]) and int(two[1]) == apply_relocate(rtype, word, (S + 4) & 0xFFFFFFFF, P)
