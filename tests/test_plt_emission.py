@@ -120,3 +120,19 @@ def test_gather_words_reads_each_place_and_zero_past_the_end():
     assert gather_words(data, 4, 12, False, np.array([0, 8], np.uint32)).tolist() == [0x07060504, 0x0F0E0D0C]
     assert gather_words(data, 0, 16, True, offs).tolist() == [0] * 7            # SHT_NOBITS
     assert gather_words(data, 0, 0, False, np.array([0], np.uint32)).tolist() == [0]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.booleans(), st.lists(st.tuples(st.sampled_from([28, 29, 1, 10, 30, 2]), st.integers(0, 3),
+                                         st.sampled_from([0xEBFFFFFE, 0xEB000000, 0x0BFFFFFE, 0xFFFEF7FF,
+                                                          0xBFFEF7FF, 0xFFFEF7FE, 0xDFFEF7FF])), max_size=40))
+def test_legacy_hashed_count_equals_the_quadratic_scan(thumb2, entries):
+    from armload.plt import RelTable, count_legacy, count_legacy_quadratic
+    t = RelTable(1, 2, ".text", np.array([(s << 8) | ty for ty, s, _ in entries], np.uint32),
+                 np.arange(len(entries), dtype=np.uint32) * 4, np.array([w for _, _, w in entries], np.uint32))
+    shndx = np.array([0, 0, 5, 0, 0], np.int64)          # symbol 2 is defined, the others SHN_UNDEF
+    assert count_legacy(t, shndx, thumb2) == count_legacy_quadratic(t, shndx, thumb2)
+    # by hand: distinct (r_info, masked word) among branch candidates to undefined symbols
+    mask = 0x2FFF07FF if thumb2 else 0x00FFFFFF
+    keys = {((s << 8) | ty, w & mask) for ty, s, w in entries if ty in (28, 29, 1, 10, 30) and s != 2}
+    assert count_legacy(t, shndx, thumb2) == len(keys)

@@ -414,3 +414,14 @@ def test_failure_lines_one_by_one():
                  "plt_failures": [p1.to_dict(), p2.to_dict()], "elapsed": 0.5}
     assert VerifyResult("m", 1, 1, 0, 0).ok and VerifyResult("m", 1, 1, 0, 0, plt_failures=[p1]).ok is False
     assert VerifyResult("m", 1, 1, 0, 0).format() == "m: branches verified: 1/1, PLT entries verified: 0/0"
+
+
+def test_site_that_faults_on_a_data_access_arrives_nowhere(objects):
+    """A corrupted site that loads from unmapped memory: the faulting data address is not an
+    arrival (only an instruction fetch outside the image is)."""
+    mod = load(objects, False, "window")
+    b = row(mod, "helper", 28)
+    place = int(b["place"])
+    poke(mod, place, 0xE5900000)                          # ldr r0, [r0]  (r0 = 0: unmapped)
+    f = only_failure(mod, place, actual=None)
+    assert "UNMAPPED" in f.reason
