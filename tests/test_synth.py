@@ -1,7 +1,6 @@
 """Tests for armload.synth: synthetic kernel-module-like ELF objects."""
 
 import io
-import shutil
 import struct
 import subprocess
 import sys
