@@ -324,3 +324,26 @@ def test_rel_tables_are_private_copies_and_nobits_reads_zero():
 def test_unreadable_file(tmp_path):
     with pytest.raises(ElfFormatError, match="cannot read"):
         read_object(str(tmp_path / "missing.ko"))
+
+
+@pytest.mark.parametrize("link", [0, "n", 0xFFFF])
+def test_symbol_table_link_must_be_a_section(link):
+    b = base()
+    n = shnum(b)
+    v = n if link == "n" else link
+    put(b, index_of(".symtab"), "sh_link", v)
+    refuses(b, f"Invalid ELF sh_link!=SHN_UNDEF({v})")
+
+
+@pytest.mark.parametrize("edit", ["empty", "lead", "tail"])
+def test_symbol_string_table_shape(edit):
+    b = base()
+    i = index_of(".strtab")
+    off, size = get(b, i, "sh_offset"), get(b, i, "sh_size")
+    if edit == "empty":
+        put(b, i, "sh_size", 0)
+    elif edit == "lead":
+        b[off] = ord("x")
+    else:
+        b[off + size - 1] = ord("x")
+    refuses(b)
