@@ -136,3 +136,30 @@ def test_legacy_hashed_count_equals_the_quadratic_scan(thumb2, entries):
     mask = 0x2FFF07FF if thumb2 else 0x00FFFFFF
     keys = {((s << 8) | ty, w & mask) for ty, s, w in entries if ty in (28, 29, 1, 10, 30) and s != 2}
     assert count_legacy(t, shndx, thumb2) == len(keys)
+
+
+@pytest.mark.parametrize("shndx_bytes", [None, b"\x00\x00", b"\x04\x00"])
+def test_symbol_index_equal_to_the_count_reads_past_the_table(tmp_path, shndx_bytes):
+    """The kernel accepts ELF32_R_SYM == symbol count and reads that 'symbol' from the bytes after
+    .symtab; its st_shndx decides whether the branch is counted (6.1: != the target section;
+    2016: == SHN_UNDEF). shndx_bytes overwrites those two bytes (None: as in the file)."""
+    import struct
+    from armload.plt import count_plts
+    from oracles.module_plts import kernel_plt_counts_2016
+    path = all_kos()[0].rsplit("/", 1)[0] + "/hello-arm.ko"
+    b = bytearray(open(path, "rb").read())
+    obj = read_object(path)
+    st = obj.sections[obj.symtab_index]
+    rel = next(s for s in obj.sections if s.name == ".rel.init.text")
+    r_off, r_info = struct.unpack_from("<II", b, rel.sh_offset)
+    assert r_info & 0xFF == 28
+    struct.pack_into("<II", b, rel.sh_offset, r_off, (obj.symcount << 8) | 28)
+    if shndx_bytes is not None:
+        b[st.sh_offset + st.sh_size + 14:st.sh_offset + st.sh_size + 16] = shndx_bytes
+    p = tmp_path / "phantom.ko"
+    p.write_bytes(bytes(b))
+    o = read_object(str(p))
+    c, _ = count_plts(o, KernelConfig(), "v6")
+    assert (c.core, c.init) == kernel_plt_counts(str(p))
+    c, _ = count_plts(o, KernelConfig(), "sorted")
+    assert c.core == kernel_plt_counts_2016(str(p))
