@@ -73,13 +73,61 @@ helper:
 	.size	helper, . - helper
 """
 COND_CODE = {c: i for i, c in enumerate(CONDS)}
+# Branches to non-function labels: the kernel checks no state for them (ARM: st_value & 3 == 0;
+# Thumb: not STT_FUNC), so a BL into code of the other instruction set loads fine and is broken.
+MIXED_ARM_SRC = """
+	.syntax unified
+	.arch	armv7-a
+	.text
+	.arm
+	.global	init_module
+	.type	init_module, %function
+init_module:
+	bl	other_label
+	bl	thumb_label
+	bx	lr
+	.section .text.other, "ax", %progbits
+	.arm
+	.global	other_label
+other_label:
+	bx	lr
+	.section .text.thumb, "ax", %progbits
+	.thumb
+	.global	thumb_label
+thumb_label:
+	bx	lr
+"""
+MIXED_THUMB_SRC = """
+	.syntax unified
+	.arch	armv7-a
+	.text
+	.thumb
+	.global	init_module
+	.type	init_module, %function
+	.thumb_func
+init_module:
+	bl	other_label
+	bl	arm_label
+	bx	lr
+	.section .text.other, "ax", %progbits
+	.thumb
+	.global	other_label
+other_label:
+	bx	lr
+	.section .text.arm, "ax", %progbits
+	.arm
+	.global	arm_label
+arm_label:
+	bx	lr
+"""
 
 
 @pytest.fixture(scope="module")
 def objects(tmp_path_factory, binutils):
     d = tmp_path_factory.mktemp("verify")
     out = {}
-    for name, src in (("arm", ARM_SRC), ("thumb", THUMB_SRC)):
+    for name, src in (("arm", ARM_SRC), ("thumb", THUMB_SRC), ("mixed-arm", MIXED_ARM_SRC),
+                      ("mixed-thumb", MIXED_THUMB_SRC)):
         (d / f"{name}.S").write_text(src)
         r = subprocess.run([binutils + "as", "-march=armv7-a", "-o", str(d / f"{name}.o"), str(d / f"{name}.S")],
                            capture_output=True, text=True)
@@ -380,8 +428,17 @@ def test_site_outside_the_image_is_a_failure(objects):
     i = next(i for i, b in enumerate(mod.branches) if mod.sym_names[int(b["sym"])] == "helper")
     mod.branches["place"][i] = 0x10000000                   # bookkeeping pointing outside module memory
     r = verify_module(mod)
-    assert [(f.site, f.actual, f.reason) for f in r.branch_failures] == [(0x10000000, None,
-                                                                          "site outside the module image")]
+    assert [f.to_dict() for f in r.branch_failures] == [
+        {"site": 0x10000000, "site_sym": "", "rtype": "R_ARM_CALL", "symbol": "helper",
+         "expected": int(mod.branches["target"][i]), "actual": None, "via_plt": 0,
+         "reason": "site outside the module image", "actual_sym": ""}]
+    # the other sites are still checked after it
+    j = next(j for j, b in enumerate(mod.branches) if mod.sym_names[int(b["sym"])] == "ext_le")
+    bump_arm(mod, int(mod.branches["place"][j]))
+    r = verify_module(mod)
+    assert [f.site for f in r.branch_failures] == [0x10000000, int(mod.branches["place"][j])]
+    mod.branches["sym"][j] = 999                           # a symbol index past the names
+    assert verify_module(mod).branch_failures[1].symbol == "#999"
 
 
 def test_failure_lines_one_by_one():
@@ -425,3 +482,62 @@ def test_site_that_faults_on_a_data_access_arrives_nowhere(objects):
     poke(mod, place, 0xE5900000)                          # ldr r0, [r0]  (r0 = 0: unmapped)
     f = only_failure(mod, place, actual=None)
     assert "UNMAPPED" in f.reason
+
+
+@pytest.mark.parametrize("thumb", [False, True])
+def test_branch_into_code_of_the_other_instruction_set_is_reported(objects, thumb):
+    """Mapping symbols ($a/$t) decide the state a non-function label expects, also at the very
+    start of a section; a BL arrives in the caller's state, so only the mixed one fails."""
+    cfg = KernelConfig(thumb2=thumb)
+    mod = Session(Kernel.builtin(cfg), cfg, "window").load(objects["mixed-thumb" if thumb else "mixed-arm"])
+    other = row(mod, "other_label")
+    mixed = row(mod, "arm_label" if thumb else "thumb_label")
+    sec = next(s for s in mod.sections if s.name == ".text.other")
+    assert int(other["target"]) == sec.addr                  # the label opens its section
+    r = verify_module(mod)
+    assert [f.site for f in r.branch_failures] == [int(mixed["place"])], r.format()
+    f = r.branch_failures[0]
+    t = int(mixed["target"])
+    assert f.reason == "right address, wrong instruction set"
+    assert (f.expected, f.actual) == ((t, t | 1) if thumb else (t | 1, t))
+
+
+@pytest.mark.parametrize("thumb", [False, True])
+def test_veneer_redirected_to_another_kernel_function_is_named(objects, thumb):
+    mod = load(objects, thumb, "vmalloc")
+    e = _entry(mod, "ext_call")
+    other = _entry(mod, "ext_tail")
+    poke(mod, e.addr + mod.config.plt_stride, other.target)
+    r = verify_module(mod)
+    bf = [f for f in r.branch_failures if f.via_plt == e.addr]
+    assert len(bf) == 1 and bf[0].actual == other.target and bf[0].actual_sym == "ext_tail"
+
+
+def test_thumb_arrivals_are_named_without_the_state_bit(objects):
+    kernel = Kernel.builtin(KernelConfig(thumb2=True))
+    mod = load(objects, True, "window", kernel)
+    b = row(mod, "ext_call")
+    place, target = int(b["place"]), int(b["target"])
+    bump_thumb(mod, place)
+    f = verify_module(mod, kernel).branch_failures[0]
+    assert f.actual == (target & ~1) + 2 | 1 and f.actual_sym == kernel.symbolize((target & ~1) + 2)
+    mod = load(objects, True, "window")
+    b = row(mod, "helper")
+    place, target = int(b["place"]), int(b["target"])
+    bump_thumb(mod, place)
+    assert only_failure(mod, place).actual_sym == mod.symbolize((target & ~1) + 2)
+
+
+def test_thumb_veneer_bumped_onto_the_next_slot_names_it(objects):
+    mod = load(objects, True, "vmalloc")
+    b = row(mod, "ext_call")
+    place, slot = int(b["place"]), int(b["plt"])
+    w = peek(mod, place)
+    poke(mod, place, w + (2 << 16))                          # imm11 + 2: 4 bytes further, the next slot
+    f = only_failure(mod, place, via_plt=slot)
+    nxt = next(e for e in mod.plt_entries if e.addr == slot + 4)
+    assert f.actual == (slot + 4) | 1 and f.actual_sym == f"plt: {nxt.symbol}"
+    poke(mod, place, w + (1 << 16))                          # 2 bytes further: inside a slot
+    f = only_failure(mod, place, via_plt=slot)
+    plt = next(s for s in mod.sections if s.name == ".plt")
+    assert f.actual_sym == f".plt+{slot + 2 - plt.addr:#x}"
