@@ -85,11 +85,22 @@ def test_branch_and_prel31_bounds_match_kernel(rtype, upper, d, P, stype):
     both(rtype, word, P + bias + off, P, stype)
 
 
+TYPES = [0, 1, 2, 3, 10, 28, 29, 30, 38, 40, 42, 43, 44, 45, 46, 47, 48, 49, 50, 57, 59, 63]
+# S - P: anything, or small enough for branches and the group relocations to be in range
+DELTA = (st.integers(-(1 << 31), (1 << 31) - 1) | st.integers(-(1 << 20), 1 << 20)
+         | st.integers(-0x1000, 0x1000) | st.integers(0, 27).map(lambda k: 1 << k))
+
+
 @settings(max_examples=600, deadline=None)
-@given(st.sampled_from([0, 1, 2, 3, 10, 28, 29, 30, 38, 40, 42, 43, 44, 45, 46, 47, 48, 49, 50, 57, 59, 63]),
-       u32, u32, u32.map(lambda p: p & ~3 & 0xFFFFFFE0), st.sampled_from([0, 1, 2, STT_FUNC, 3]))
+@given(st.sampled_from(TYPES), u32, u32, u32.map(lambda p: p & ~3 & 0xFFFFFFE0), st.sampled_from([0, 1, 2, STT_FUNC, 3]))
 def test_every_type_matches_kernel(rtype, word, S, P, stype):
     both(rtype, word, S, P, stype)
+
+
+@settings(max_examples=800, deadline=None)
+@given(st.sampled_from(TYPES), u32, DELTA, u32.map(lambda p: p & ~3 & 0xFFFFFFE0), st.sampled_from([0, STT_FUNC]))
+def test_every_type_matches_kernel_near_the_place(rtype, word, delta, P, stype):
+    both(rtype, word, P + delta, P, stype)
 
 
 # --- the row factories themselves (RELOCS is built at import; build fresh rows here) -------------
