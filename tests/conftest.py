@@ -3,6 +3,13 @@ import os
 import shutil
 
 import pytest
+from hypothesis import settings
+
+# Hypothesis: 300 examples per property normally; a mutmut worker (MUTANT_UNDER_TEST set) runs
+# each property with 40, so `make mutants` stays within an hour on 2 cores.
+settings.register_profile("armload", max_examples=300, deadline=None)
+settings.register_profile("mutants", max_examples=40, deadline=None)
+settings.load_profile("mutants" if os.environ.get("MUTANT_UNDER_TEST") else "armload")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLES = os.path.join(ROOT, "sample_modules")

@@ -76,7 +76,7 @@ BOUNDS = {  # rtype: (word with a known addend, bias, bound)
 near = st.integers(-12, 12)
 
 
-@settings(max_examples=600, deadline=None)
+@settings(deadline=None)
 @given(st.sampled_from(sorted(BOUNDS)), st.booleans(), near, st.integers(0, 0xFFFFFFF0).map(lambda p: p & ~1),
        st.sampled_from([0, 1, 2, 3]))
 def test_branch_and_prel31_bounds_match_kernel(rtype, upper, d, P, stype):
@@ -91,20 +91,20 @@ DELTA = (st.integers(-(1 << 31), (1 << 31) - 1) | st.integers(-(1 << 20), 1 << 2
          | st.integers(-0x1000, 0x1000) | st.integers(0, 27).map(lambda k: 1 << k))
 
 
-@settings(max_examples=600, deadline=None)
+@settings(deadline=None)
 @given(st.sampled_from(TYPES), u32, u32, u32.map(lambda p: p & ~3 & 0xFFFFFFE0), st.sampled_from([0, 1, 2, STT_FUNC, 3]))
 def test_every_type_matches_kernel(rtype, word, S, P, stype):
     both(rtype, word, S, P, stype)
 
 
-@settings(max_examples=800, deadline=None)
+@settings(deadline=None)
 @given(st.sampled_from(TYPES), u32, DELTA, u32.map(lambda p: p & ~3 & 0xFFFFFFE0), st.sampled_from([0, STT_FUNC]))
 def test_every_type_matches_kernel_near_the_place(rtype, word, delta, P, stype):
     both(rtype, word, P + delta, P, stype)
 
 
 # --- the row factories themselves (RELOCS is built at import; build fresh rows here) -------------
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(st.sampled_from([(43, False, False, False), (44, False, False, True), (45, False, True, False),
                         (46, False, True, True), (47, True, False, False), (48, True, False, True),
                         (49, True, True, False), (50, True, True, True)]), u32, u32, u32)
@@ -117,7 +117,7 @@ def test_mov_rows_built_by_the_factory(kind, word, S, P):
     assert bad is None and int(out[0]) == apply_relocate(rtype, word, S, P)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(st.sampled_from([(0, 57), (1, 59)]), u32, u32, u32)
 def test_alu_rows_built_by_the_factory(kind, word, S, P):
     from armload.relocate import _alu

@@ -61,7 +61,7 @@ def test_heapsort_order_equals_lib_sort(variant, n):
         assert heapsort_order(keys, variant) == oracle_permutation(keys, variant), (spread, keys)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(st.sampled_from(["v6", "sorted"]), st.lists(st.integers(0, 5), max_size=200))
 def test_heapsort_order_property(variant, keys):
     assert heapsort_order(keys, variant) == oracle_permutation(keys, variant)
@@ -86,7 +86,7 @@ rel_entry = st.tuples(st.sampled_from([R_ARM_CALL, R_ARM_JUMP24, R_ARM_ABS32, R_
                                        0xF800F000]))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(st.sampled_from(["v6", "sorted"]), st.booleans(), st.lists(rel_entry, max_size=120))
 def test_kernel_order_sequence_equals_lib_sort(variant, exact, entries):
     """What counting sees (type, sym, addend bits, in order) is the kernel's sequence, whether

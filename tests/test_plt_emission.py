@@ -28,7 +28,7 @@ def _kernel(values, size, l1, fixed, scan=False):
     return slots, -1, mem
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(vals, st.sampled_from([32, 64]), st.sampled_from([(), FIXED]), st.integers(1, 4))
 def test_get_many_last_equals_get_module_plt(values, l1, fixed, groups):
     cfg = KernelConfig(l1_cache_bytes=l1)
@@ -45,7 +45,7 @@ def test_get_many_last_equals_get_module_plt(values, l1, fixed, groups):
         assert slots[:bad].tolist() == want_slots
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(vals, st.sampled_from([32, 64]), st.integers(1, 3))
 def test_get_legacy_equals_the_scanning_get_module_plt(values, l1, groups):
     cfg = KernelConfig(l1_cache_bytes=l1)
@@ -100,7 +100,7 @@ def test_plan_sizes_from_the_kernel_counts(path):
     assert set(plan.sizes) == {"core"}
 
 
-@settings(max_examples=400, deadline=None)
+@settings(deadline=None)
 @given(st.lists(st.tuples(st.sampled_from([1, 28, 29, 10, 30]), st.integers(0, 0xFFFFFFFF)
                           | st.sampled_from([0xEBFFFFFE, 0xFFFEF7FF, 0xBFFEF7FF, 0x0AFFFFFE, 0xFFFE07FF,
                                              0xDFFEF7FF, 0x2FFE07FF])), min_size=1, max_size=30))
@@ -122,7 +122,7 @@ def test_gather_words_reads_each_place_and_zero_past_the_end():
     assert gather_words(data, 0, 0, False, np.array([0], np.uint32)).tolist() == [0]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(st.booleans(), st.lists(st.tuples(st.sampled_from([28, 29, 1, 10, 30, 2]), st.integers(0, 3),
                                          st.sampled_from([0xEBFFFFFE, 0xEB000000, 0x0BFFFFFE, 0xFFFEF7FF,
                                                           0xBFFEF7FF, 0xFFFEF7FE, 0xDFFEF7FF])), max_size=40))
