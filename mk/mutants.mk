@@ -4,10 +4,13 @@
 #                         (each mutant runs only the fast tests that execute the mutated
 #                         function), then print the kill rate per module and the survivors
 #   make mutants-report   the report of the last run only
-# A full run takes ~1 hour on 2 cores; reruns reuse the verdicts of unchanged mutants.
+#   MUTANTS='armload.plt*'  only these mutants (mutmut name patterns), e.g. one module
+# A full run is long on 2 cores (the relocation driver's mutants run ~500 tests each);
+# reruns in the same $(MUTANTS_DIR) reuse the verdicts of unchanged mutants.
 MUTANTS_DIR  ?= build/mutants
 MUTANTS_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 MUTMUT       := $(abspath $(VENV))/bin/mutmut
+MUTANTS      ?=
 
 .PHONY: mutants mutants-report
 
@@ -20,7 +23,7 @@ mutants: $(VENV)/.stamp-mutants toolchain
 	git ls-files --cached --others --exclude-standard armload tests sample_modules scripts pyproject.toml \
 	  | tar -cf - -T - | tar -xf - -C $(MUTANTS_DIR)
 	cp mk/mutants.cfg $(MUTANTS_DIR)/setup.cfg
-	cd $(MUTANTS_DIR) && $(MUTMUT) run --max-children $(MUTANTS_JOBS) > mutmut-run.log 2>&1 || \
+	cd $(MUTANTS_DIR) && $(MUTMUT) run --max-children $(MUTANTS_JOBS) $(MUTANTS) > mutmut-run.log 2>&1 || \
 	  { tail -c 3000 mutmut-run.log >&2; exit 1; }
 	$(MAKE) --no-print-directory mutants-report
 

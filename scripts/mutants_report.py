@@ -25,20 +25,22 @@ def main(path: str) -> int:
     if not per:
         print(f"no mutmut results in {path}", file=sys.stderr)
         return 1
-    print(f"{'module':<20} {'mutants':>7} {'killed':>7} {'survived':>8} {'no tests':>8} {'other':>6} {'kill rate':>9}")
-    worst = 100.0
+    print(f"{'module':<20} {'mutants':>7} {'checked':>7} {'killed':>7} {'survived':>8} {'no tests':>8} {'other':>6}"
+          f" {'kill rate (checked)':>20}")
     for module in sorted(per):
         c = per[module]
         total = sum(c.values())
+        checked = total - c["not checked"]
         killed = c["killed"] + c["timeout"]
-        other = total - killed - c["survived"] - c["no tests"]
-        rate = 100.0 * killed / total
-        worst = min(worst, rate)
-        print(f"{module:<20} {total:>7} {killed:>7} {c['survived']:>8} {c['no tests']:>8} {other:>6} {rate:>8.1f}%")
+        other = checked - killed - c["survived"] - c["no tests"]
+        rate = 100.0 * killed / checked if checked else 0.0
+        print(f"{module:<20} {total:>7} {checked:>7} {killed:>7} {c['survived']:>8} {c['no tests']:>8} {other:>6}"
+              f" {rate:>19.1f}%")
     for module in sorted(survivors):
-        print(f"\n{module}: {len(survivors[module])} not killed")
+        left = [s for s in survivors[module] if not s.endswith("(not checked)")]
+        print(f"\n{module}: {len(left)} checked and not killed")
         byfunc = collections.defaultdict(list)
-        for s in survivors[module]:
+        for s in left:
             f, rest = s.split("#", 1)
             byfunc[f].append(rest)
         for f, items in sorted(byfunc.items()):
