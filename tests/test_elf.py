@@ -56,7 +56,7 @@ def accepts(b):
 def refuses(b, kernel_says=None):
     with pytest.raises(ElfFormatError, match=re.escape(kernel_says) if kernel_says else None) as e:
         read_object("x.ko", bytes(b))
-    assert e.value.errno == -8 and str(e.value).startswith("x.ko: ")
+    assert e.value.errno == -8 and str(e.value).startswith("x.ko: ") and e.value.file == "x.ko"
 
 
 def test_header_length():
@@ -322,8 +322,9 @@ def test_rel_tables_are_private_copies_and_nobits_reads_zero():
 
 
 def test_unreadable_file(tmp_path):
-    with pytest.raises(ElfFormatError, match="cannot read"):
+    with pytest.raises(ElfFormatError, match="cannot read") as e:
         read_object(str(tmp_path / "missing.ko"))
+    assert e.value.file == str(tmp_path / "missing.ko")
 
 
 @pytest.mark.parametrize("link", [0, "n", 0xFFFF])
@@ -347,3 +348,55 @@ def test_symbol_string_table_shape(edit):
     else:
         b[off + size - 1] = ord("x")
     refuses(b)
+
+
+
+def test_header_of_exactly_52_bytes_is_long_enough():
+    refuses(base()[:52], "Invalid ELF section header overflow")     # not "header len": 52 is enough
+
+
+def test_section_header_offset_is_unsigned():
+    b = base()
+    struct.pack_into("<I", b, 32, 0x80000000)
+    refuses(b, "Invalid ELF section header overflow")
+
+
+def test_bytes_after_the_section_header_table_are_not_sections():
+    b = base() + bytes(80)
+    assert len(accepts(b).sections) == shnum(b)
+
+
+def _modinfo(b):
+    i = index_of(".modinfo")
+    return get(b, i, "sh_offset"), get(b, i, "sh_size")
+
+
+def _replace(b, old, new):
+    off, size = _modinfo(b)
+    at = bytes(b[off:off + size]).index(old)
+    assert len(old) == len(new)
+    b[off + at:off + at + len(old)] = new
+
+
+def test_modinfo_value_keeps_later_equals_signs_and_name_wins():
+    """get_modinfo(): the value is everything after the first '='; the module is called by its
+    modinfo name= when there is one (even if struct module says otherwise)."""
+    b = base()
+    _replace(b, b"license=GPL", b"licen=e=GPL")
+    _replace(b, b"name=hello", b"name=hellX")
+    obj = accepts(b)
+    assert obj.modinfo["licen"] == ["e=GPL"] and obj.name == "hellX"
+
+
+def test_this_module_name_bytes_are_decoded_leniently():
+    b = base()
+    _replace(b, b"name=hello", b"nXme=hello")
+    tm = get(b, index_of(".gnu.linkonce.this_module"), "sh_offset")
+    assert bytes(b[tm + 12:tm + 17]) == b"hello"
+    b[tm + 15] = 0xFF
+    assert accepts(b).name == "hel\ufffdo"
+
+
+def test_plain_object_name_stops_at_the_first_dot():
+    data = open(sample("obj/relocs-arm-gcc12.o"), "rb").read()
+    assert read_object("/tmp/my-mod.v2.o", data).name == "my_mod"
