@@ -165,3 +165,21 @@ def test_plt_exhaustion_names_the_entry_that_overflows():
                             within_init=lambda p: np.zeros(len(p), bool), algorithm="v6"))
     w = np.frombuffer(mem[:8].tobytes(), "<u4")
     assert w.tolist() == [0xEB000000 | ((0x1000 - 8) >> 2), 0xEB000000 | ((0x1004 - 4 - 8) >> 2)]
+
+
+@pytest.mark.parametrize("off,via_plt", [(-0x02000000, True), (-0x01FFFFFC, False), (0x01FFFFFC, False),
+                                         (0x02000000, True)])
+def test_plt_routing_uses_the_kernel_bounds(off, via_plt):
+    """`offset <= (s32)0xfe000000 || offset >= (s32)0x02000000` routes through a PLT entry: the
+    encodable -32 MiB goes through the PLT too."""
+    from armload.plt import PltSection
+    cfg = CFG.with_(module_plts=True, dynamic_ftrace=False)
+    sec = PltSection("core", P + 0x1000, 128, cfg, ())
+    router = PltRouter(core=sec, init=None, within_init=lambda p: np.zeros(len(p), bool), algorithm="v6")
+    S = (P + 8 + off) & 0xFFFFFFFF
+    mem = run([(0, 1, 28, BL)], config=cfg, plt=router, values=(0, S, 0))
+    w = int(np.frombuffer(mem[:4].tobytes(), "<u4")[0])
+    if via_plt:
+        assert w == 0xEB000000 | ((0x1000 - 8) >> 2) and sec.lits == [S]
+    else:
+        assert w == 0xEB000000 | ((off >> 2) & 0xFFFFFF) and sec.lits == []
