@@ -355,6 +355,7 @@ class PltSection:
         self.count = 0
         self.lits: list[int] = []             # literal per entry index
         self.started = False
+        self.ldr_groups: set[int] | None = None   # legacy: groups whose LDR words get_module_plt wrote
 
     def slot(self, idx) -> int:
         return self.base + (idx // self.n) * 2 * self.stride + (idx % self.n) * 4
@@ -387,8 +388,8 @@ class PltSection:
             idx[rest] = entry
             cap = self.size // PLT_ENT_SIZE
             over = np.flatnonzero(entry >= cap)
-            if len(over):
-                return idx, int(rest[over[0]])
+            if len(over):          # the entries before the overflow still get their slot addresses
+                return self.base + (idx // self.n) * 2 * self.stride + (idx % self.n) * 4, int(rest[over[0]])
             self.lits.extend(v[new].tolist())
             self.count = int(entry[-1]) + 1
         return self.base + (idx // self.n) * 2 * self.stride + (idx % self.n) * 4, -1
@@ -401,7 +402,10 @@ class PltSection:
             base_idx = g * self.n
             if c == 0:
                 self._ensure(base_idx + self.n)
-                self.lits[base_idx] = val
+                if self.ldr_groups is None:
+                    self.ldr_groups = set()
+                self.ldr_groups.add(g)        # only this path writes the LDRs (a zero literal inflates
+                self.lits[base_idx] = val     # plt_count, and a later group is then filled without them)
                 self.count += 1
                 return self.slot(base_idx)
             for i in range(self.n):
@@ -427,7 +431,8 @@ class PltSection:
             ngroups = min((used + self.n - 1) // self.n, self.size // (2 * self.stride))
             for g in range(ngroups):
                 w0 = g * 2 * self.n
-                words[w0:w0 + self.n] = self.ldr
+                if self.ldr_groups is None or g in self.ldr_groups:
+                    words[w0:w0 + self.n] = self.ldr
                 chunk = self.lits[g * self.n:(g + 1) * self.n]
                 words[w0 + self.n:w0 + self.n + len(chunk)] = chunk
         return words.astype("<u4").tobytes()

@@ -19,6 +19,7 @@ import sys
 import pytest
 
 from armload.corpus import ModuleInfo, init_class, plan_order, read_modinfo, scan_tree
+from oracles.module_plts import kernel_plt_counts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CACHE = os.environ.get("CACHE", os.path.join(ROOT, ".cache"))
@@ -28,8 +29,7 @@ SYMVERS = os.path.join(CACHE, f"linux-headers-{KREL}", "usr", "src", f"linux-hea
 VMLINUZ = os.path.join(CACHE, f"linux-image-{KREL}", "boot", f"vmlinuz-{KREL}")
 BASELINE = os.path.join(ROOT, "tests", "corpus_baseline.json")
 
-have_corpus = os.path.isdir(CORPUS) and os.path.isfile(SYMVERS)
-needs_corpus = pytest.mark.skipif(not have_corpus, reason=f"Debian armhf corpus not in {CACHE} (run `make corpus`)")
+needs_corpus = pytest.mark.inputs(CORPUS, SYMVERS, how="Debian armhf corpus: make corpus")   # fails without it
 
 
 def _m(name, *deps):
@@ -219,150 +219,9 @@ def test_cli_text_report(tmp_path):
 
 
 # --------------------------------------------------------------------------------------------
-# An independent PLT count: a literal port of arch/arm/kernel/module-plts.c (v6.1) and
-# lib/sort.c, over relocations read with pyelftools. Deliberately shares no code with armload.
+# An independent PLT count: the literal port of arch/arm/kernel/module-plts.c (v6.1) and lib/sort.c
+# in tests/oracles/, over relocations read with pyelftools. Deliberately shares no code with armload.
 # --------------------------------------------------------------------------------------------
-R_ARM_PC24, R_ARM_CALL, R_ARM_JUMP24, R_ARM_THM_CALL, R_ARM_THM_JUMP24 = 1, 28, 29, 10, 30
-SHF_EXECINSTR = 0x4
-SHT_REL = 9
-SHN = {"SHN_UNDEF": 0, "SHN_ABS": 0xFFF1, "SHN_COMMON": 0xFFF2}
-FIXED_PLTS = 2                     # CONFIG_DYNAMIC_FTRACE: FTRACE_ADDR, MCOUNT_ADDR
-
-
-def ELF32_R_TYPE(i):
-    return i & 0xFF
-
-
-def ELF32_R_SYM(i):
-    return i >> 8
-
-
-def cmp_3way(a, b):
-    return -1 if a < b else (1 if a > b else 0)
-
-
-def cmp_rel(x, y):
-    i = cmp_3way(ELF32_R_TYPE(x[1]), ELF32_R_TYPE(y[1]))
-    if i == 0:
-        i = cmp_3way(ELF32_R_SYM(x[1]), ELF32_R_SYM(y[1]))
-    return i
-
-
-def kernel_sort(rels, size=8):
-    """lib/sort.c sort_r(), bottom-up heapsort, on byte offsets exactly as in C."""
-    def parent(i, lsbit, size):
-        i -= size
-        i -= size & -(i & lsbit)
-        return i // 2
-
-    def at(off):
-        return rels[off // size]
-
-    def swap(a, b):
-        rels[a // size], rels[b // size] = rels[b // size], rels[a // size]
-
-    num = len(rels)
-    n = num * size
-    a = (num // 2) * size
-    lsbit = size & -size
-    if not a:
-        return
-    while True:
-        if a:
-            a -= size
-        else:
-            n -= size
-            if n:
-                swap(0, n)
-            else:
-                break
-        b = a
-        while True:
-            c = 2 * b + size
-            d = c + size
-            if not d < n:
-                break
-            b = c if cmp_rel(at(c), at(d)) >= 0 else d
-        if d == n:
-            b = c
-        while b != a and cmp_rel(at(a), at(b)) >= 0:
-            b = parent(b, lsbit, size)
-        c = b
-        while b != a:
-            b = parent(b, lsbit, size)
-            swap(b, c)
-
-
-def is_zero_addend_relocation(base, rel):
-    r_offset, r_info = rel
-    t = ELF32_R_TYPE(r_info)
-    if t in (R_ARM_THM_CALL, R_ARM_THM_JUMP24):
-        upper = struct.unpack_from("<H", base, r_offset)[0]
-        lower = struct.unpack_from("<H", base, r_offset + 2)[0]
-        return (upper & 0x7FF) == 0x7FF and (lower & 0x2FFF) == 0x2FFE
-    if t in (R_ARM_CALL, R_ARM_PC24, R_ARM_JUMP24):
-        return (struct.unpack_from("<I", base, r_offset)[0] & 0xFFFFFF) == 0xFFFFFE
-    raise AssertionError("BUG()")
-
-
-def duplicate_rel(base, rel, num):
-    if not num:
-        return False
-    prev = rel[num - 1]
-    return cmp_rel(rel[num], prev) == 0 and is_zero_addend_relocation(base, prev)
-
-
-def count_plts(syms_shndx, base, rel, num, dstidx):
-    ret = 0
-    for i in range(num):
-        if ELF32_R_TYPE(rel[i][1]) in (R_ARM_CALL, R_ARM_PC24, R_ARM_JUMP24, R_ARM_THM_CALL, R_ARM_THM_JUMP24):
-            if syms_shndx[ELF32_R_SYM(rel[i][1])] == dstidx:
-                continue
-            if not is_zero_addend_relocation(base, rel[i]) or not duplicate_rel(base, rel, i):
-                ret += 1
-    return ret
-
-
-def kernel_plt_counts(path):
-    """module_frob_arch_sections(): (core_plts, init_plts) for a 6.1 armmp kernel."""
-    from elftools.elf.elffile import ELFFile
-    with open(path, "rb") as f:
-        elf = ELFFile(f)
-        secs = list(elf.iter_sections())
-        symtab = next(s for s in secs if s["sh_type"] == "SHT_SYMTAB")
-        shndx = []
-        for sym in symtab.iter_symbols():
-            v = sym["st_shndx"]
-            shndx.append(SHN.get(v, v) if isinstance(v, str) else v)
-        core_plts = init_plts = FIXED_PLTS
-        for idx, s in enumerate(secs):
-            if idx == 0 or s["sh_type"] != "SHT_REL":
-                continue
-            dst = secs[s["sh_info"]]
-            if not (dst["sh_flags"] & SHF_EXECINSTR):
-                continue
-            rels = [(r["r_offset"], r["r_info"]) for r in s.iter_relocations()]
-            kernel_sort(rels)
-            base = dst.data()
-            n = count_plts(shndx, base, rels, len(rels), s["sh_info"])
-            if not dst.name.startswith(".init"):
-                core_plts += n
-            else:
-                init_plts += n
-    return core_plts, init_plts
-
-
-def test_kernel_sort_matches_sorted_keys():
-    import random
-    rng = random.Random(4)
-    rels = [(i * 4, (rng.randrange(20) << 8) | rng.choice([28, 29, 2])) for i in range(500)]
-    mine = list(rels)
-    kernel_sort(mine)
-    key = lambda r: (ELF32_R_TYPE(r[1]), ELF32_R_SYM(r[1]))
-    assert [key(r) for r in mine] == sorted(key(r) for r in rels)
-    assert sorted(mine) == sorted(rels)
-
-
 def _plt_sample():
     paths = sorted(m.path for m in scan_tree(CORPUS))
     sample = paths[::97]
@@ -399,11 +258,7 @@ _loaded: dict = {}
 
 
 def _result_param(placement):
-    path = RESULTS[placement]
-    return pytest.param(placement, marks=pytest.mark.skipif(
-        not (path and os.path.exists(path)),
-        reason=f"no corpus check result for the {placement} placement (make regress sets "
-               f"ARMLOAD_CORPUS_JSON{'' if placement == 'window' else '_VMALLOC'})"))
+    return pytest.param(placement, marks=pytest.mark.regress_result)   # deselected outside make regress
 
 
 needs_result = pytest.mark.parametrize("result", [_result_param("window"), _result_param("vmalloc")],
@@ -414,6 +269,9 @@ needs_window_result = pytest.mark.parametrize("result", [_result_param("window")
 @pytest.fixture
 def result(request):
     path = RESULTS[request.param]
+    if not (path and os.path.exists(path)):
+        pytest.fail(f"no corpus check result for the {request.param} placement: {path!r} (make regress sets "
+                    f"ARMLOAD_CORPUS_JSON{'' if request.param == 'window' else '_VMALLOC'})", pytrace=False)
     if path not in _loaded:
         with open(path) as f:
             _loaded[path] = json.load(f)

@@ -50,9 +50,9 @@ def test_function_and_plt_filters():
 def test_sample_disasm_cli():
     import subprocess
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    if not os.path.exists(os.path.join(root, "sample_modules", "hello-thumb2.ko")):
-        pytest.skip("samples not built")
-    pytest.importorskip("armload.loader")
+    from conftest import sample
+    sample("hello-thumb2.ko")
+    sample("hello-arm.ko")
     p = subprocess.run([sys.executable, "-m", "armload", "disasm", "sample_modules/hello-thumb2.ko", "--thumb2",
                         "--placement", "vmalloc"], cwd=root, capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr

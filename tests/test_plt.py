@@ -8,16 +8,19 @@ import pytest
 from armload.config import KernelConfig
 from armload.constants import R
 from armload.elf import read_object
+from armload.errors import RelocationError
 from armload.kernel import Kernel
 from armload.loader import Session
 from armload import plt as P
 from armload.plt import (PltSection, _count_sorted, count_legacy, count_legacy_quadratic, exec_rel_tables,
                          heapsort_order, kernel_order, plan_plts, sym_shndx)
 from armload.synth import make_module
+from armload.verify import verify_module
 
 from conftest import SYMVERS, all_kos, sample
-# The literal port of 6.1's lib/sort.c and module-plts.c, kept apart from the package (shares no code).
-from test_corpus import cmp_rel, duplicate_rel, is_zero_addend_relocation, kernel_plt_counts, kernel_sort
+# The literal ports of 6.1's lib/sort.c and module-plts.c, kept apart from the package (shares no code).
+from oracles.kernel_sort import cmp_rel, kernel_sort
+from oracles.module_plts import duplicate_rel, is_zero_addend_relocation, kernel_plt_counts
 
 CALL = int(R.R_ARM_CALL)
 ZERO = 0xEBFFFFFE          # bl sym     (A = -8)
@@ -300,7 +303,9 @@ def test_emission_never_exceeds_count_with_mixed_addends():
         used = {"core": 0, "init": 0}
         for e in mod.plt_entries:
             used[e.plt] += 1
-        assert used["core"] <= counts.core and used["init"] <= max(counts.init, 0) + (0 if alg == "v6" else 0)
+        assert used["core"] <= counts.core and used["init"] <= counts.init
+        if alg != "v6":
+            assert counts.init == used["init"] == 0            # one .plt before 6.x
         assert (mod.branches["plt"] != 0).sum() > 0
 
 
@@ -324,13 +329,38 @@ def test_plt_exhaustion_is_an_error_not_a_crash():
     assert bad == 16
 
 
+def _far_init_session(cfg):
+    """A session whose module window has room for initcore's core allocation only, so that its
+    init allocation falls back to vmalloc, hundreds of MiB away from core."""
+    probe = Session(Kernel.from_files([SYMVERS], cfg), cfg, "window").load(sample("initcore-arm.ko"))
+    core = next(r for r in probe.regions if r.name == "core")
+    session = Session(Kernel.from_files([SYMVERS], cfg), cfg, "window")
+    page = 0x1000
+    core_need = (core.size + page - 1) // page * page + page         # module_alloc: + guard page
+    session.allocator.alloc(cfg.modules_end - cfg.modules_vaddr - core_need - page)
+    return session
+
+
 def test_sorted_rules_fail_on_far_init_to_core_calls():
-    """The 2016 rules count only SHN_UNDEF targets: with init and core far apart, init->core
-    branches find no PLT room, which is why 6.x counts them."""
+    """The 2016 rules count only SHN_UNDEF targets and have one .plt (in core): with init far
+    from core, the first init->core call (sorted order: core_mix) cannot be relocated."""
     cfg = KernelConfig(plt_algorithm="sorted")
-    session = Session(Kernel.from_files([SYMVERS], cfg), cfg, "vmalloc")
-    mod = session.load(sample("initcore-arm.ko"))      # vmalloc: core and init are adjacent, still fine
-    assert mod.plt_counts["sorted"].core >= 1
+    with pytest.raises(RelocationError, match=r"^initcore: section \d+ reloc 0 sym 'core_mix': relocation 28 out of "
+                                              r"range \(0xf00000[0-9a-f]{2} -> 0xbf[0-9a-f]{6}\)"):
+        _far_init_session(cfg).load(sample("initcore-arm.ko"))
+
+
+def test_v6_rules_route_far_init_to_core_calls_through_init_plt():
+    cfg = KernelConfig()
+    mod = _far_init_session(cfg).load(sample("initcore-arm.ko"))
+    regions = {r.name: r for r in mod.regions}
+    assert regions["init"].base - regions["core"].base > 0x02000000           # beyond BL range
+    assert verify_module(mod).ok
+    init_plt = next(s for s in mod.sections if s.name == ".init.plt")
+    far = [b for b in mod.branches if regions["init"].base <= int(b["place"]) < regions["init"].end
+           and regions["core"].base <= int(b["target"]) < regions["core"].end]
+    assert {mod.sym_names[int(b["sym"])] for b in far} == {"core_mix", "initcore_checksum"}
+    assert all(init_plt.addr <= int(b["plt"]) < init_plt.addr + init_plt.size for b in far)
 
 
 def test_initcore_hand_counts():

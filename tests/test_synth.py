@@ -1,11 +1,9 @@
 """Tests for armload.synth: synthetic kernel-module-like ELF objects."""
 
 import io
-import shutil
 import struct
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -16,8 +14,7 @@ from armload import synth
 
 READELF = "arm-linux-gnueabihf-readelf"
 OBJDUMP = "arm-linux-gnueabihf-objdump"
-needs_binutils = pytest.mark.skipif(shutil.which(READELF) is None or shutil.which(OBJDUMP) is None,
-                                    reason="cross binutils (binutils-arm-linux-gnueabihf) not installed")
+needs_binutils = pytest.mark.usefixtures("binutils")     # fails (not skips) without make toolchain
 
 R_ARM_ABS32, R_ARM_THM_CALL, R_ARM_CALL, R_ARM_JUMP24, R_ARM_THM_JUMP24 = 2, 10, 28, 29, 30
 R_ARM_MOVW_ABS_NC, R_ARM_MOVT_ABS, R_ARM_THM_MOVW_ABS_NC, R_ARM_THM_MOVT_ABS = 43, 44, 47, 48
@@ -232,18 +229,6 @@ def test_text_size():
     synth.make_module(1000, text_size=0x01000000)                    # fine for ARM
 
 
-def test_speed():
-    synth.make_module(1000)
-    best = float("inf")
-    for _ in range(3):                 # best of 3: robust against a busy CI machine
-        t = time.perf_counter()
-        synth.make_module()
-        best = min(best, time.perf_counter() - t)
-        if best < 0.5:
-            break
-    assert best < 1.0, f"default module took {best:.2f}s"
-
-
 def test_cli(tmp_path):
     out = tmp_path / "m.o"
     sv = tmp_path / "Module.symvers"
@@ -278,7 +263,12 @@ def test_readelf_no_warnings_default(tmp_path, thumb, default_arm, default_thumb
     assert "Relocation section '.rel.text' at offset" in out
     assert "contains 262573 entries" in out
     rtype = "R_ARM_THM_CALL" if thumb else "R_ARM_CALL"
-    assert out.count(rtype) > 200_000
+    # every relocation line of that type, counted independently with pyelftools
+    elf = ELFFile(io.BytesIO(default_thumb if thumb else default_arm))
+    want = sum(1 for s in elf.iter_sections() if isinstance(s, RelocationSection)
+               for r in s.iter_relocations() if r["r_info_type"] == (R_ARM_THM_CALL if thumb else R_ARM_CALL))
+    assert want > 200_000
+    assert sum(1 for line in out.splitlines() if f" {rtype} " in line) == want
 
 
 @needs_binutils

@@ -1,0 +1,32 @@
+# Mutation testing (mutmut) of the modules that must be bit-exact against the kernel:
+# armload/relocate.py, plt.py, elf.py, verify.py (configuration: mk/mutants.cfg).
+#   make mutants          stage the tree in $(MUTANTS_DIR), run mutmut there on all cores
+#                         (each mutant runs only the fast tests that execute the mutated
+#                         function), then print the kill rate per module and the survivors
+#   make mutants-report   the report of the last run only
+#   MUTANTS='armload.plt*'  only these mutants (mutmut name patterns), e.g. one module
+# A full run is long on 2 cores (the relocation driver's mutants run ~500 tests each);
+# reruns in the same $(MUTANTS_DIR) reuse the verdicts of unchanged mutants.
+MUTANTS_DIR  ?= build/mutants
+MUTANTS_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+MUTMUT       := $(abspath $(VENV))/bin/mutmut
+MUTANTS      ?=
+
+.PHONY: mutants mutants-report
+
+$(VENV)/.stamp-mutants: pyproject.toml | venv
+	$(VENV)/bin/pip install -q -e '.[test,mutants]'
+	touch $@
+
+mutants: $(VENV)/.stamp-mutants toolchain
+	mkdir -p $(MUTANTS_DIR)
+	git ls-files --cached --others --exclude-standard armload tests sample_modules scripts pyproject.toml \
+	  | tar -cf - -T - | tar -xf - -C $(MUTANTS_DIR)
+	cp mk/mutants.cfg $(MUTANTS_DIR)/setup.cfg
+	cd $(MUTANTS_DIR) && $(MUTMUT) run --max-children $(MUTANTS_JOBS) $(MUTANTS) > mutmut-run.log 2>&1 || \
+	  { tail -c 3000 mutmut-run.log >&2; exit 1; }
+	$(MAKE) --no-print-directory mutants-report
+
+mutants-report:
+	cd $(MUTANTS_DIR) && $(MUTMUT) results --all true > mutmut-results.txt
+	$(PY) scripts/mutants_report.py $(MUTANTS_DIR)/mutmut-results.txt
