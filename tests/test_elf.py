@@ -140,9 +140,11 @@ def _sym_off(b, idx):
 
 
 @pytest.mark.parametrize("value,ok", [(None, True), ("n-1", True), ("n", False), (0xFEFF, False),
-                                      (0xFF00, True), (0xFFF1, True), (0xFFFF, True)])
+                                      (0xFF00, False), (0xFFF1, True), (0xFFFF, False)])
 def test_symbol_section_index(value, ok):
-    """st_shndx >= e_shnum is refused unless it is a reserved index (>= SHN_LORESERVE)."""
+    """st_shndx >= e_shnum: SHN_ABS is a value; other indices past the table are refused with
+    the reason (6.1 checks none of them: simplify_symbols would read an sh_addr from beyond the
+    section header table)."""
     b = base()
     n = shnum(b)
     sym = 1
@@ -153,12 +155,15 @@ def test_symbol_section_index(value, ok):
 
 
 def test_symbol_name_offset():
-    """st_name must lie inside the symbol string table (its last byte, a NUL, is the limit)."""
+    """6.1 does not bound st_name by the string table (that check came in 6.12): a name just past
+    it is read from the file's next bytes; only a name running past the end of the file is refused."""
     b = base()
     size = get(b, index_of(".strtab"), "sh_size")
     struct.pack_into("<I", b, _sym_off(b, 1), size - 1)
     assert accepts(b).sym_name(1) == ""
     struct.pack_into("<I", b, _sym_off(b, 1), size)
+    accepts(b)
+    struct.pack_into("<I", b, _sym_off(b, 1), len(b) + 16)
     refuses(b)
 
 
@@ -169,26 +174,28 @@ def _rename(b, idx, to):
     put(b, idx, "sh_name", tab.index(to.encode() + b"\0"))
 
 
-def test_exactly_one_this_module():
+def test_a_second_this_module_is_not_a_6_1_refusal():
+    """6.1's find_sec takes the first SHF_ALLOC section of the name (the "Exactly one" check
+    came later); a non-ALLOC section of that name is not it."""
     b = base()
     _rename(b, index_of(".comment"), ".gnu.linkonce.this_module")
-    refuses(b, "Exactly one .gnu.linkonce.this_module section must exist.")
+    assert accepts(b).name == "hello"
 
 
-def test_only_one_modinfo():
+def test_a_second_modinfo_is_not_a_6_1_refusal():
     b = base()
     _rename(b, index_of(".comment"), ".modinfo")
-    refuses(b, "Only one .modinfo section must exist.")
+    assert accepts(b).name == "hello"
 
 
 def test_this_module_must_have_size_and_alloc():
     i = index_of(".gnu.linkonce.this_module")
     b = base()
     put(b, i, "sh_size", 0)
-    refuses(b, ".gnu.linkonce.this_module section must have a size set")
+    refuses(b, "check added in Linux 6.4")
     b = base()
     put(b, i, "sh_flags", get(b, i, "sh_flags") & ~2)
-    refuses(b, ".gnu.linkonce.this_module must occupy memory during process execution")
+    refuses(b, "No module found in object")
 
 
 def test_exactly_one_symbol_table():
@@ -212,10 +219,11 @@ def test_rel_count_truncates_like_the_kernel():
 
 
 @pytest.mark.parametrize("off,value", [(4, 2), (5, 2), (4, 0), (5, 0)])
-def test_class_and_data_encoding(off, value):
+def test_class_and_data_encoding_are_not_checked_by_6_1(off, value):
+    """elf_validity_check of 6.1 reads neither EI_CLASS nor EI_DATA: armload warns and loads."""
     b = base()
     b[off] = value
-    refuses(b, "Invalid architecture in ELF header")
+    assert accepts(b).warnings
 
 
 @pytest.mark.parametrize("e_type,ok", [(1, True), (0, False), (2, False), (3, False), (4, False)])
@@ -302,9 +310,10 @@ def test_name_from_this_module_when_modinfo_has_none():
 
 
 def test_plain_object_is_named_after_the_file(tmp_path):
-    obj = read_object(sample("obj/relocs-arm-gcc12.o"))
+    obj = read_object(sample("obj/relocs-arm-gcc12.o"), object=True)
     assert not obj.is_module and obj.name == "relocs_arm_gcc12"
-    assert obj.warnings == ["not a kernel module (no .gnu.linkonce.this_module): loaded as a plain object"]
+    assert obj.warnings == ["plain relocatable object (no .gnu.linkonce.this_module), loaded as asked (--object); "
+                            "the kernel refuses it: No module found in object"]
     assert obj.modinfo == {}
 
 
@@ -347,7 +356,7 @@ def test_symbol_string_table_shape(edit):
         b[off] = ord("x")
     else:
         b[off + size - 1] = ord("x")
-    refuses(b)
+    accepts(b)                  # the string table's shape is checked from Linux 6.12 on, not in 6.1
 
 
 
@@ -399,4 +408,4 @@ def test_this_module_name_bytes_are_decoded_leniently():
 
 def test_plain_object_name_stops_at_the_first_dot():
     data = open(sample("obj/relocs-arm-gcc12.o"), "rb").read()
-    assert read_object("/tmp/my-mod.v2.o", data).name == "my_mod"
+    assert read_object("/tmp/my-mod.v2.o", data, object=True).name == "my_mod"

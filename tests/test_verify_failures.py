@@ -139,7 +139,7 @@ def objects(tmp_path_factory, binutils):
 def load(objects, thumb, placement, kernel=None):
     """A fresh module that verifies cleanly before the test corrupts it."""
     cfg = KernelConfig(thumb2=thumb)
-    mod = Session(kernel or Kernel.builtin(cfg), cfg, placement).load(objects["thumb" if thumb else "arm"])
+    mod = Session(kernel or Kernel.builtin(cfg), cfg, placement).load(objects["thumb" if thumb else "arm"], object=True)
     r = verify_module(mod)
     assert r.ok and r.branches_ok == r.branches_total == len(mod.branches) > 0, r.format()
     return mod
@@ -489,7 +489,7 @@ def test_branch_into_code_of_the_other_instruction_set_is_reported(objects, thum
     """Mapping symbols ($a/$t) decide the state a non-function label expects, also at the very
     start of a section; a BL arrives in the caller's state, so only the mixed one fails."""
     cfg = KernelConfig(thumb2=thumb)
-    mod = Session(Kernel.builtin(cfg), cfg, "window").load(objects["mixed-thumb" if thumb else "mixed-arm"])
+    mod = Session(Kernel.builtin(cfg), cfg, "window").load(objects["mixed-thumb" if thumb else "mixed-arm"], object=True)
     other = row(mod, "other_label")
     mixed = row(mod, "arm_label" if thumb else "thumb_label")
     sec = next(s for s in mod.sections if s.name == ".text.other")
