@@ -110,6 +110,7 @@ REAL_CODE: dict[str, tuple[str, ...]] = {
     "kernel/time/timer": ("round_jiffies", "round_jiffies_relative", "__round_jiffies", "__round_jiffies_relative",
                           "round_jiffies_up", "round_jiffies_up_relative"),
     "kernel/sched/core": ("__cond_resched", "_cond_resched", "__cond_resched_lock"),   # never need resched here
+    "kernel/locking/mutex": ("mutex_is_locked", "atomic_dec_and_mutex_lock"),         # reads the owner word
     "kernel/softirq": ("tasklet_setup", "tasklet_init", "tasklet_unlock_wait", "tasklet_unlock_spin_wait"),
     "kernel/jump_label": ("static_key_count",),
     "arch/arm/vfp": ("kernel_neon_begin", "kernel_neon_end"),
