@@ -143,9 +143,6 @@ class Clock:
         c.stop_at = (c.insns + budget) if budget else (1 << 63)
         return c.stop_at
 
-    def restore_budget(self, stop_at: int) -> None:
-        self._c.stop_at = stop_at
-
     @property
     def budget_hit(self) -> bool:
         return bool(self._c.stopped)

@@ -44,7 +44,6 @@ SENTINEL_PAGE = 0xFFFF0000
 STACK_BASE = 0xDF000000           # guard page at STACK_BASE, stack above it
 TASK_BASE = 0xDF100000            # the init task's task_struct (current)
 TASK_SIZE = 0x2000
-SIM_BASE = 0xCE000000             # simulated kernel objects armload creates (kernel.py's data slots end below)
 SCRATCH_BASE, SCRATCH_SIZE = 0xDF200000, 0x40000   # models' temporary buffers (not kmalloc)
 DEFAULT_BUDGET = 200_000_000      # instructions per call (kernel code included)
 DEFAULT_TIMEOUT = 120.0           # seconds: a safety net only, never a result
@@ -116,7 +115,6 @@ class Machine:
         self._entries: dict[int, tuple[str, object]] = {}   # trap entry -> (name, Decision)
         self._real_hooks: dict[int, str] = {}               # real function entry -> name (recorded)
         self._names_at: dict[int, str] = {}
-        self._sim_next = SIM_BASE
         self._sim_data: list[tuple[int, int, str]] = []
         self._caller_syms: dict[int, str] = {}
         self._report: FaultReport | None = None
@@ -394,13 +392,6 @@ class Machine:
         if self.kernel is not None:
             return self.kernel.lookup_address(name)
         return None
-
-    def sim_address(self, name: str, size: int = 0x100) -> int:
-        """Fresh simulated memory for a kernel object that has no image to live in."""
-        a = self._sim_next
-        self._sim_next += (size + PAGE - 1) & ~(PAGE - 1)
-        self._map_sim_data(a, name)
-        return a
 
     # --- hooks ----------------------------------------------------------------------
     def _on_intr(self, uc, intno, _user):
