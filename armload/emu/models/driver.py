@@ -20,6 +20,7 @@ PDRV_PROBE, PDRV_REMOVE, PDRV_REMOVE_NEW, PDRV_DRIVER = 0, 4, 8, 24
 PDRV_ID_TABLE = PDRV_DRIVER + 76  # sizeof(struct device_driver) on this config (sizeof platform_driver: 108)
 PDEV_NAME, PDEV_ID, PDEV_DEV = 0, 4, 16       # struct device is 8-aligned (u64 members)
 DEVICE_SIZE = 0x200               # covers struct device (6.1 armmp: 0x1a0 bytes)
+DEV_PLATFORM_DATA = 60            # offsetof(struct device, platform_data): dev_get_platdata() in Debian's modules
 PDEV_SIZE = PDEV_DEV + DEVICE_SIZE + 0x40
 CLASS_SIZE = 0x80
 
@@ -330,6 +331,22 @@ def register(lib: ModelLibrary) -> None:
         for drv in list(r.pdrivers):
             if info["driver"] is None and match(call, drv, pdev):
                 probe(call, drv, pdev)
+        return 0
+
+    @m("platform_device_add_data", "platform_device_add_resources", subsystem="driver")
+    def platform_device_add_data(call):
+        info = reg(call).pdevices.get(call.arg(0))
+        if info is None:
+            call.fault(f"{call.name} on {call.arg(0):#010x}, not a platform device from platform_device_alloc", "bug")
+        size = call.arg(2)
+        copy = call.heap.alloc(size, kind=f"{call.name} copy", caller=call.lr) if size else 0
+        if size and not copy:
+            return (-12) & 0xFFFFFFFF
+        if size:
+            call.write(copy, call.read(call.arg(1), size))
+        info["data" if call.name.endswith("data") else "resources"] = (copy, size)
+        if call.name.endswith("data"):
+            call.put_u32(call.arg(0) + PDEV_DEV + DEV_PLATFORM_DATA, copy)   # pdev->dev.platform_data
         return 0
 
     @m("platform_device_alloc", subsystem="driver")

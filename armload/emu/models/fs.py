@@ -102,6 +102,10 @@ def register(lib: ModelLibrary) -> None:
     def proc_create(call):
         return create(call, "proc", call.arg(0), call.arg(2), "file")
 
+    @m("proc_set_size", "proc_set_user", subsystem="fs")
+    def proc_set_size(call):
+        call.note = "attribute of a modelled proc entry (kept opaque)"
+
     @m("proc_symlink", subsystem="fs")
     def proc_symlink(call):
         return create(call, "proc", call.arg(0), call.arg(1), "symlink")
