@@ -19,67 +19,18 @@ from armload.verify import verify_module
 
 from conftest import SYMVERS, all_kos, sample
 # The literal ports of 6.1's lib/sort.c and module-plts.c, kept apart from the package (shares no code).
-from oracles.kernel_sort import cmp_rel, kernel_sort
-from oracles.module_plts import duplicate_rel, is_zero_addend_relocation, kernel_plt_counts
+from oracles.kernel_sort import kernel_sort
+from oracles.module_plts import kernel_plt_counts
 
 CALL = int(R.R_ARM_CALL)
 ZERO = 0xEBFFFFFE          # bl sym     (A = -8)
 PLUS8 = 0xEB000000         # bl sym+8   (A = 0)
 
 
-def sort_2016(rels, size=8):
-    """Literal port of the 2016 lib/sort.c sort(): byte offsets and C int arithmetic as written.
-
-        int i = (num/2 - 1) * size, n = num * size, c, r;
-        for ( ; i >= 0; i -= size) { for (r = i; r * 2 + size < n; r  = c) { c = r * 2 + size;
-            if (c < n - size && cmp_func(base + c, base + c + size) < 0) c += size;
-            if (cmp_func(base + r, base + c) >= 0) break; swap_func(base + r, base + c, size); } }
-        for (i = n - size; i > 0; i -= size) { swap_func(base, base + i, size);
-            for (r = 0; r * 2 + size < i; r = c) { ... the same with i for n ... } }
-    """
-    def at(off):
-        return rels[off // size]
-
-    def swap(a, b):
-        rels[a // size], rels[b // size] = rels[b // size], rels[a // size]
-
-    num = len(rels)
-    u = ((num // 2 - 1) % 2**64 * size) % 2**64          # size_t arithmetic, then to int
-    i = u - 2**64 if u >= 2**63 else u
-    n = num * size
-    while i >= 0:
-        r = i
-        while r * 2 + size < n:
-            c = r * 2 + size
-            if c < n - size and cmp_rel(at(c), at(c + size)) < 0:
-                c += size
-            if cmp_rel(at(r), at(c)) >= 0:
-                break
-            swap(r, c)
-            r = c
-        i -= size
-    i = n - size
-    while i > 0:
-        swap(0, i)
-        r = 0
-        while r * 2 + size < i:
-            c = r * 2 + size
-            if c < i - size and cmp_rel(at(c), at(c + size)) < 0:
-                c += size
-            if cmp_rel(at(r), at(c)) >= 0:
-                break
-            swap(r, c)
-            r = c
-        i -= size
-
-
-LITERAL = {"v6": kernel_sort, "sorted": sort_2016}
-
-
 def literal_order(r_info, variant):
     """The permutation the literal port applies: sort (index, r_info) pairs, read the indices back."""
     rels = [(i, int(x)) for i, x in enumerate(r_info)]
-    LITERAL[variant](rels)
+    kernel_sort(rels, variant)          # tests/oracles: 6.1's sort_r ("v6") or the classic heapsort ("sorted")
     return [i for i, _ in rels]
 
 
@@ -244,30 +195,6 @@ def test_kernel_order_replays_heapsort_for_mixed_ties():
     assert kernel_order(data, words, "v6").tolist() == list(range(len(words)))
 
 
-def literal_sorted_counts(path):
-    """The 2016 module_frob_arch_sections(): every exec REL section sorted with the 2016 lib/sort.c,
-    branches to SHN_UNDEF symbols, zero-addend duplicates of the previous entry counted once, one .plt
-    (count built from the literal port's helpers, none of armload's code)."""
-    from elftools.elf.elffile import ELFFile
-    with open(path, "rb") as f:
-        elf = ELFFile(f)
-        secs = list(elf.iter_sections())
-        symtab = next(x for x in secs if x["sh_type"] == "SHT_SYMTAB")
-        undef = [x["st_shndx"] == "SHN_UNDEF" for x in symtab.iter_symbols()]
-        total = 0
-        for idx, sec in enumerate(secs):
-            if idx == 0 or sec["sh_type"] != "SHT_REL" or not (secs[sec["sh_info"]]["sh_flags"] & 0x4):
-                continue
-            rels = [(r["r_offset"], r["r_info"]) for r in sec.iter_relocations()]
-            sort_2016(rels)
-            base = secs[sec["sh_info"]].data()
-            for i, (_, info) in enumerate(rels):
-                if info & 0xFF in (1, 28, 29, 10, 30) and undef[info >> 8]:
-                    if not is_zero_addend_relocation(base, rels[i]) or not duplicate_rel(base, rels, i):
-                        total += 1
-        return total
-
-
 @pytest.fixture(scope="module")
 def mixed_ko(tmp_path_factory):
     """20,000 relocations, ~10% of calls to externals with a non-zero addend: ties that matter."""
@@ -281,7 +208,7 @@ def test_mixed_addend_counts_equal_literal_ports(mixed_ko, monkeypatch):
     a stable sort would not (so the tie order really is under test)."""
     obj = read_object(mixed_ko)
     cfg = KernelConfig()
-    want_v6, want_sorted = kernel_plt_counts(mixed_ko), literal_sorted_counts(mixed_ko)
+    want_v6, want_sorted = kernel_plt_counts(mixed_ko), kernel_plt_counts(mixed_ko, "sorted")
     plan = plan_plts(obj, cfg)
     assert (plan.counts["v6"].core, plan.counts["v6"].init) == want_v6
     assert plan.counts["sorted"].core == want_sorted and plan.counts["sorted"].init == 0
