@@ -71,8 +71,11 @@ def register(lib: ModelLibrary) -> None:
             # void _dev_info(dev, fmt, ...): "(NULL device *): " as drivers/base/core.c prints it;
             # for a device the kernel prints "driver name: ", which needs the driver core's layout
             dev = call.arg(0)
-            _printk(call, call.arg(1), call.varargs(2), f"(device {dev:08x}): " if dev else "(NULL device *): ",
-                    level=level)
+            prefix = "(NULL device *): "
+            if dev:
+                prefix = f"[armload: device {dev:#010x}, its name needs the kernel image]: "
+                call.note = "fallback: the kernel would prefix 'driver name: ', which armload cannot read here"
+            _printk(call, call.arg(1), call.varargs(2), prefix, level=level)
         return h
 
     for lvl, name in enumerate(("_dev_emerg", "_dev_alert", "_dev_crit", "_dev_err", "_dev_warn",
