@@ -20,7 +20,7 @@ $(VENV)/.stamp-mutants: pyproject.toml | venv
 
 mutants: $(VENV)/.stamp-mutants toolchain
 	mkdir -p $(MUTANTS_DIR)
-	git ls-files --cached --others --exclude-standard armload tests sample_modules scripts pyproject.toml \
+	git ls-files --cached --others --exclude-standard armload tests sample_modules scripts benchmarks setup.py pyproject.toml \
 	  | tar -cf - -T - | tar -xf - -C $(MUTANTS_DIR)
 	cp mk/mutants.cfg $(MUTANTS_DIR)/setup.cfg
 	cd $(MUTANTS_DIR) && $(MUTMUT) run --max-children $(MUTANTS_JOBS) $(MUTANTS) > mutmut-run.log 2>&1 || \
