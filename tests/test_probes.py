@@ -454,11 +454,9 @@ def test_thumb_decoder_follows_the_kernel_tables():
 
 
 VMLINUZ = os.path.join(ROOT, ".cache", "linux-image-6.1.0-50-armmp", "boot", "vmlinuz-6.1.0-50-armmp")
-needs_image = pytest.mark.skipif(not os.path.isfile(VMLINUZ), reason="Debian image not in .cache (make corpus)")
 
 
-@needs_image
-@pytest.mark.corpus
+@pytest.mark.inputs(VMLINUZ, how="the Debian image: make test-inputs")
 def test_probes_with_the_debian_image_use_its_ftrace_caller_and_kretprobe_trampoline():
     cfg = DEBIAN_ARMMP
     kernel = Kernel.from_files([SYMVERS, VMLINUZ], cfg)
