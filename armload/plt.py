@@ -53,7 +53,7 @@ def _native_sort():
 _NATIVE, SORT_BACKEND = _native_sort()
 
 
-def heapsort_order(keys, variant: str = "v6", *, native: bool | None = None) -> np.ndarray:
+def heapsort_order(keys, variant: str, *, native: bool | None = None) -> np.ndarray:
     """Permutation (int64 indices) that lib/sort.c's heapsort applies to `keys` (ties keep heap order).
 
     variant "v6": the bottom-up heapsort of lib/sort.c since v5.2 (used by 6.1);
@@ -77,7 +77,7 @@ def heapsort_order(keys, variant: str = "v6", *, native: bool | None = None) -> 
     return np.array(heapsort_order_python(k.tolist(), variant), dtype=np.int64)
 
 
-def heapsort_order_python(keys: list[int], variant: str = "v6") -> list[int]:
+def heapsort_order_python(keys: list[int], variant: str) -> list[int]:
     """The pure-Python fallback of heapsort_order (same loops as armload/_kernsort.c)."""
     a = list(range(len(keys)))
     k = list(keys)

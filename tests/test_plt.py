@@ -1,6 +1,7 @@
 """PLT counting under three kernel generations, and emission agreeing with counting."""
 import os
 import random
+import sys
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ from armload.kernel import Kernel
 from armload.loader import Session
 from armload import plt as P
 from armload.plt import (PltSection, _count_sorted, count_legacy, count_legacy_quadratic, exec_rel_tables,
-                         heapsort_order, kernel_order, plan_plts, sym_shndx)
+                         heapsort_order, heapsort_order_python, kernel_order, plan_plts, sym_shndx)
 from armload.synth import make_module
 from armload.verify import verify_module
 
@@ -44,23 +45,51 @@ def random_r_info(rng, n):
 def test_native_sort_is_used():
     """The compiled replay is what runs (make venv builds it); ARMLOAD_NO_NATIVE=1 opts out explicitly."""
     if os.environ.get("ARMLOAD_NO_NATIVE"):
-        assert P._NATIVE is None and "ARMLOAD_NO_NATIVE" in P.SORT_BACKEND
+        assert P._NATIVE is None and P.SORT_BACKEND == "disabled by ARMLOAD_NO_NATIVE"
     else:
         assert P._NATIVE is not None, P.SORT_BACKEND
+        assert P.SORT_BACKEND == "C extension armload._kernsort"
         assert P._NATIVE.SOURCE_SHA256 != "unknown"
 
 
-def test_stale_or_disabled_native_sort_is_not_used(monkeypatch):
-    """A build from another _kernsort.c (hash compiled in differs from the source) falls back to Python."""
-    if P._NATIVE is not None:
-        monkeypatch.setattr(P._NATIVE, "SOURCE_SHA256", "0" * 64)
-        mod, why = P._native_sort()
-        assert mod is None and "stale" in why
-    monkeypatch.setenv("ARMLOAD_NO_NATIVE", "1")
+def _native_or_fail():
+    if os.environ.get("ARMLOAD_NO_NATIVE"):
+        pytest.skip("ARMLOAD_NO_NATIVE set: the compiled sort is opted out")
+    if P._NATIVE is None:
+        pytest.fail(f"armload._kernsort is not in use ({P.SORT_BACKEND}); make venv builds it")
+    return P._NATIVE
+
+
+def test_stale_disabled_or_missing_native_sort_is_not_used(monkeypatch):
+    """Each reason the compiled sort is not used is told as such (armload bench prints it)."""
+    native = _native_or_fail()
+    assert P._native_sort() == (native, "C extension armload._kernsort")
+    monkeypatch.setattr(native, "SOURCE_SHA256", "0" * 64)
+    assert P._native_sort() == (None, "armload._kernsort is stale (built from another _kernsort.c; re-run make venv)")
+    monkeypatch.undo()
+    monkeypatch.delattr(sys.modules["armload"], "_kernsort")       # as if never imported ...
+    monkeypatch.setitem(sys.modules, "armload._kernsort", None)     # ... and not importable
     mod, why = P._native_sort()
-    assert mod is None and "ARMLOAD_NO_NATIVE" in why
+    assert mod is None and why.startswith("armload._kernsort not built (") and why.endswith(")")
+    monkeypatch.undo()
+    monkeypatch.setenv("ARMLOAD_NO_NATIVE", "1")
+    assert P._native_sort() == (None, "disabled by ARMLOAD_NO_NATIVE")
 
 
+def test_default_backend_choice(monkeypatch):
+    """native=None: the compiled sort for u32 keys (0 and 0xFFFFFFFF included), Python otherwise."""
+    _native_or_fail()
+    keys = np.array([0xFFFFFFFF, 0, 7, 0, 0xFFFFFFFF], dtype=np.uint32)
+    want = heapsort_order(keys, "v6", native=False).tolist()
+    def no_python(*a):
+        raise AssertionError("the Python fallback ran")
+    monkeypatch.setattr(P, "heapsort_order_python", no_python)
+    assert heapsort_order(keys, "v6").tolist() == want
+    assert heapsort_order(keys, "v6", native=True).tolist() == want
+    assert heapsort_order(np.zeros(0, np.uint32), "v6").dtype == np.int64
+    monkeypatch.undo()
+    for bad in ([2**32, 1, 2**32], [-1, 3, -1]):        # just outside u32 on each side: Python
+        assert heapsort_order(bad, "v6").tolist() == heapsort_order_python(bad, "v6")
 @pytest.mark.parametrize("variant", ["v6", "sorted"])
 def test_sort_replay_equals_literal_port(variant):
     """C, Python fallback and the literal port of lib/sort.c give the same permutation, ties included."""
@@ -100,14 +129,23 @@ def test_sort_variants_agree_on_ties():
         assert literal_order(r_info, "v6") == literal_order(r_info, "sorted")
 
 
-def test_heapsort_rejects_bad_input():
-    with pytest.raises(ValueError):
+def test_heapsort_rejects_bad_input(monkeypatch):
+    with pytest.raises(ValueError, match=r"^unknown heapsort variant 'v5'$"):
         heapsort_order([1, 2], "v5")
     # keys beyond 32 bits cannot go to the compiled sort; the fallback still sorts them exactly
     big = [2**40, 1, 2**40 + 1, 1]
-    assert heapsort_order(big, "v6").tolist() == heapsort_order(big, "v6", native=False).tolist()
-    with pytest.raises(ValueError):
-        heapsort_order(big, "v6", native=True) if P._NATIVE is not None else (_ for _ in ()).throw(ValueError())
+    assert heapsort_order(big, "v6").tolist() == heapsort_order(big, "v6", native=False).tolist() == [1, 3, 0, 2]
+    _native_or_fail()
+    for bad in ([2**32], [-1], big):
+        with pytest.raises(ValueError, match=r"^native heapsort keys must be unsigned 32-bit$"):
+            heapsort_order(bad, "v6", native=True)
+    empty = heapsort_order([], "sorted", native=False)
+    assert empty.dtype == np.int64 and empty.size == 0
+    monkeypatch.setattr(P, "_NATIVE", None)
+    monkeypatch.setattr(P, "SORT_BACKEND", "disabled by ARMLOAD_NO_NATIVE")
+    with pytest.raises(RuntimeError, match=r"^native heapsort unavailable: disabled by ARMLOAD_NO_NATIVE$"):
+        heapsort_order([1], "v6", native=True)
+    assert heapsort_order([3, 1, 2], "v6").tolist() == [1, 2, 0]     # native=None without it: Python
 
 
 def test_sample_hand_counts():
