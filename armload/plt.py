@@ -137,7 +137,6 @@ def heapsort_order_python(keys: list[int], variant: str) -> list[int]:
 
 def sort_keys(r_info: np.ndarray) -> np.ndarray:
     """cmp_rel: by type, then symbol index, as one u32 (the symbol index has 24 bits)."""
-    r_info = np.asarray(r_info, dtype=np.uint32)
     return ((r_info & np.uint32(0xFF)) << np.uint32(24)) | (r_info >> np.uint32(8))
 
 
@@ -289,7 +288,7 @@ def count_legacy(t: RelTable, shndx: np.ndarray, thumb2: bool) -> int:
 def plt_size(count: int, config: KernelConfig) -> int:
     """round_up(count * PLT_ENT_SIZE, sizeof(struct plt_entries))."""
     group = 2 * config.plt_stride
-    return (count * PLT_ENT_SIZE + group - 1) // group * group
+    return -(-count * PLT_ENT_SIZE // group) * group
 
 
 @dataclass
@@ -354,18 +353,17 @@ class PltSection:
         self.fixed_names = fixed_names
         self.count = 0
         self.lits: list[int] = []             # literal per entry index
-        self.started = False
         self.ldr_groups: set[int] | None = None   # legacy: groups whose LDR words get_module_plt wrote
+        self.filled: set[int] = set()             # legacy: entry indices get_module_plt handed out
 
     def slot(self, idx) -> int:
         return self.base + (idx // self.n) * 2 * self.stride + (idx % self.n) * 4
 
     def _prealloc(self):
-        if not self.started:
-            self.started = True
-            if self.fixed and self.count == 0:
-                self.lits = list(self.fixed)
-                self.count = len(self.fixed)
+        """prealloc_fixed on the section's first use (the count never returns to 0 after it)."""
+        if self.fixed and self.count == 0:
+            self.lits = list(self.fixed)
+            self.count = len(self.fixed)
 
     def get_many_last(self, vals: np.ndarray) -> tuple[np.ndarray, int]:
         """get_module_plt (sorted/v6) for a run of values in order. Returns slot addresses and
@@ -396,52 +394,46 @@ class PltSection:
 
     def get_legacy(self, val: int) -> int | None:
         """v4.0 get_module_plt: walk every group; None when the kernel would BUG()."""
-        ngroups = self.size // (2 * self.stride)
+        if not self.lits:
+            self.lits = [0] * (self.size // PLT_ENT_SIZE)      # the zeroed section's literal slots
+            self.ldr_groups = set()
         c = self.count
-        for g in range(ngroups):
+        for g in range(self.size // (2 * self.stride)):
             base_idx = g * self.n
             if c == 0:
-                self._ensure(base_idx + self.n)
-                if self.ldr_groups is None:
-                    self.ldr_groups = set()
                 self.ldr_groups.add(g)        # only this path writes the LDRs (a zero literal inflates
                 self.lits[base_idx] = val     # plt_count, and a later group is then filled without them)
                 self.count += 1
+                self.filled.add(base_idx)
                 return self.slot(base_idx)
-            for i in range(self.n):
-                j = base_idx + i
-                self._ensure(j + 1)
+            for j in range(base_idx, base_idx + self.n):
                 if self.lits[j] == 0:
                     self.lits[j] = val
                     self.count += 1
+                    self.filled.add(j)
                 if self.lits[j] == val:
                     return self.slot(j)
             c -= self.n
         return None
 
-    def _ensure(self, n):
-        if len(self.lits) < n:
-            self.lits.extend([0] * (n - len(self.lits)))
-
     def image(self) -> bytes:
         """Section bytes: groups of identical LDR words followed by a line of literals."""
-        words = np.zeros(self.size // 4, dtype=np.uint32)
-        if self.started or self.lits:
-            used = len(self.lits)
-            ngroups = min((used + self.n - 1) // self.n, self.size // (2 * self.stride))
-            for g in range(ngroups):
-                w0 = g * 2 * self.n
-                if self.ldr_groups is None or g in self.ldr_groups:
-                    words[w0:w0 + self.n] = self.ldr
-                chunk = self.lits[g * self.n:(g + 1) * self.n]
-                words[w0 + self.n:w0 + self.n + len(chunk)] = chunk
-        return words.astype("<u4").tobytes()
+        words = np.zeros(self.size // 4, dtype="<u4")
+        for g in range(-(-len(self.lits) // self.n)):     # every literal lies inside the section
+            w0 = g * 2 * self.n
+            if self.ldr_groups is None or g in self.ldr_groups:
+                words[w0:w0 + self.n] = self.ldr
+            chunk = self.lits[g * self.n:(g + 1) * self.n]
+            words[w0 + self.n:w0 + self.n + len(chunk)] = chunk
+        return words.tobytes()
 
     def entries(self, names: dict[int, str]) -> list[PltEntry]:
+        """Every entry handed out, a zero literal (a weak undefined target) included; the legacy
+        walk's zero padding is not an entry."""
         out = []
-        for i, lit in enumerate(self.lits):
-            if lit == 0 and i >= len(self.fixed):
-                continue
+        used = sorted(self.filled) if self.ldr_groups is not None else range(len(self.lits))
+        for i in used:
+            lit = self.lits[i]
             fixed = i < len(self.fixed)
             name = self.fixed_names[i] if fixed and i < len(self.fixed_names) else names.get(lit)
             out.append(PltEntry(addr=self.slot(i), target=lit, plt=self.name, symbol=name, fixed=fixed))
