@@ -116,7 +116,7 @@ class ObjectFile:
             st = self.strtab
             names = []
             for off in self.symtab["st_name"].tolist():
-                names.append(st[off:st.index(b"\0", off)].decode("utf-8", "replace"))
+                names.append(st[off:st.index(b"\0", off)].decode(errors="replace"))
             self._names = names
         return self._names
 
@@ -178,10 +178,8 @@ class _Validator:
         return out
 
     def cstr(self, off: int) -> str | None:
-        if off >= self.n:
-            return None
         end = self.data.find(b"\0", off)
-        return None if end < 0 else self.data[off:end].decode("utf-8", "replace")
+        return None if end == -1 else self.data[off:end].decode(errors="replace")
 
     # --- the pass ------------------------------------------------------------------------
     def run(self, object: bool) -> ObjectFile:
@@ -319,7 +317,7 @@ class _Validator:
         sections = []
         data = self.data
         for i, (h, a, b) in enumerate(zip(rows, starts.tolist(), ends.tolist())):
-            sections.append(Section(i, data[a:b].decode("utf-8", "replace"), *h[1:]))
+            sections.append(Section(i, data[a:b].decode(errors="replace"), *h[1:]))
         return sections
 
     def check_this_module(self, tm: Section, name: str | None) -> None:
@@ -347,8 +345,8 @@ class _Validator:
         tail_end = start + len(body)
         if last != len(body) - 1:
             # the final string is unterminated inside the section: the kernel's strncmp reads on
-            e = self.data.find(b"\0", start + max(last + 1, 0))
-            if e < 0:
+            e = self.data.find(b"\0", start + len(body))
+            if e == -1:
                 raise self.fail(f"section {sec.index} (.modinfo): last string at file offset "
                                 f"{start + last + 1:#x} runs past the end of the file; 6.1 reads it unchecked",
                                 section=sec.index)
@@ -357,7 +355,7 @@ class _Validator:
         for item in self.data[start:tail_end].split(b"\0"):
             if b"=" in item:
                 k, v = item.split(b"=", 1)
-                info.setdefault(k.decode("utf-8", "replace"), []).append(v.decode("utf-8", "replace"))
+                info.setdefault(k.decode(errors="replace"), []).append(v.decode(errors="replace"))
         return info
 
     def read_symtab(self, st: Section, sections: list[Section], name: str):
@@ -391,12 +389,11 @@ class _Validator:
 
     def read_rels(self, sections: list[Section], name: str) -> dict[int, np.ndarray]:
         rels = {}
-        for s in sections[1:]:
+        for s in sections:                                # (section 0 is SHT_NULL)
             if s.sh_type != SHT_REL:
                 continue
             n = s.sh_size // REL_DTYPE.itemsize          # the kernel truncates, so do we
-            rels[s.index] = np.frombuffer(self.data, REL_DTYPE, count=n, offset=s.sh_offset).copy() if n else \
-                np.zeros(0, REL_DTYPE)
+            rels[s.index] = np.frombuffer(self.data, REL_DTYPE, count=n, offset=s.sh_offset).copy()
         return rels
 
     def check_frob(self, sections: list[Section], shoff: int, name: str) -> None:
@@ -404,7 +401,7 @@ class _Validator:
         (apply_relocations skips sh_info >= e_shnum). Past the table the kernel sees whatever
         follows it: file bytes (then its flags decide) or memory beyond the copy (undefined)."""
         nsec = len(sections)
-        for s in sections[1:]:
+        for s in sections:                                # (section 0 is SHT_NULL)
             if s.sh_type != SHT_REL:
                 continue
             if s.sh_info < nsec:

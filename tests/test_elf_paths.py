@@ -177,6 +177,10 @@ CASES = {
                            "relocates NOBITS executable section 4 (.init.text, offset 0x94 + size 0x1065 past the end "
                            "of the file): 6.1's count_plts reads its instructions at sh_offset in its copy of the file "
                            "unchecked", {"section": 5}),
+    "exec-nobits-target-8-byte-rel": (lambda b: sec(sec(b, 4, sh_type=8, sh_size=N), 5, sh_size=8), "hello: section "
+                                      "5 (.rel.init.text) relocates NOBITS executable section 4 (.init.text, offset "
+                                      "0x94 + size 0x10f8 past the end of the file): 6.1's count_plts reads its "
+                                      "instructions at sh_offset in its copy of the file unchecked", {"section": 5}),
     "rel-target-past-eof": (lambda b: sec(b, 5, sh_info=35), "hello: section 5 (.rel.init.text): SHT_REL with sh_info "
                             "35 >= e_shnum 35: 6.1's module_frob_arch_sections reads that section header at file "
                             "offset 0x10f8, past the end of its copy of the file (undefined; no check in any kernel)",
@@ -260,3 +264,28 @@ def test_object_file_helpers():
     assert named.sym_name(0) == named.sym_names[0] != ""
     assert named.sym_name(-1) == "" and named.sym_name(named.symcount) == ""
     assert named.sym_name(named.symcount - 1) == named.sym_names[-1] != ""
+
+
+def test_names_and_strings_are_decoded_leniently():
+    """Bytes that are not UTF-8 become U+FFFD in section names, symbol names and modinfo keys and values."""
+    b = base()
+    at = bytes(b).index(b"author=armload")
+    b[at + 4] = b[at + 11] = 0xFF
+    at = bytes(b).index(b".comment\0", get(b, 34, "sh_offset"))
+    b[at + 2] = 0xFE
+    at = bytes(b).index(b"__UNIQUE_ID_name180\0", 0x810)
+    b[at + 3] = 0xFD
+    obj = accepted(b)
+    assert obj.modinfo["auth\ufffdr"] == ["arml\ufffdad"]
+    assert obj.sections[30].name == ".c\ufffdmment"
+    assert "__U\ufffdIQUE_ID_name180" in obj.sym_names
+
+
+def test_modinfo_stops_at_its_last_string():
+    """A key=value string after .modinfo (here in .comment) is not modinfo."""
+    b = base()
+    b[0x542:0x549] = b"late=1\0"
+    assert "late" not in accepted(b).modinfo
+    b = base()
+    b[0x542:0x549] = b"late=1\0"
+    assert "late" not in accepted(sec(b, 16, sh_size=0x95)).modinfo      # unterminated: read to its NUL only
