@@ -308,8 +308,8 @@ class _Validator:
         # still be C strings inside the file.
         starts = s_off + raw["sh_name"].astype(np.int64)
         ends = self.cstr_end(starts)
-        if (ends < 0).any():
-            i = int(np.argmax(ends < 0))
+        if (ends == -1).any():
+            i = int(np.argmax(ends == -1))
             raise self.fail(f"section {i} (type {int(raw['sh_type'][i])}): sh_name {int(raw['sh_name'][i]):#x} "
                             f"runs past the end of the file; 6.1 reads it unchecked (only SHF_ALLOC sections "
                             f"with contents are checked)", section=i)
@@ -363,28 +363,25 @@ class _Validator:
         # The symbol table section has contents (it was checked to lie inside the file); the
         # string table may be anything: 6.1 reads names at its sh_offset unchecked.
         count = st.sh_size // SYM_DTYPE.itemsize
-        syms = np.frombuffer(self.data, SYM_DTYPE, count=count, offset=st.sh_offset) if count else \
-            np.zeros(0, SYM_DTYPE)
+        syms = np.frombuffer(self.data, SYM_DTYPE, count=count, offset=st.sh_offset)
         base = strsec.sh_offset
-        if count:
-            ends = self.cstr_end(base + syms["st_name"].astype(np.int64))
-            if (ends < 0).any():
-                i = int(np.argmax(ends < 0))
-                raise self.fail(f"{name}: symbol {i} name (st_name {int(syms['st_name'][i]):#x} in section "
-                                f"{strsec.index} at file offset {base:#x}) runs past the end of the file: 6.1 reads it "
-                                f"unchecked (Linux 6.12 refuses: symbol name out of bounds in string table)",
-                                section=st.index, symbol=i)
+        ends = self.cstr_end(base + syms["st_name"].astype(np.int64))
+        if (ends == -1).any():
+            i = int(np.argmax(ends == -1))
+            raise self.fail(f"{name}: symbol {i} name (st_name {int(syms['st_name'][i]):#x} in section "
+                            f"{strsec.index} at file offset {base:#x}) runs past the end of the file: 6.1 reads it "
+                            f"unchecked (Linux 6.12 refuses: symbol name out of bounds in string table)",
+                            section=st.index, symbol=i)
         # simplify_symbols (symbols 1..n-1) special-cases UNDEF, ABS, COMMON and LIVEPATCH; any other
         # index selects sechdrs[st_shndx], which past e_shnum is outside the section header table.
-        shndx = syms["st_shndx"]
+        shndx = syms["st_shndx"][1:]
         bad = (shndx >= len(sections)) & (shndx != SHN_ABS) & (shndx != SHN_COMMON) & (shndx != SHN_LIVEPATCH)
-        bad[:1] = False
         if bad.any():
-            i = int(np.argmax(bad))
-            raise self.fail(f"{name}: symbol {i} has section index {int(shndx[i]):#x} >= e_shnum {len(sections)} "
+            i = int(np.argmax(bad)) + 1
+            raise self.fail(f"{name}: symbol {i} has section index {int(shndx[i - 1]):#x} >= e_shnum {len(sections)} "
                             f"(no kernel checks this: 6.1's simplify_symbols adds an sh_addr read from beyond the "
                             f"section header table)", section=st.index, symbol=i)
-        strtab = self.data[base:] if base < self.n else b""
+        strtab = self.data[base:]
         return syms, strtab
 
     def read_rels(self, sections: list[Section], name: str) -> dict[int, np.ndarray]:

@@ -156,9 +156,9 @@ CASES = {
                            "section 33 at file offset 0x810) runs past the end of the file: 6.1 reads it unchecked "
                            "(Linux 6.12 refuses: symbol name out of bounds in string table)",
                            {"section": 32, "symbol": 1}),
-    "symbol-shndx": (lambda b: sym(b, 3, "st_shndx", 35), "hello: symbol 3 has section index 0x23 >= e_shnum 35 (no "
+    "symbol-shndx": (lambda b: sym(b, 1, "st_shndx", 35), "hello: symbol 1 has section index 0x23 >= e_shnum 35 (no "
                      "kernel checks this: 6.1's simplify_symbols adds an sh_addr read from beyond the section header "
-                     "table)", {"section": 32, "symbol": 3}),
+                     "table)", {"section": 32, "symbol": 1}),
     "symbol-shndx-fff3": (lambda b: sym(b, 3, "st_shndx", 0xFFF3), "hello: symbol 3 has section index 0xfff3 >= "
                           "e_shnum 35 (no kernel checks this: 6.1's simplify_symbols adds an sh_addr read from "
                           "beyond the section header table)", {"section": 32, "symbol": 3}),
