@@ -250,3 +250,15 @@ def test_quadratic_and_hashed_counts_agree_on_crafted_tables():
         want = len({(int(ri), int(w) & (0x2FFF07FF if (ri & 0xFF) in (10, 30) else 0x00FFFFFF))
                      for ri, w in zip(r_info, t.words) if (ri & 0xFF) in (28, 29, 1, 10, 30)})
         assert count_legacy(t) == count_legacy_quadratic(t) == want
+
+
+@pytest.mark.parametrize("name", ["hello-arm.ko", "initcore-arm.ko", "devkit-thumb2.ko", "regdev-arm.ko"])
+def test_explain_lists_what_v40_counted_per_plt(name):
+    """explain.counted_relocations' legacy list: one item per counted entry, split core/init as the
+    port splits them; the init items are exactly those of REL tables named *.init*."""
+    from armload.explain import counted_relocations
+    obj = read_object(sample(name))
+    got = counted_relocations(obj, KernelConfig())["legacy"]
+    core, init = kernel_plt_counts_v40(sample(name))
+    assert (sum(c.plt == "core" for c in got), sum(c.plt == "init" for c in got)) == (core, init)
+    assert all((c.plt == "init") == (".init" in c.relsec_name) for c in got)
