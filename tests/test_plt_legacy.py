@@ -264,3 +264,19 @@ def test_explain_lists_what_v40_counted_per_plt(name):
     core, init = kernel_plt_counts_v40(sample(name))
     assert (sum(c.plt == "core" for c in got), sum(c.plt == "init" for c in got)) == (core, init)
     assert all((c.plt == "init") == (".init" in c.relsec_name) for c in got)
+
+
+def test_legacy_needs_both_plt_sections(tmp_path):
+    """v4.0 refuses a module without both PLT sections ("sections missing"), as 6.1 does; the 2016
+    series needs only .plt."""
+    data = open(sample("hello-arm.ko"), "rb").read()
+    assert data.count(b".init.plt\0") == 1
+    bad = tmp_path / "hello.ko"
+    bad.write_bytes(data.replace(b".init.plt\0", b".iniX.plt\0"))     # ".plt" shares the string tail
+    for alg in ("legacy", "v6"):
+        cfg = KernelConfig(plt_algorithm=alg)
+        with pytest.raises(PltError, match=r"^hello: module PLT section\(s\) missing \(\.init\.plt; "):
+            Session(Kernel.from_files([SYMVERS], cfg), cfg, "vmalloc").load(str(bad))
+    cfg = KernelConfig(plt_algorithm="sorted")
+    mod = Session(Kernel.from_files([SYMVERS], cfg), cfg, "vmalloc").load(str(bad))
+    assert verify_module(mod).ok
