@@ -15,7 +15,7 @@ from .config import KernelConfig
 from .elf import read_object
 from .kernel import Kernel
 from .loader import Session
-from .plt import SORT_BACKEND, count_legacy, count_legacy_quadratic, count_plts, exec_rel_tables, plan_plts, sym_shndx
+from .plt import SORT_BACKEND, count_legacy, count_legacy_quadratic, count_plts, legacy_rel_tables, plan_plts
 from .report import table
 from .synth import DEFAULT_N_RELOCS, make_module
 
@@ -59,13 +59,12 @@ def bench_legacy(n_relocs: int = 20_000) -> dict:
     data = make_module(n_relocs, n_externals=500)
     obj = read_object("synth-legacy.ko", data)
     cfg = KernelConfig()
-    shndx = sym_shndx(obj)
-    tables = exec_rel_tables(obj)
+    tables = legacy_rel_tables(obj)          # v4.0 counts every REL table
     t = time.perf_counter()
-    quad = sum(count_legacy_quadratic(x, shndx, False) for x in tables)
+    quad = sum(count_legacy_quadratic(x) for x in tables)
     t_quad = time.perf_counter() - t
     t = time.perf_counter()
-    fast = sum(count_legacy(x, shndx, False) for x in tables)
+    fast = sum(count_legacy(x) for x in tables)
     t_fast = time.perf_counter() - t
     t = time.perf_counter()
     _v6_count_only(obj, cfg)
@@ -133,7 +132,7 @@ def bench_plt_vs_c(label: str, path: str, data: bytes, repeat: int = 5) -> dict:
         with tempfile.NamedTemporaryFile(suffix=".ko") as f:
             f.write(data)
             f.flush()
-            p = subprocess.run([exe, f.name, str(repeat), str(int(cfg.thumb2)), str(cfg.n_fixed_plts)],
+            p = subprocess.run([exe, f.name, str(repeat), str(cfg.n_fixed_plts)],
                                capture_output=True, text=True)
         if p.returncode:
             why = f"plt_count_ref failed: {p.stderr.strip()}"

@@ -14,7 +14,7 @@ from .config import KernelConfig
 from .elf import read_object
 from .kernel import Kernel
 from .loader import Session
-from .plt import count_legacy_quadratic, count_plts, exec_rel_tables, sym_shndx
+from .plt import count_legacy_quadratic, count_plts, exec_rel_tables, legacy_rel_tables
 from .synth import make_module
 
 DEFAULT_SIZES = (2000, 8000, 32000)
@@ -40,15 +40,15 @@ def run(sizes=DEFAULT_SIZES, *, externals: int | None = None, repeat: int = 3, q
         data = make_module(n, n_externals=ext)
         obj = read_object("synth.ko", data)
         tables = exec_rel_tables(obj)
-        shndx = sym_shndx(obj)
+        ltables = legacy_rel_tables(obj)
         row = {"relocations": n, "externals": ext, "count_ms": {}, "counts": {}, "load_ms": {}}
         if n <= quadratic_max:
-            t, c = _best(lambda: sum(count_legacy_quadratic(x, shndx, cfg.thumb2) for x in tables),
+            t, c = _best(lambda: sum(count_legacy_quadratic(x) for x in ltables),
                          1 if n > 8000 else repeat)
             row["count_ms"]["legacy_quadratic"] = t * 1e3
             row["counts"]["legacy_quadratic"] = c
         for alg in ("legacy", "sorted", "v6"):
-            t, (pc, _) = _best(lambda: count_plts(obj, cfg, alg, tables=tables), repeat)
+            t, (pc, _) = _best(lambda: count_plts(obj, cfg, alg, tables=tables, legacy_tables=ltables), repeat)
             row["count_ms"][alg] = t * 1e3
             row["counts"][alg] = pc.total
         for alg in ("legacy", "sorted", "v6"):
@@ -71,11 +71,16 @@ def _legacy_lookup(mod, config) -> float:
     """Replay the v4.0 get_module_plt() calls of a finished legacy load (same section size, same
     targets in application order): the linear walk over emitted entries, timed on its own."""
     from .plt import PltSection
-    sec = next(s for s in mod.sections if s.name == ".plt")
-    far = mod.branches[mod.branches["plt"] != 0]["target"].tolist()
-    plt = PltSection("core", sec.addr, sec.size, config, ())
+    secs = {s.name: s for s in mod.sections if s.name in (".plt", ".init.plt")}
+    plts = {n: PltSection(n, s.addr, s.size, config, ()) for n, s in secs.items()}
+    far = mod.branches[mod.branches["plt"] != 0]
+    # each far branch goes to the PLT its slot is in (the one in_init(loc) picked during the load)
+    todo = []
+    for slot, v in zip(far["plt"].tolist(), far["target"].tolist()):
+        n = next(n for n, s in secs.items() if s.addr <= slot < s.addr + s.size)
+        todo.append((plts[n], v))
     t = time.perf_counter()
-    for v in far:
+    for plt, v in todo:
         plt.get_legacy(v)
     return time.perf_counter() - t
 

@@ -465,7 +465,8 @@ def counted_relocations(obj: ObjectFile, config) -> dict[str, list[CountedEntry]
     fixed ftrace entries are not relocations and are not listed. tests/test_explain.py checks
     that the lists have exactly the lengths of plt.count_plts()."""
     from .constants import BRANCH_TYPES, SHN_UNDEF
-    from .plt import _legacy_candidates, exec_rel_tables, kernel_order, sym_shndx, zero_addend
+    from .plt import (_legacy_candidates, exec_rel_tables, kernel_order, legacy_is_init, legacy_rel_tables,
+                      sym_shndx, zero_addend)
     tables = exec_rel_tables(obj)
     shndx = sym_shndx(obj)
     names = obj.sym_names
@@ -477,14 +478,16 @@ def counted_relocations(obj: ObjectFile, config) -> dict[str, list[CountedEntry]
         sym = info >> 8
         return CountedEntry(obj.sections[t.relsec].name, t.dstname, int(i), reloc_name(info & 0xFF),
                             names[sym] if sym < len(names) else "", where)
-    for t in tables:
-        cand, masked = _legacy_candidates(t, shndx, config.thumb2)
+    for t in legacy_rel_tables(obj):          # v4.0: every REL table, no symbol filter, per-type masks
+        cand, masked = _legacy_candidates(t)
         seen = set()
+        where = "init" if legacy_is_init(t) else "core"
         for i in np.flatnonzero(cand).tolist():
             key = (int(t.r_info[i]), int(masked[i]))
-            if key not in seen:                      # no earlier entry with the same r_info and addend
+            if key not in seen:                      # no earlier entry with the same r_info and masked word
                 seen.add(key)
-                out["legacy"].append(entry(t, i, "core"))
+                out["legacy"].append(entry(t, i, where))
+    for t in tables:
         for alg in ("sorted", "v6"):
             order = kernel_order(t.r_info, t.words, alg)
             r_info = t.r_info[order]

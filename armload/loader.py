@@ -101,12 +101,13 @@ def _ensure_plt_sections(obj: ObjectFile, config: KernelConfig) -> None:
     if not config.module_plts:
         return
     names = {s.name for s in obj.sections}
-    want = [".plt", ".init.plt"] if config.plt_algorithm == "v6" else [".plt"]
+    # v4.0 and 6.1 need both (v4.0: "sections missing"); the 2016 series merged them into one .plt
+    want = [".plt"] if config.plt_algorithm == "sorted" else [".plt", ".init.plt"]
     missing = [n for n in want if n not in names]
     if not missing:
         return
     if obj.is_module:
-        what = "module PLT section(s) missing" if config.plt_algorithm == "v6" else "module PLT section missing"
+        what = "module PLT section missing" if config.plt_algorithm == "sorted" else "module PLT section(s) missing"
         raise PltError(f"{obj.name}: {what} ({', '.join(missing)}; was it linked with the kernel's "
                        f"module.lds under CONFIG_ARM_MODULE_PLTS?)", file=obj.path)
     n = len(obj.sections)
@@ -179,7 +180,7 @@ def _plt_sections(layout: Layout, config: KernelConfig, kernel: Kernel) -> dict[
     if config.plt_algorithm == "v6" and config.dynamic_ftrace:
         fixed = (_ftrace_addr(kernel, "ftrace_caller"), _ftrace_addr(kernel, "__gnu_mcount_nc"))
     out = {}
-    names = (("core", ".plt"), ("init", ".init.plt")) if config.plt_algorithm == "v6" else (("core", ".plt"),)
+    names = (("core", ".plt"),) if config.plt_algorithm == "sorted" else (("core", ".plt"), ("init", ".init.plt"))
     for key, sname in names:
         idx = next((s.index for s in reversed(layout.sections) if s.name == sname), None)   # the last wins
         if idx is None or idx not in layout.places:

@@ -299,7 +299,8 @@ def plt_bench_plot(res: dict):
     a1.set_title("time of the count (module_frob_arch_sections)\nand of the v4.0 slot lookup")
     a1.grid(True, which="both", lw=0.3)
     a1.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1, frameon=False)
-    for key, col, style, label in (("legacy", "#f08c00", "s-", "legacy (core)"), ("sorted", "#1971c2", "^-", "sorted (core)"),
+    for key, col, style, label in (("legacy", "#f08c00", "s-", "legacy (v4.0) core + init"),
+                                   ("sorted", "#1971c2", "^-", "sorted (one .plt)"),
                                    ("v6", "#2f9e44", "d-", "v6 core + init (incl. fixed ftrace)")):
         a2.plot(n, [r["counts"][key] for r in rows], style, color=col, label=label, ms=4)
     a2.plot(n, [r["used"] for r in rows], "x:", color="black", label="entries actually used (v6, vmalloc)")
@@ -351,9 +352,9 @@ def corpus_counts_plot(records: list[dict], title: str = "corpus"):
         a2.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     a2.set_xlabel("v6 total - legacy total, entries")
     a2.set_ylabel("modules")
-    a2.set_title("how much more v6 reserves\n(+2 fixed ftrace entries in each of .plt and .init.plt; "
-                 "per distinct target per section;\nbranches to other sections of the module counted too)",
-                 fontsize=8)
+    a2.set_title("v6 minus legacy (v4.0)\n(v6: +2 fixed ftrace entries in each PLT, per distinct target per "
+                 "sorted exec table,\nnot symbols of the target section; v4.0: per distinct (r_info, word) "
+                 "in every REL table)", fontsize=8)
     fig.suptitle(f"PLT counts per rule across {title}", fontsize=10)
     fig.tight_layout()
     return fig

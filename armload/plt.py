@@ -1,13 +1,20 @@
 """Stage 4: count and emit module PLT entries (arch/arm/kernel/module-plts.c), three generations.
 
-* legacy  (v4.0): no sort; branches to SHN_UNDEF symbols; O(n^2) scan for an earlier
-  identical r_info with the same masked instruction word; one `.plt`; emission walks
-  every group and reuses any equal literal.
+* legacy  (v4.0, 7d485f647c1f "ARM: 8220/1: allow modules outside of bl range"): no sort; every
+  SHT_REL section (any target, no symbol filter) is counted against the words at its target's
+  sh_offset in the file; a branch counts unless an earlier entry of the same table has the same
+  r_info and the same masked word (ARM types 0x00ffffff, Thumb types 0x2fff07ff whatever
+  CONFIG_THUMB2_KERNEL says), an O(n^2) scan; REL sections whose name contains ".init" go to the
+  init PLT, the rest to core; emission picks the PLT by the place (in_init) and walks every group,
+  reusing any equal literal.
 * sorted  (2016 series): each exec REL section sorted by (type, sym) with lib/sort.c's
   heapsort; SHN_UNDEF targets only; bitwise zero-addend test against the previous entry;
   one `.plt`; emission reuses only the last entry.
 * v6      (6.1): as sorted, but skips only symbols defined in the target section, counts
   core and init separately (`.plt`, `.init.plt`), and starts each at the fixed ftrace entries.
+
+v4.0's module linker script named the core PLT `.core.plt`; armload loads 6.1-built modules, whose
+core PLT is `.plt`, and uses `.plt` as the core PLT under every generation.
 """
 from __future__ import annotations
 
@@ -197,13 +204,14 @@ def gather_words(data: bytes, sec_offset: int, sec_size: int, nobits: bool, r_of
 
 @dataclass
 class RelTable:
-    """One REL section that targets an executable section, as the counting pass sees it."""
+    """One REL section as a counting pass sees it (exec targets only, but for legacy)."""
     relsec: int
     dstsec: int
     dstname: str
     r_info: np.ndarray
     r_offset: np.ndarray
     words: np.ndarray      # instruction word at each r_offset (from the file)
+    relname: str = ""      # the REL section's own name (v4.0 picks core/init PLT by it)
 
 
 def exec_rel_tables(obj: ObjectFile) -> list[RelTable]:
@@ -219,7 +227,7 @@ def exec_rel_tables(obj: ObjectFile) -> list[RelTable]:
         # count_plts reads the words at sh_addr in the kernel's copy of the file, NOBITS targets
         # too (elf.py checked that those bytes lie in the file).
         words = gather_words(obj.data, dst.sh_offset, dst.sh_size, False, rel["r_offset"])
-        out.append(RelTable(idx, dst.index, dst.name, rel["r_info"], rel["r_offset"], words))
+        out.append(RelTable(idx, dst.index, dst.name, rel["r_info"], rel["r_offset"], words, s.name))
     return out
 
 
@@ -251,17 +259,65 @@ def _count_sorted(t: RelTable, order: np.ndarray, shndx: np.ndarray, same_sectio
     return int((cand & ~(zero & dup)).sum())
 
 
-def _legacy_candidates(t: RelTable, shndx: np.ndarray, thumb2: bool):
+ARM_BRANCH_MASK = 0x00FFFFFF        # __opcode_to_mem_arm(0x00ffffff)
+THUMB_BRANCH_MASK = 0x2FFF07FF      # __opcode_to_mem_thumb32(0x07ff2fff), the u32 read from LE memory
+
+
+def file_words(data: bytes, sec_offset: int, r_offset: np.ndarray) -> np.ndarray:
+    """The u32 the v4.0 count_plts reads at base + r_offset, base being the target's sh_addr in the
+    kernel's copy of the file (hdr + sh_offset, NOBITS targets too), unbounded by the section's
+    size. Past the end of the copy the kernel reads undefined memory: 0 stands in for it."""
+    out = np.zeros(len(r_offset), dtype=np.uint32)
+    if not len(r_offset):
+        return out
+    at = r_offset.astype(np.int64) + sec_offset
+    ok = at + 4 <= len(data)
+    o = at[ok]
+    b = np.frombuffer(data, dtype=np.uint8)
+    out[ok] = (b[o].astype(np.uint32) | (b[o + 1].astype(np.uint32) << 8) |
+               (b[o + 2].astype(np.uint32) << 16) | (b[o + 3].astype(np.uint32) << 24))
+    return out
+
+
+def legacy_rel_tables(obj: ObjectFile) -> list[RelTable]:
+    """What the v4.0 module_frob_arch_sections loop counts: every SHT_REL section from index 1, whatever
+    its target. Only branch entries' words matter, so only those are read. A REL section with
+    sh_info >= e_shnum makes v4.0 read a section header past the table (undefined; elf.py refuses the
+    cases where that header looks executable): armload skips it, as apply_relocations does."""
+    out = []
+    n = len(obj.sections)
+    for idx, rel in obj.rels.items():
+        s = obj.sections[idx]
+        if s.sh_info >= n:
+            continue
+        dst = obj.sections[s.sh_info]
+        br = np.isin(rel["r_info"] & np.uint32(0xFF), _BRANCH_ARR)
+        words = np.zeros(len(rel), dtype=np.uint32)
+        # sh_info 0: rewrite_section_headers leaves sechdrs[0].sh_addr 0, so v4.0 would read the
+        # absolute address r_offset (a fault, not modelled); 0 stands in for those words.
+        if br.any() and s.sh_info:
+            words[br] = file_words(obj.data, dst.sh_offset, rel["r_offset"][br])
+        out.append(RelTable(idx, dst.index, dst.name, rel["r_info"], rel["r_offset"], words, s.name))
+    return out
+
+
+def legacy_is_init(t: RelTable) -> bool:
+    """strstr(secstrings + s->sh_name, ".init"): the REL section's own name decides."""
+    return ".init" in t.relname
+
+
+def _legacy_candidates(t: RelTable):
+    """(branch-type mask, masked word) as v4.0's count_plts sees each entry: the mask follows the type."""
     rtype = t.r_info & np.uint32(0xFF)
-    rsym = (t.r_info >> np.uint32(8)).astype(np.int64)
-    cand = np.isin(rtype, _BRANCH_ARR) & (shndx[np.minimum(rsym, len(shndx) - 1)] == SHN_UNDEF)
-    mask = np.uint32(0x2FFF07FF if thumb2 else 0x00FFFFFF)
+    cand = np.isin(rtype, _BRANCH_ARR)
+    mask = np.where(np.isin(rtype, _THUMB_ARR), np.uint32(THUMB_BRANCH_MASK), np.uint32(ARM_BRANCH_MASK))
     return cand, t.words & mask
 
 
-def count_legacy_quadratic(t: RelTable, shndx: np.ndarray, thumb2: bool) -> int:
-    """v4.0 count_plts exactly as written: for each candidate, scan all earlier entries."""
-    cand, masked = _legacy_candidates(t, shndx, thumb2)
+def count_legacy_quadratic(t: RelTable) -> int:
+    """v4.0 count_plts exactly as written: for each branch, duplicate_rel scans all earlier entries
+    for the same r_info and ((*loc1 ^ *loc2) & mask) == 0."""
+    cand, masked = _legacy_candidates(t)
     r_info = t.r_info.tolist()
     m = masked.tolist()
     ret = 0
@@ -275,10 +331,11 @@ def count_legacy_quadratic(t: RelTable, shndx: np.ndarray, thumb2: bool) -> int:
     return ret
 
 
-def count_legacy(t: RelTable, shndx: np.ndarray, thumb2: bool) -> int:
-    """Same result as count_legacy_quadratic: an entry counts iff no earlier entry matches,
-    i.e. the number of distinct (r_info, masked word) pairs among candidates."""
-    cand, masked = _legacy_candidates(t, shndx, thumb2)
+def count_legacy(t: RelTable) -> int:
+    """Same result as count_legacy_quadratic: an entry counts iff no earlier entry matches, i.e. the
+    number of distinct (r_info, masked word) pairs among branches (the mask is a function of the
+    type, which r_info holds, so equal masked words under equal r_info mean the same mask)."""
+    cand, masked = _legacy_candidates(t)
     if not cand.any():
         return 0
     key = (t.r_info[cand].astype(np.uint64) << np.uint64(32)) | masked[cand].astype(np.uint64)
@@ -299,15 +356,24 @@ class PltPlan:
 
 
 def count_plts(obj: ObjectFile, config: KernelConfig, algorithm: str, *, tables: list[RelTable] | None = None,
-               exact_sort: bool = False) -> tuple[PltCounts, dict[int, np.ndarray]]:
+               exact_sort: bool = False, legacy_tables: list[RelTable] | None = None
+               ) -> tuple[PltCounts, dict[int, np.ndarray]]:
     """module_frob_arch_sections' count under one generation's rules, and the order in which
-    that kernel applies each exec REL section (legacy: unsorted)."""
+    that kernel applies each REL section (legacy: unsorted). `tables`: exec_rel_tables(obj),
+    `legacy_tables`: legacy_rel_tables(obj), when the caller has them already."""
     from .layout import init_layout_section
+    if algorithm == "legacy":
+        tables = legacy_rel_tables(obj) if legacy_tables is None else legacy_tables
+        core = init = 0
+        for t in tables:
+            n = count_legacy(t)
+            if legacy_is_init(t):
+                init += n
+            else:
+                core += n
+        return PltCounts("legacy", core, init), {t.relsec: np.arange(len(t.r_info)) for t in tables}
     tables = exec_rel_tables(obj) if tables is None else tables
     shndx = sym_shndx(obj)
-    if algorithm == "legacy":
-        total = sum(count_legacy(t, shndx, config.thumb2) for t in tables)
-        return PltCounts("legacy", total, 0), {t.relsec: np.arange(len(t.r_info)) for t in tables}
     core = init = 0
     orders = {}
     for t in tables:
@@ -327,12 +393,14 @@ def count_plts(obj: ObjectFile, config: KernelConfig, algorithm: str, *, tables:
 def plan_plts(obj: ObjectFile, config: KernelConfig, *, exact_sort: bool = False) -> PltPlan:
     """All three generations' counts side by side; sizes and order for config.plt_algorithm."""
     tables = exec_rel_tables(obj)
+    legacy_tables = legacy_rel_tables(obj)
     counts, orders = {}, {}
     for alg in ("legacy", "sorted", "v6"):
-        counts[alg], orders[alg] = count_plts(obj, config, alg, tables=tables, exact_sort=exact_sort)
+        counts[alg], orders[alg] = count_plts(obj, config, alg, tables=tables, exact_sort=exact_sort,
+                                              legacy_tables=legacy_tables)
     chosen = counts[config.plt_algorithm]
     sizes = {"core": plt_size(chosen.core, config)}
-    if config.plt_algorithm == "v6":
+    if config.plt_algorithm in ("v6", "legacy"):       # the 2016 series merged them into one .plt
         sizes["init"] = plt_size(chosen.init, config)
     return PltPlan(counts=counts, orders=orders[config.plt_algorithm], sizes=sizes)
 

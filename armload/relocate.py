@@ -290,8 +290,11 @@ class PltRouter:
     def route(self, places: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, int]:
         slots = np.zeros(len(vals), dtype=np.int64)
         if self.algorithm == "legacy":
-            for i, v in enumerate(vals.tolist()):
-                s = self.core.get_legacy(v) if self.core else None
+            # v4.0 get_module_plt: in_init(loc) picks init_plt, else core_plt; any equal literal is reused
+            use_init = self.within_init(places)
+            for i, (v, ini) in enumerate(zip(vals.tolist(), use_init.tolist())):
+                sec = self.init if ini else self.core
+                s = sec.get_legacy(v) if sec is not None else None
                 if s is None:
                     return slots, i
                 slots[i] = s
@@ -442,7 +445,8 @@ def apply_rel_section(modname: str, relidx: int, relname: str, r_offset: np.ndar
             raise err(i, f"{head} sym '{symname}': unsupported interworking call {d}{where(i)}")
         if i == plt_bad_at:
             raise err(i, f"{head} sym '{symname}': module PLT section exhausted{where(i)} "
-                         f"(the kernel would hit BUG_ON in get_module_plt)", cls=PltError)
+                         f"(the kernel would hit {'BUG()' if config.plt_algorithm == 'legacy' else 'BUG_ON'} "
+                         f"in get_module_plt)", cls=PltError)
         sv = int(syms.value[safe_sym[i]])
         raise err(i, f"{head} sym '{symname}': relocation {int(rtype[i])} out of range "
                      f"({hash_x(int(P[i]))} -> {hash_x(sv)}){where(i)}")

@@ -62,22 +62,26 @@ def plt_notes(mod: LoadedModule, counted: dict | None = None, limit: int | None 
                     got = got[:limit] + [f"... {len(got) - limit} more"]
                 return ", ".join(got)
             desc = "; ".join(f"{rel}: " + names(rel, where)
-                             + (f" -> {'.init.plt' if where == 'init' else '.plt'}" if alg == "v6" else "")
+                             + (f" -> {'.init.plt' if where == 'init' else '.plt'}" if alg != "sorted" else "")
                              for where, rel in per)
             notes.append(f"{alg} counted {len(items)}: {desc}")
     v6 = mod.plt_counts["v6"]
-    if cfg.plt_algorithm != "v6":
-        c = mod.plt_counts[cfg.plt_algorithm]
+    if cfg.plt_algorithm == "sorted":
+        c = mod.plt_counts["sorted"]
         notes.append(
-            f"why {cfg.plt_algorithm} reserves more than is used: its count ({c.core}) is an upper bound taken before "
-            f"layout for one .plt shared by core and init code ("
-            + ("v4.0: one entry per distinct (r_info, addend) branch to an undefined symbol"
-               if cfg.plt_algorithm == "legacy" else
-               "one entry per distinct (type, symbol) branch to an undefined symbol per sorted REL table")
-            + f"); only branches out of range at their final address take an entry: {far} of {len(sites)} here, "
-              f"using {used.get('core', 0)}"
-            + ("; the v4.0 get_module_plt() searches every emitted entry, so one target never takes two"
-               if cfg.plt_algorithm == "legacy" else ""))
+            f"why sorted reserves more than is used: its count ({c.core}) is an upper bound taken before "
+            f"layout for one .plt shared by core and init code (one entry per distinct (type, symbol) branch to "
+            f"an undefined symbol per sorted REL table); only branches out of range at their final address take "
+            f"an entry: {far} of {len(sites)} here, using {used.get('core', 0)}")
+    if cfg.plt_algorithm == "legacy":
+        c = mod.plt_counts["legacy"]
+        notes.append(
+            f"why legacy reserves more than is used: its count (core {c.core}, init {c.init}) is an upper bound "
+            f"taken before layout, v4.0's one entry per distinct (r_info, masked instruction word) branch "
+            f"relocation in every REL table, whatever the symbol or target section (tables named *.init* count "
+            f"for .init.plt); only branches out of range at their final address take an entry: {far} of "
+            f"{len(sites)} here, using core {used.get('core', 0)}, init {used.get('init', 0)}; the v4.0 "
+            f"get_module_plt() searches every emitted entry of its PLT, so one target never takes two there")
     if cfg.plt_algorithm == "v6":
         nf = cfg.n_fixed_plts
         notes.append(
@@ -131,8 +135,8 @@ def plt_notes(mod: LoadedModule, counted: dict | None = None, limit: int | None 
     cross = {e.symbol for e in mod.plt_entries if e.plt == "core" and not e.fixed} & \
         {e.symbol for e in mod.plt_entries if e.plt == "init" and not e.fixed}
     if cross:
-        notes.append(f"in both .plt and .init.plt: {', '.join(sorted(s for s in cross if s))} (v6 keeps separate "
-                     f"PLTs for core and init code, since .init.plt is freed after init)")
+        notes.append(f"in both .plt and .init.plt: {', '.join(sorted(s for s in cross if s))} (v4.0 and 6.1 "
+                     f"keep separate PLTs for core and init code, since .init.plt is freed after init)")
     return notes
 
 

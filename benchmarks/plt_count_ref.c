@@ -4,7 +4,7 @@
  * qsort() in place of the kernel's lib/sort.c, timed in the same run as armload's count_plts().
  * Shares no code with armload; it only gives the speed a C loader reaches on the same table.
  *
- *   plt_count_ref FILE REPEAT THUMB2 NFIXED
+ *   plt_count_ref FILE REPEAT NFIXED
  *
  * For every SHT_REL section whose target is SHF_EXECINSTR: copy the table (the kernel sorts the
  * module's copy in place), then
@@ -12,9 +12,11 @@
  *                  zero-addend entry equal to its predecessor counted once; one .plt;
  *   v6 (6.1):      the same, skipping only symbols defined in the target section, core and init
  *                  (".init*" targets) counted apart, each starting at NFIXED ftrace entries;
- *   legacy:        armload's rule for v4.0 (branches to SHN_UNDEF, one entry per distinct
- *                  (r_info, masked instruction word)), here by qsort of the pairs instead of the
- *                  kernel's O(n^2) scan.
+ *   legacy (v4.0): every SHT_REL section whatever its target, every branch (no symbol filter),
+ *                  one entry per distinct (r_info, masked word at the target's sh_offset +
+ *                  r_offset in the file; mask 0x00ffffff for ARM types, 0x2fff07ff for Thumb
+ *                  types), init when the REL section's name contains ".init"; here by qsort of
+ *                  the pairs instead of the kernel's O(n^2) scan.
  * Prints one line per rule: "RULE CORE INIT BEST_NS" (best of REPEAT runs of that rule's count
  * over all tables, file already in memory).  The counts equal the kernel's only where qsort's tie
  * order does not matter (no branch ties with different addends): qsort is not lib/sort.c.
@@ -47,6 +49,7 @@ struct table {
 	int init;
 	const uint8_t *base;	/* target section bytes */
 	uint32_t base_size;
+	int in_file;		/* legacy: words are read anywhere in the file from base (v4.0 does) */
 };
 
 static const uint8_t *file;
@@ -66,6 +69,8 @@ static uint32_t sym_shndx(uint32_t sym)
 
 static uint32_t word_at(const struct table *t, uint32_t off)
 {
+	if (t->in_file)
+		return t->base && (uint64_t)(t->base - file) + off + 4 <= file_size ? rd32(t->base + off) : 0;
 	return (uint64_t)off + 4 <= t->base_size ? rd32(t->base + off) : 0;
 }
 
@@ -145,19 +150,18 @@ int main(int argc, char **argv)
 	FILE *f;
 	long sz;
 	uint32_t shoff, shnum, shentsize;
-	struct table *tabs;
-	size_t ntabs = 0, maxnum = 0;
-	int repeat, thumb2, nfixed;
+	struct table *tabs, *ltabs;
+	size_t ntabs = 0, nltabs = 0, maxnum = 0;
+	int repeat, nfixed;
 	Elf32_Rel *work;
 	uint64_t *pairs;
 
-	if (argc != 5) {
-		fprintf(stderr, "usage: %s FILE REPEAT THUMB2 NFIXED\n", argv[0]);
+	if (argc != 4) {
+		fprintf(stderr, "usage: %s FILE REPEAT NFIXED\n", argv[0]);
 		return 2;
 	}
 	repeat = atoi(argv[2]);
-	thumb2 = atoi(argv[3]);
-	nfixed = atoi(argv[4]);
+	nfixed = atoi(argv[3]);
 	f = fopen(argv[1], "rb");
 	if (!f || fseek(f, 0, SEEK_END) || (sz = ftell(f)) < 52 || fseek(f, 0, SEEK_SET)) {
 		fprintf(stderr, "%s: cannot read\n", argv[1]);
@@ -182,6 +186,7 @@ int main(int argc, char **argv)
 	const uint8_t *shstr = shstrndx < shnum ? file + rd32(sh + shstrndx * 40 + 16) : NULL;
 
 	tabs = calloc(shnum ? shnum : 1, sizeof(*tabs));
+	ltabs = calloc(shnum ? shnum : 1, sizeof(*ltabs));
 	for (uint32_t i = 1; i < shnum; i++) {
 		const uint8_t *s = sh + i * 40;
 
@@ -201,6 +206,19 @@ int main(int argc, char **argv)
 		if (rd32(s + 4) != SHT_REL || info >= shnum)
 			continue;
 		d = sh + info * 40;
+		if ((uint64_t)rd32(s + 16) + rd32(s + 20) > file_size) {
+			fprintf(stderr, "%s: section %u out of the file\n", argv[1], i);
+			return 1;
+		}
+		ltabs[nltabs].rels = (const Elf32_Rel *)(file + rd32(s + 16));
+		ltabs[nltabs].num = rd32(s + 20) / sizeof(Elf32_Rel);
+		ltabs[nltabs].init = shstr && strstr((const char *)shstr + rd32(s), ".init") != NULL;
+		/* section 0 keeps sh_addr 0 in the kernel: no word is read (0 stands in) */
+		ltabs[nltabs].base = info && rd32(d + 16) <= file_size ? file + rd32(d + 16) : NULL;
+		ltabs[nltabs].in_file = 1;
+		if (ltabs[nltabs].num > maxnum)
+			maxnum = ltabs[nltabs].num;
+		nltabs++;
 		if (!(rd32(d + 8) & SHF_EXECINSTR))
 			continue;
 		if ((uint64_t)rd32(s + 16) + rd32(s + 20) > file_size || (uint64_t)rd32(d + 16) + rd32(d + 20) > file_size) {
@@ -229,24 +247,29 @@ int main(int argc, char **argv)
 			double t0 = now_ns();
 
 			core = init = 0;
-			for (size_t k = 0; k < ntabs; k++) {
+			for (size_t k = 0; rule == 0 && k < nltabs; k++) {
+				const struct table *t = ltabs + k;
+				size_t m = 0;
+				unsigned n = 0;
+
+				for (size_t i = 0; i < t->num; i++) {
+					uint32_t ri = t->rels[i].r_info;
+					uint32_t mask = is_thumb(ELF32_R_TYPE(ri)) ? 0x2fff07ff : 0x00ffffff;
+
+					if (is_branch(ELF32_R_TYPE(ri)))
+						pairs[m++] = (uint64_t)ri << 32 | (word_at(t, t->rels[i].r_offset) & mask);
+				}
+				qsort(pairs, m, sizeof(*pairs), cmp_u64);
+				for (size_t i = 0; i < m; i++)
+					n += !i || pairs[i] != pairs[i - 1];
+				if (t->init)
+					init += n;
+				else
+					core += n;
+			}
+			for (size_t k = 0; rule && k < ntabs; k++) {
 				const struct table *t = tabs + k;
 
-				if (rule == 0) {
-					uint32_t mask = thumb2 ? 0x2fff07ff : 0x00ffffff;
-					size_t m = 0;
-
-					for (size_t i = 0; i < t->num; i++) {
-						uint32_t ri = t->rels[i].r_info;
-
-						if (is_branch(ELF32_R_TYPE(ri)) && sym_shndx(ELF32_R_SYM(ri)) == SHN_UNDEF)
-							pairs[m++] = (uint64_t)ri << 32 | (word_at(t, t->rels[i].r_offset) & mask);
-					}
-					qsort(pairs, m, sizeof(*pairs), cmp_u64);
-					for (size_t i = 0; i < m; i++)
-						core += !i || pairs[i] != pairs[i - 1];
-					continue;
-				}
 				memcpy(work, t->rels, t->num * sizeof(*work));
 				qsort(work, t->num, sizeof(*work), cmp_rel);
 				if (rule == 2 && t->init)

@@ -44,8 +44,9 @@ def main(argv):
     save(pictures.branch_map(edge), "branches-kalloc-boundary.svg")
     _, kfar = load("kalloc-arm.ko", "vmalloc")
     save(pictures.module_layout(kfar), "layout-kalloc-vmalloc.svg")
-    save(pictures.corpus_counts_plot(pictures.corpus_counts(sorted(glob.glob(os.path.join(
-        ROOT, "sample_modules", "*.ko")))), "the 21 bundled sample modules"), "plt-counts-samples.svg")
+    kos = sorted(glob.glob(os.path.join(ROOT, "sample_modules", "*.ko")))
+    save(pictures.corpus_counts_plot(pictures.corpus_counts(kos), f"the {len(kos)} bundled sample modules"),
+         "plt-counts-samples.svg")
     if "--no-bench" not in argv:
         save(pictures.plt_bench_plot(bench_plt((2000, 8000, 32000))), "plt-bench.svg")
     return 0

@@ -149,10 +149,12 @@ def test_heapsort_rejects_bad_input(monkeypatch):
 
 
 def test_sample_hand_counts():
-    """hello: init calls __gnu_mcount_nc and _printk, exit tail-calls _printk (all SHN_UNDEF)."""
+    """hello: init calls __gnu_mcount_nc and _printk, exit tail-calls _printk (all SHN_UNDEF).
+    v4.0 counts .rel.init.text for .init.plt (2) and .rel.exit.text for core (1)."""
     obj = read_object(sample("hello-arm.ko"))
     plan = plan_plts(obj, KernelConfig())
-    assert (plan.counts["legacy"].core, plan.counts["sorted"].core) == (3, 3)
+    assert (plan.counts["legacy"].core, plan.counts["legacy"].init) == (1, 2)
+    assert (plan.counts["sorted"].core, plan.counts["sorted"].init) == (3, 0)
     assert (plan.counts["v6"].core, plan.counts["v6"].init) == (1 + 2, 2 + 2)   # + 2 fixed ftrace each
     assert plan.sizes == {"core": 128, "init": 128}
     # no ftrace: no fixed entries; 32-byte lines: groups of 64 bytes
@@ -180,21 +182,26 @@ def test_init_to_core_calls_count_only_under_v6():
 
 
 @pytest.mark.parametrize("path", all_kos(), ids=lambda p: p.rsplit("/", 1)[-1])
-def test_legacy_equals_sorted_when_addends_are_zero(path):
+def test_legacy_counts_at_least_sorted_when_addends_are_zero(path):
+    """With zero addends the 2016 rules count one entry per (type, UND symbol) per exec table; v4.0
+    counts one per r_info per table with no symbol or target filter: never fewer. (The exact v4.0
+    numbers: tests/test_plt_legacy.py, against the literal port.)"""
+    from armload.plt import legacy_rel_tables
     obj = read_object(path)
     cfg = KernelConfig(thumb2="thumb2" in path)
     plan = plan_plts(obj, cfg)
-    assert plan.counts["legacy"].total == plan.counts["sorted"].total
-    shndx = sym_shndx(obj)
-    for t in exec_rel_tables(obj):
-        assert count_legacy(t, shndx, cfg.thumb2) == count_legacy_quadratic(t, shndx, cfg.thumb2)
+    assert plan.counts["legacy"].total >= plan.counts["sorted"].total
+    for t in legacy_rel_tables(obj):
+        assert count_legacy(t) == count_legacy_quadratic(t)
 
 
-def test_synthetic_zero_addends_legacy_equals_sorted():
+def test_synthetic_zero_addends_legacy_equals_the_v40_port(tmp_path):
+    from oracles.module_plts import kernel_plt_counts_v40
     data = make_module(20_000, n_externals=300)
-    obj = read_object("synth.ko", data)
-    plan = plan_plts(obj, KernelConfig())
-    assert plan.counts["legacy"].total == plan.counts["sorted"].total > 0
+    (tmp_path / "synth.ko").write_bytes(data)
+    plan = plan_plts(read_object("synth.ko", data), KernelConfig())
+    assert (plan.counts["legacy"].core, plan.counts["legacy"].init) == kernel_plt_counts_v40(str(tmp_path / "synth.ko"))
+    assert plan.counts["legacy"].total >= plan.counts["sorted"].total > 0
 
 
 def _table(words, syms, rtype=CALL):
@@ -269,8 +276,8 @@ def test_emission_never_exceeds_count_with_mixed_addends():
         for e in mod.plt_entries:
             used[e.plt] += 1
         assert used["core"] <= counts.core and used["init"] <= counts.init
-        if alg != "v6":
-            assert counts.init == used["init"] == 0            # one .plt before 6.x
+        if alg == "sorted":
+            assert counts.init == used["init"] == 0            # the 2016 series: one .plt
         assert (mod.branches["plt"] != 0).sum() > 0
 
 
@@ -334,10 +341,13 @@ def test_initcore_hand_counts():
     .rel.text       4 x CALL __gnu_mcount_nc                         (UND)
     .rel.init.text  CALL __gnu_mcount_nc, _printk (UND); core_mix, initcore_checksum (.text)
     .rel.exit.text  CALL core_sum (.text); JUMP24 _printk (UND)
-    legacy/sorted: UND only, duplicates once per section -> 1 + 2 + 1 = 4 (one .plt).
+    legacy (v4.0): every branch, duplicates (same r_info and word) once per table; .rel.init.text
+    for .init.plt: core = .rel.text 1 + .rel.exit.text 2 = 3; init = 4.
+    sorted: UND only, duplicates once per section -> 1 + 2 + 1 = 4 (one .plt).
     v6: core = .text 1 + .exit.text 2 (+2 fixed) = 5; init = 4 (+2 fixed) = 6."""
     plan = plan_plts(read_object(sample("initcore-arm.ko")), KernelConfig())
-    assert plan.counts["legacy"].total == plan.counts["sorted"].total == 4
+    assert (plan.counts["legacy"].core, plan.counts["legacy"].init) == (3, 4)
+    assert plan.counts["sorted"].total == 4
     assert (plan.counts["v6"].core, plan.counts["v6"].init) == (5, 6)
 
 
@@ -352,7 +362,7 @@ def test_native_reference_counts_agree(tmp_path):
     synth.write_bytes(make_module(20_000, n_externals=300))
     for path in all_kos() + [str(synth)]:
         cfg = KernelConfig(thumb2="thumb2" in path)
-        out = subprocess.run([exe, path, "1", str(int(cfg.thumb2)), str(cfg.n_fixed_plts)],
+        out = subprocess.run([exe, path, "1", str(cfg.n_fixed_plts)],
                              capture_output=True, text=True, check=True).stdout.split("\n")
         c = {line.split()[0]: tuple(map(int, line.split()[1:3])) for line in out if line}
         plan = plan_plts(read_object(path), cfg)

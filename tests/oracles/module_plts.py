@@ -1,5 +1,7 @@
 """arch/arm/kernel/module-plts.c of v6.1 (count_plts, is_zero_addend_relocation, duplicate_rel and
-the counting loop of module_frob_arch_sections), over relocations read with pyelftools."""
+the counting loop of module_frob_arch_sections), over relocations read with pyelftools; the 2016
+series' count; and v4.0's count_plts/duplicate_rel/module_frob_arch_sections (kernel_plt_counts_v40).
+get_module_plt of 6.1 and of the scanning generations (v4.0) at the end."""
 from __future__ import annotations
 
 import struct
@@ -172,7 +174,8 @@ def get_module_plt_v61(sec: PltMemory, val: int, fixed_plts: tuple = ()) -> int:
 
 
 def get_module_plt_scan(sec: PltMemory, val: int) -> int:
-    """The one-.plt O(n^2) generation (before the 2016 sorting series): any equal literal is reused."""
+    """v4.0 get_module_plt on the PLT in_init(loc) picked (core or init): walks every group, any equal
+    literal is reused."""
     c = sec.plt_count
     for g in range(len(sec.groups)):
         ldr, lit = sec.groups[g]
@@ -188,3 +191,100 @@ def get_module_plt_scan(sec: PltMemory, val: int) -> int:
                 return sec.addr(g, i)
         c -= sec.n
     raise Bug()
+
+
+# --- v4.0 (7d485f647c1f "ARM: 8220/1: allow modules outside of bl range"): count_plts, duplicate_rel and
+# the counting loop of module_frob_arch_sections, line by line. No sort, no symbol filter, every SHT_REL.
+def __opcode_to_mem_arm(x):                      # little-endian, not BE8: identity
+    return x
+
+
+def __opcode_to_mem_thumb32(x):                  # little-endian: swap the two halfwords
+    return ((x << 16) | (x >> 16)) & 0xFFFFFFFF
+
+
+class _Mem:
+    """The kernel's copy of the file: a u32 load at an offset into it. Past its end the kernel reads
+    whatever memory follows (undefined); 0 stands in, as in armload."""
+
+    def __init__(self, data: bytes):
+        self.data = data
+
+    def u32(self, addr):
+        return struct.unpack_from("<I", self.data, addr)[0] if 0 <= addr and addr + 4 <= len(self.data) else 0
+
+
+def duplicate_rel_v40(mem, base, rel, num, mask, same=None):
+    """`same`: the indices i < num with rel[i].r_info == rel[num].r_info, in order, when the caller
+    has them; the loop then skips only iterations that would `continue` anyway (the literal loop is
+    O(n^2) in Python on a big module's .rel.text)."""
+    for i in (range(num) if same is None else same):
+        if rel[i][1] != rel[num][1]:
+            continue
+
+        # Identical relocation types against identical symbols can still result in different PLT
+        # entries if the addend in the place is different. So resolve the target of the relocation
+        # to compare the values.
+        loc1 = base + rel[i][0]
+        loc2 = base + rel[num][0]
+        if ((mem.u32(loc1) ^ mem.u32(loc2)) & mask) == 0:
+            return 1
+    return 0
+
+
+def count_plts_v40(mem, base, rel, num, literal=False):
+    """Sure, this is order(n^2), but it's usually short, and not time critical."""
+    ret = 0
+    earlier: dict[int, list[int]] = {}
+    for i in range(num):
+        same = None if literal else earlier.setdefault(rel[i][1], [])
+        t = ELF32_R_TYPE(rel[i][1])
+        if t in (R_ARM_CALL, R_ARM_PC24, R_ARM_JUMP24):
+            if not duplicate_rel_v40(mem, base, rel, i, __opcode_to_mem_arm(0x00FFFFFF), same):
+                ret += 1
+        elif t in (R_ARM_THM_CALL, R_ARM_THM_JUMP24):
+            if not duplicate_rel_v40(mem, base, rel, i, __opcode_to_mem_thumb32(0x07FF2FFF), same):
+                ret += 1
+        if same is not None:
+            same.append(i)
+    return ret
+
+
+def kernel_plt_counts_v40(path, literal=False):
+    """module_frob_arch_sections() of v4.0: (core_plts, init_plts). Section headers, names and the REL
+    tables are read here with struct straight from the file (numrels = sh_size / sizeof(Elf32_Rel));
+    base = dstsec->sh_addr = the copy + sh_offset (rewrite_section_headers; sechdrs[0].sh_addr = 0).
+    A REL section with sh_info >= e_shnum (the kernel reads a header past the table: undefined) is
+    skipped, as armload does."""
+    SHT_REL = 9
+    with open(path, "rb") as f:
+        data = f.read()
+    mem = _Mem(data)
+    e_shoff, = struct.unpack_from("<I", data, 0x20)
+    e_shnum, e_shstrndx = struct.unpack_from("<HH", data, 0x30)
+    sechdrs = [struct.unpack_from("<10I", data, e_shoff + 40 * i) for i in range(e_shnum)]
+    # (sh_name, sh_type, sh_flags, sh_addr, sh_offset, sh_size, sh_link, sh_info, sh_addralign, sh_entsize)
+    secstrings = sechdrs[e_shstrndx][4]
+
+    def name(s):
+        o = secstrings + s[0]
+        return data[o:data.index(b"\0", o)].decode()
+    core_plts = init_plts = 0
+    for s in sechdrs[1:]:
+        if s[1] != SHT_REL:
+            continue
+        if s[7] >= e_shnum:
+            continue
+        numrels = s[5] // 8
+        rels = [struct.unpack_from("<II", data, s[4] + 8 * k) for k in range(numrels)]
+        dstsec = sechdrs[s[7]]
+        sh_addr = dstsec[4] if s[7] else None      # sechdrs[0].sh_addr = 0: not the copy
+        if sh_addr is None:
+            base, m = 0, _Mem(b"")                     # a read of address r_offset: 0 stands in
+        else:
+            base, m = sh_addr, mem
+        if ".init" in name(s):
+            init_plts += count_plts_v40(m, base, rels, numrels, literal)
+        else:
+            core_plts += count_plts_v40(m, base, rels, numrels, literal)
+    return core_plts, init_plts
