@@ -214,20 +214,25 @@ class RelTable:
     relname: str = ""      # the REL section's own name (v4.0 picks core/init PLT by it)
 
 
-def exec_rel_tables(obj: ObjectFile) -> list[RelTable]:
-    out = []
+def _rel_targets(obj: ObjectFile):
+    """(REL section, its entries, target section) of each REL table whose sh_info names a section
+    (apply_relocations skips the others)."""
     n = len(obj.sections)
     for idx, rel in obj.rels.items():
         s = obj.sections[idx]
-        if s.sh_info >= n:
-            continue
-        dst = obj.sections[s.sh_info]
+        if s.sh_info < n:
+            yield s, rel, obj.sections[s.sh_info]
+
+
+def exec_rel_tables(obj: ObjectFile) -> list[RelTable]:
+    out = []
+    for s, rel, dst in _rel_targets(obj):
         if not (dst.sh_flags & SHF_EXECINSTR):
             continue
         # count_plts reads the words at sh_addr in the kernel's copy of the file, NOBITS targets
         # too (elf.py checked that those bytes lie in the file).
         words = gather_words(obj.data, dst.sh_offset, dst.sh_size, False, rel["r_offset"])
-        out.append(RelTable(idx, dst.index, dst.name, rel["r_info"], rel["r_offset"], words, s.name))
+        out.append(RelTable(s.index, dst.index, dst.name, rel["r_info"], rel["r_offset"], words, s.name))
     return out
 
 
@@ -285,19 +290,14 @@ def legacy_rel_tables(obj: ObjectFile) -> list[RelTable]:
     sh_info >= e_shnum makes v4.0 read a section header past the table (undefined; elf.py refuses the
     cases where that header looks executable): armload skips it, as apply_relocations does."""
     out = []
-    n = len(obj.sections)
-    for idx, rel in obj.rels.items():
-        s = obj.sections[idx]
-        if s.sh_info >= n:
-            continue
-        dst = obj.sections[s.sh_info]
+    for s, rel, dst in _rel_targets(obj):
         br = np.isin(rel["r_info"] & np.uint32(0xFF), _BRANCH_ARR)
         words = np.zeros(len(rel), dtype=np.uint32)
         # sh_info 0: rewrite_section_headers leaves sechdrs[0].sh_addr 0, so v4.0 would read the
         # absolute address r_offset (a fault, not modelled); 0 stands in for those words.
         if br.any() and s.sh_info:
             words[br] = file_words(obj.data, dst.sh_offset, rel["r_offset"][br])
-        out.append(RelTable(idx, dst.index, dst.name, rel["r_info"], rel["r_offset"], words, s.name))
+        out.append(RelTable(s.index, dst.index, dst.name, rel["r_info"], rel["r_offset"], words, s.name))
     return out
 
 

@@ -23,6 +23,7 @@ from armload.verify import verify_module
 
 from conftest import ROOT, SYMVERS, all_kos, require_input, sample
 from oracles.module_plts import kernel_plt_counts_v40
+from test_plt import _far_init_session
 
 TREE = os.path.join(ROOT, ".cache", "linux-image-6.1.0-50-armmp", "lib", "modules", "6.1.0-50-armmp", "kernel")
 PLT_ENT_SIZE, PLT_ENTRIES = 8, 128     # v4.0: sizeof(struct plt_entries) / PLT_ENT_COUNT; 2 x L1_CACHE_BYTES (64)
@@ -182,18 +183,6 @@ def test_same_r_info_counts_once_per_distinct_masked_word(binutils, tmp_path):
 
 
 # --- emission: get_module_plt by place ---------------------------------------------------------
-def _far_init_session(cfg):
-    """Room in the module window for initcore's core allocation only: its init allocation falls back
-    to vmalloc, hundreds of MiB from core, so init->core calls need a veneer."""
-    probe = Session(Kernel.from_files([SYMVERS], cfg), cfg, "window").load(sample("initcore-arm.ko"))
-    core = next(r for r in probe.regions if r.name == "core")
-    session = Session(Kernel.from_files([SYMVERS], cfg), cfg, "window")
-    page = 0x1000
-    core_need = (core.size + page - 1) // page * page + page         # module_alloc: + guard page
-    session.allocator.alloc(cfg.modules_end - cfg.modules_vaddr - core_need - page)
-    return session
-
-
 def test_legacy_routes_far_init_branches_through_init_plt_and_verifies():
     """v4.0 counts initcore's init->core calls (defined symbols) for .init.plt and get_module_plt
     picks .init.plt for places in init: the load relocates and every branch verifies (the 2016 rules
