@@ -281,8 +281,8 @@ def verify_module(module: LoadedModule, kernel=None) -> VerifyResult:
 
 def verify_patched_sites(module: LoadedModule, sites, read) -> VerifyResult:
     """Execute call sites patched at run time (ftrace_make_call, direct trampolines) from the
-    bytes now in memory (`read(addr, n)`): each must arrive at its target, through its PLT slot
-    when it names one. `sites`: dicts with place, thumb, target (bit 0 = Thumb), plt, symbol."""
+    bytes now in memory (`read(addr, n)`), the PLT sections they go through included: each must
+    arrive at its target, through its PLT slot when it names one. `sites`: dicts with place, thumb, target (bit 0 = Thumb), plt, symbol."""
     t0 = time.perf_counter()
     try:
         st = _Stepper(module)
@@ -290,9 +290,15 @@ def verify_patched_sites(module: LoadedModule, sites, read) -> VerifyResult:
         raise EmulationError(f"{module.name}: cannot map the module for verification: {e}") from None
     failures: list[BranchFailure] = []
     via = 0
+    plt_secs = [x for x in module.sections if x.name in (".plt", ".init.plt") and x.size]
+    copied: set[int] = set()
     for s in sites:
         place, thumb, target, plt = s["place"], s["thumb"], s["target"], s.get("plt", 0)
         st.uc.mem_write(place, read(place, 4))
+        for x in plt_secs:            # the veneer as it is now in memory, not as loaded
+            if x.addr <= plt < x.addr + x.size and x.index not in copied:
+                st.uc.mem_write(x.addr, read(x.addr, x.size))
+                copied.add(x.index)
         rname = "patched bl (Thumb)" if thumb else "patched bl"
         expected = target if thumb else target & ~1
         arrive, err = st.step(place, thumb)

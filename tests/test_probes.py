@@ -111,6 +111,42 @@ def test_verifier_catches_a_wrong_patched_site(thumb, placement):
     assert not v.ok and v.branch_failures[0].site == site.addr
 
 
+def _bl(addr, dest, thumb):
+    """BL from addr to dest (ARM A1 / Thumb T1), encoded here from the ARM ARM, not by armload."""
+    if not thumb:
+        return struct.pack("<I", 0xEB000000 | (((dest - addr - 8) >> 2) & 0xFFFFFF))
+    off = dest - addr - 4
+    s, i1, i2 = (off >> 24) & 1, (off >> 23) & 1, (off >> 22) & 1
+    j1, j2 = (~i1 ^ s) & 1, (~i2 ^ s) & 1
+    return struct.pack("<HH", 0xF000 | s << 10 | ((off >> 12) & 0x3FF), 0xD000 | j1 << 13 | j2 << 11 | ((off >> 1) & 0x7FF))
+
+
+@pytest.mark.parametrize("thumb", [False, True])
+def test_verifier_reports_a_patched_site_that_misses_its_plt_slot_or_literal(thumb):
+    """vmalloc: the patched call goes through the fixed ftrace_caller PLT entry. A bl to the next slot
+    (the __gnu_mcount_nc entry) misses the slot; a changed literal reaches the slot but not the target."""
+    m, mod, pr = _exporter(thumb, "vmalloc")
+    pr.ftrace_function("armload_sample_add")
+    site = pr.ftrace.site_of(pr.function("armload_sample_add"))
+    assert site.via_plt
+    v, = pr.verify()
+    assert v.ok and v.via_plt == 1 and v.branches_total == v.branches_ok == 1
+    good = pr.read(site.addr, 4)
+    pr.write_code(site.addr, _bl(site.addr, site.via_plt + 4, thumb))
+    v, = pr.verify()
+    f, = v.branch_failures
+    assert (f.site, f.via_plt, f.expected) == (site.addr, site.via_plt, pr.ftrace.ftrace_addr & (~0 if thumb else ~1))
+    assert f.actual == (site.via_plt + 4) | thumb and f.reason == "did not reach its PLT slot"
+    assert f.rtype == ("patched bl (Thumb)" if thumb else "patched bl")
+    pr.write_code(site.addr, good)
+    lit = site.via_plt + DEBIAN_ARMMP.plt_stride
+    mcount = struct.unpack("<I", pr.read(lit + 4, 4))[0]
+    m.uc.mem_write(lit, struct.pack("<I", mcount))
+    v, = pr.verify()
+    f, = v.branch_failures
+    assert (f.site, f.actual) == (site.addr, mcount) and not v.ok
+
+
 @pytest.mark.parametrize("thumb,placement", BOTH)
 def test_kprobe_pre_post_and_restore(thumb, placement):
     m, mod, pr = _exporter(thumb, placement)
