@@ -124,10 +124,7 @@ class _Stepper:
 
     def __init__(self, module: LoadedModule):
         self.uc = Uc(UC_ARCH_ARM, UC_MODE_ARM)
-        try:
-            self.uc.ctl_set_cpu_model(A.UC_CPU_ARM_CORTEX_A15)
-        except Exception:
-            pass
+        self.uc.ctl_set_cpu_model(A.UC_CPU_ARM_CORTEX_A15)
         mapped: set[int] = set()
         for r in module.regions:
             base = r.base & ~(PAGE - 1)
@@ -156,7 +153,6 @@ class _Stepper:
         """Execute one instruction at addr; return (arrival | thumb bit, error text)."""
         uc = self.uc
         uc.reg_write(A.UC_ARM_REG_CPSR, (flags << 28) | 0x13)
-        uc.reg_write(A.UC_ARM_REG_LR, 0)
         self.fetch = None
         try:
             uc.emu_start(addr | (1 if thumb else 0), 0, count=1)
@@ -241,19 +237,19 @@ def verify_module(module: LoadedModule, kernel=None) -> VerifyResult:
         plt = int(row["plt"])
         symname = names[int(row["sym"])] if int(row["sym"]) < len(names) else f"#{int(row['sym'])}"
         thumb = rtype in THUMB_TYPES
+        rname = RTYPE_NAMES[rtype]            # the loader records branch types only
         flags = 0
         if not thumb:
             try:
                 word = int.from_bytes(module.read(place, 4), "little")
             except ValueError:
-                failures.append(BranchFailure(place, "", RTYPE_NAMES.get(rtype, str(rtype)), symname, target,
-                                              None, plt, "site outside the module image"))
+                failures.append(BranchFailure(place, "", rname, symname, target, None, plt,
+                                              "site outside the module image"))
                 continue
             flags = _COND_FLAGS[word >> 28]
         exp_thumb = isa.is_thumb(target)
         expected = (target & ~1) | (1 if exp_thumb else 0)
         arrive, err = st.step(place, thumb, flags)
-        rname = RTYPE_NAMES.get(rtype, str(rtype))
         if plt:
             via += 1
             if arrive is None or (arrive & ~1) != plt or bool(arrive & 1) != thumb:

@@ -541,3 +541,86 @@ def test_thumb_veneer_bumped_onto_the_next_slot_names_it(objects):
     f = only_failure(mod, place, via_plt=slot)
     plt = next(s for s in mod.sections if s.name == ".plt")
     assert f.actual_sym == f".plt+{slot + 2 - plt.addr:#x}"
+
+
+# --- every field of a failure, several failures, a site outside the image -------------------------
+def test_failure_fields_of_a_direct_and_a_veneer_routed_branch(objects):
+    mod = load(objects, False, "vmalloc")
+    local, ext = row(mod, "helper", 28), row(mod, "ext_call")
+    lp, ep, slot = int(local["place"]), int(ext["place"]), int(ext["plt"])
+    bump_arm(mod, lp)
+    bump_arm(mod, ep)
+    r = verify_module(mod)
+    a, b = sorted(r.branch_failures, key=lambda f: f.site != lp)      # both reported, not just the first
+    assert (a.site, a.site_sym, a.rtype, a.symbol, a.expected, a.actual, a.via_plt, a.reason) == (
+        lp, mod.symbolize(lp), "R_ARM_CALL", "helper", int(local["target"]), int(local["target"]) + 4, 0, "")
+    assert a.actual_sym == mod.symbolize(int(local["target"]) + 4) != ""
+    assert (b.site, b.site_sym, b.rtype, b.symbol, b.expected, b.actual, b.via_plt, b.reason) == (
+        ep, mod.symbolize(ep), "R_ARM_CALL", "ext_call", int(ext["target"]), slot + 4, slot,
+        "did not reach its PLT slot")
+    assert r.branches_ok == r.branches_total - 2 and 0 <= r.elapsed < 60
+
+
+@pytest.mark.parametrize("cond", ["call", "tail", "eq"])
+def test_every_corrupted_veneer_routed_branch_is_reported(objects, cond):
+    """The PLT path's failure does not stop the walk: the branches after it are still checked."""
+    mod = load(objects, False, "vmalloc")
+    first, later = row(mod, f"ext_{cond}"), row(mod, "ext_bleq")
+    bump_arm(mod, int(first["place"]))
+    bump_arm(mod, int(later["place"]))
+    r = verify_module(mod)
+    assert sorted(f.site for f in r.branch_failures) == sorted([int(first["place"]), int(later["place"])])
+
+
+def test_a_branch_row_outside_the_image_is_reported_not_raised(objects):
+    mod = load(objects, False, "window")
+    b = row(mod, "helper", 28)
+    i = int(next(k for k in range(len(mod.branches)) if mod.branches[k]["place"] == b["place"]))
+    mod.branches[i]["place"] = 0x1000              # nothing is mapped there
+    r = verify_module(mod)
+    f, = r.branch_failures
+    assert (f.site, f.site_sym, f.rtype, f.symbol, f.expected, f.actual, f.reason) == (
+        0x1000, "", "R_ARM_CALL", "helper", int(b["target"]), None, "site outside the module image")
+
+
+def test_plt_failure_text_names_the_instruction_set_it_arrived_in(objects):
+    mod = load(objects, False, "vmalloc")
+    e = _entry(mod, "ext_call")
+    poke(mod, e.addr + mod.config.plt_stride, e.target | 1)
+    p, = verify_module(mod).plt_failures
+    assert p.format() == (f"PLT slot {e.addr:#010x} (ext_call): expected {e.target:#010x} (ARM), "
+                          f"actual {e.target:#010x} (Thumb)")
+
+
+ISA_SRC = """
+	.syntax unified
+	.arch	armv7-a
+	.text
+	.thumb
+	.global	init_module
+	.type	init_module, %function
+	.thumb_func
+init_module:
+	bl	arm_here
+	bx	lr
+	nop			@ 8 bytes of Thumb code: no $d padding before $a
+	.arm
+	.global	arm_here
+arm_here:
+	bx	lr
+"""
+
+
+def test_mapping_symbol_of_the_same_section_decides_the_instruction_set(tmp_path, binutils):
+    """An ARM label after Thumb code in one section: $a there makes the target ARM, so the Thumb BL
+    (the kernel checks no state for a non-function label) is reported as the wrong instruction set."""
+    (tmp_path / "isa.S").write_text(ISA_SRC)
+    r = subprocess.run([binutils + "as", "-march=armv7-a", "-o", str(tmp_path / "isa.o"), str(tmp_path / "isa.S")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    cfg = KernelConfig(thumb2=True)
+    mod = Session(Kernel.builtin(cfg), cfg, "window").load(str(tmp_path / "isa.o"), object=True)
+    assert [s.name for s in mod.symbols if s.name[:1] == "$"] == ["$t", "$a"]
+    b = row(mod, "arm_here")
+    f = only_failure(mod, int(b["place"]), reason="right address, wrong instruction set")
+    assert f.expected == int(b["target"]) & ~1 and f.actual == f.expected | 1
