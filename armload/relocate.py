@@ -305,7 +305,7 @@ class PltRouter:
             pos = np.flatnonzero(sel)
             if not len(pos):
                 continue
-            if sec is None or sec.size == 0:
+            if sec is None:
                 bad = int(pos[0])
             else:
                 got, bad_local = sec.get_many_last(vals[pos])
@@ -332,11 +332,11 @@ def apply_rel_section(modname: str, relidx: int, relname: str, r_offset: np.ndar
     rtype = (r_info & U32(0xFF)).astype(np.int64)
     rsym = (r_info >> U32(8)).astype(np.int64)
 
-    def err(i: int, msg: str, cls=RelocationError, **extra):
+    def err(i: int, msg: str, cls=RelocationError):
         sym = syms.names[rsym[i]] if rsym[i] <= symcount and rsym[i] < len(syms.names) else None
         return cls(msg, file=file, section=relidx, section_name=relname, reloc=i + index_base,
-                   row=None if rows is None else int(rows[i]), offset=int(r_offset[i]), target_section=tgt.name, symbol=sym,
-                   type=reloc_name(int(rtype[i])), **extra)
+                   row=None if rows is None else int(rows[i]), offset=int(r_offset[i]), target_section=tgt.name,
+                   symbol=sym, type=reloc_name(int(rtype[i])))
 
     def where(i: int) -> str:
         return f" [{relname} -> {tgt.name}+{int(r_offset[i]):#x}]"
@@ -360,10 +360,11 @@ def apply_rel_section(modname: str, relidx: int, relname: str, r_offset: np.ndar
     P = (tgt.addr + r_offset.astype(np.int64)) & M32
     mo = tgt.mem_off + r_offset.astype(np.int64)
     inmem = (mo >= 0) & (mo + 4 <= len(tgt.mem))
-    mo_safe = np.where(inmem, mo, 0)
     m = tgt.mem
-    words = (m[mo_safe].astype(np.uint32) | (m[mo_safe + 1].astype(np.uint32) << 8)
-             | (m[mo_safe + 2].astype(np.uint32) << 16) | (m[mo_safe + 3].astype(np.uint32) << 24))
+    o = mo[inmem]                 # a place outside module memory is refused below, after the kernel's checks
+    words = np.zeros(n, dtype=np.uint32)
+    words[inmem] = (m[o].astype(np.uint32) | (m[o + 1].astype(np.uint32) << 8)
+                    | (m[o + 2].astype(np.uint32) << 16) | (m[o + 3].astype(np.uint32) << 24))
     new = words.copy()
     range_bad = np.zeros(n, dtype=bool)
     interwork_bad = np.zeros(n, dtype=bool)

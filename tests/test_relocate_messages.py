@@ -183,3 +183,56 @@ def test_plt_routing_uses_the_kernel_bounds(off, via_plt):
         assert w == 0xEB000000 | ((0x1000 - 8) >> 2) and sec.lits == [S]
     else:
         assert w == 0xEB000000 | ((off >> 2) & 0xFFFFFF) and sec.lits == []
+
+
+# --- the last word of a section, a section shorter than a word, sorted rows, type order ------------
+def test_the_last_word_of_the_section_is_relocated():
+    mem = run([(60, 1, 2, 0x10)])
+    assert int(np.frombuffer(mem[60:64].tobytes(), "<u4")[0]) == P + 0x110
+
+
+def test_a_section_shorter_than_a_word_is_not_bounded_by_the_kernel_but_by_module_memory():
+    """`offset > sh_size - sizeof(u32)` wraps for sh_size < 4, so 6.1 writes past the section; with
+    nothing after it in module memory armload refuses instead of writing outside."""
+    e = refused([(0, 1, 2, 0)], size=2)
+    assert e.message == ("m: section 3 reloc 0: place 0xbf000000 lies outside module memory (section .text is "
+                         "2 bytes) [.rel.text -> .text+0x0]")
+    assert (e.context["reloc"], e.context["symbol"], e.context["offset"]) == (0, "f", 0)
+
+
+def test_error_names_the_file_row_of_a_sorted_table():
+    mem = np.zeros(64, np.uint8)
+    syms = SymbolValues(np.array([0, P, 0], np.uint32), np.array([0, 2, 0], np.uint8), ["", "f", ""])
+    with pytest.raises(RelocationError) as e:
+        apply_rel_section("m", 3, ".rel.text", np.array([0, 4], np.uint32), np.array([(1 << 8) | 2, (9 << 8) | 2],
+                          np.uint32), SectionTarget(1, ".text", P, 64, mem, 0), syms, 2, CFG, None, "m.ko",
+                          index_base=4, rows=np.array([7, 2]))
+    assert e.value.message.startswith("m: section 3 reloc 5 (row 2 of .rel.text as readelf shows it; the kernel "
+                                      "sorted the table): bad relocation sym offset")
+    assert (e.value.context["reloc"], e.value.context["row"]) == (5, 2)
+
+
+def test_a_failing_entry_of_a_later_type_is_found_before_an_earlier_refusal():
+    """The checks are per type but the report is per entry, in table order: an out-of-range PREL31
+    (type 42) at entry 0 wins over a bad symbol (type 2) or an unknown type (10 without Thumb-2) at
+    entry 1."""
+    far = P + 0x40000000                 # PREL31: offset >= 0x40000000 is out of range
+    for second in ((4, 9, 2, 0), (4, 1, 10, 0)):
+        e = refused([(0, 1, 42, 0), second], values=(0, far, 0))
+        assert e.message.startswith("m: section 3 reloc 0 sym 'f': relocation 42 out of range"), (second, e.message)
+
+
+def test_far_branch_without_a_plt_router_is_exhausted_at_the_first_one():
+    e = refused([(0, 1, 28, BL), (4, 1, 28, BL)], cls=PltError, values=(0, 0x10000000, 0),
+                config=CFG.with_(module_plts=True))
+    assert e.message.startswith("m: section 3 reloc 0 sym 'f': module PLT section exhausted")
+
+
+def test_legacy_exhaustion_says_bug():
+    from armload.plt import PltSection
+    cfg = CFG.with_(module_plts=True, dynamic_ftrace=False, plt_algorithm="legacy")
+    router = PltRouter(core=PltSection("core", P + 0x1000, 0, cfg, ()), init=None,
+                       within_init=lambda p: np.zeros(len(p), bool), algorithm="legacy")
+    e = refused([(0, 1, 28, BL)], cls=PltError, config=cfg, plt=router, values=(0, 0x10000000, 0))
+    assert e.message == ("m: section 3 reloc 0 sym 'f': module PLT section exhausted [.rel.text -> .text+0x0] "
+                         "(the kernel would hit BUG() in get_module_plt)")
