@@ -70,7 +70,7 @@ def heapsort_order(keys, variant: str, *, native: bool | None = None) -> np.ndar
     if variant not in VARIANTS:
         raise ValueError(f"unknown heapsort variant {variant!r}")
     k = np.asarray(keys)
-    fits = k.size == 0 or (k.dtype.kind in "ui" and int(k.min()) >= 0 and int(k.max()) <= 0xFFFFFFFF)
+    fits = k.size == 0 or (np.issubdtype(k.dtype, np.integer) and int(k.min()) >= 0 and int(k.max()) <= 0xFFFFFFFF)
     if native is None:
         native = _NATIVE is not None and fits
     if native:
@@ -189,14 +189,16 @@ def zero_addend(words: np.ndarray, rtype: np.ndarray) -> np.ndarray:
     return np.where(thumb, tz, az)
 
 
-def gather_words(data: bytes, sec_offset: int, sec_size: int, nobits: bool, r_offset: np.ndarray) -> np.ndarray:
-    """The u32 at each r_offset of a section in the file (0 past its end, as a safe stand-in)."""
+def file_words(data: bytes, sec_offset: int, r_offset: np.ndarray) -> np.ndarray:
+    """The u32 count_plts (every generation) reads at base + r_offset, base being the target's sh_addr
+    in the kernel's copy of the file (hdr + sh_offset, NOBITS targets too), unbounded by the section's
+    size (apply_relocate checks the offset later). Past the end of the copy the kernel reads
+    undefined memory: 0 stands in for it."""
     out = np.zeros(len(r_offset), dtype=np.uint32)
-    if nobits or len(r_offset) == 0:
-        return out
-    b = np.frombuffer(data, dtype=np.uint8, count=sec_size, offset=sec_offset) if sec_size else np.zeros(0, np.uint8)
-    ok = r_offset.astype(np.int64) + 4 <= sec_size
-    o = r_offset[ok].astype(np.int64)
+    at = r_offset.astype(np.int64) + sec_offset
+    ok = at + 4 <= len(data)
+    o = at[ok]
+    b = np.frombuffer(data, dtype=np.uint8)
     out[ok] = (b[o].astype(np.uint32) | (b[o + 1].astype(np.uint32) << 8) |
                (b[o + 2].astype(np.uint32) << 16) | (b[o + 3].astype(np.uint32) << 24))
     return out
@@ -209,8 +211,7 @@ class RelTable:
     dstsec: int
     dstname: str
     r_info: np.ndarray
-    r_offset: np.ndarray
-    words: np.ndarray      # instruction word at each r_offset (from the file)
+    words: np.ndarray      # instruction word at each entry's r_offset (from the file)
     relname: str = ""      # the REL section's own name (v4.0 picks core/init PLT by it)
 
 
@@ -229,17 +230,15 @@ def exec_rel_tables(obj: ObjectFile) -> list[RelTable]:
     for s, rel, dst in _rel_targets(obj):
         if not (dst.sh_flags & SHF_EXECINSTR):
             continue
-        # count_plts reads the words at sh_addr in the kernel's copy of the file, NOBITS targets
-        # too (elf.py checked that those bytes lie in the file).
-        words = gather_words(obj.data, dst.sh_offset, dst.sh_size, False, rel["r_offset"])
-        out.append(RelTable(s.index, dst.index, dst.name, rel["r_info"], rel["r_offset"], words, s.name))
+        # NOBITS targets too: elf.py checked that those bytes lie in the file.
+        words = file_words(obj.data, dst.sh_offset, rel["r_offset"])
+        out.append(RelTable(s.index, dst.index, dst.name, rel["r_info"], words))
     return out
 
 
 def sym_shndx(obj: ObjectFile) -> np.ndarray:
     """st_shndx per symbol index, with the one-past-the-end entry the kernel accepts."""
-    sh = obj.symtab["st_shndx"].astype(np.int64)
-    return np.concatenate([sh, [_phantom_shndx(obj)]])
+    return np.concatenate([obj.symtab["st_shndx"], [_phantom_shndx(obj)]])
 
 
 def _phantom_shndx(obj: ObjectFile) -> int:
@@ -268,22 +267,6 @@ ARM_BRANCH_MASK = 0x00FFFFFF        # __opcode_to_mem_arm(0x00ffffff)
 THUMB_BRANCH_MASK = 0x2FFF07FF      # __opcode_to_mem_thumb32(0x07ff2fff), the u32 read from LE memory
 
 
-def file_words(data: bytes, sec_offset: int, r_offset: np.ndarray) -> np.ndarray:
-    """The u32 the v4.0 count_plts reads at base + r_offset, base being the target's sh_addr in the
-    kernel's copy of the file (hdr + sh_offset, NOBITS targets too), unbounded by the section's
-    size. Past the end of the copy the kernel reads undefined memory: 0 stands in for it."""
-    out = np.zeros(len(r_offset), dtype=np.uint32)
-    if not len(r_offset):
-        return out
-    at = r_offset.astype(np.int64) + sec_offset
-    ok = at + 4 <= len(data)
-    o = at[ok]
-    b = np.frombuffer(data, dtype=np.uint8)
-    out[ok] = (b[o].astype(np.uint32) | (b[o + 1].astype(np.uint32) << 8) |
-               (b[o + 2].astype(np.uint32) << 16) | (b[o + 3].astype(np.uint32) << 24))
-    return out
-
-
 def legacy_rel_tables(obj: ObjectFile) -> list[RelTable]:
     """What the v4.0 module_frob_arch_sections loop counts: every SHT_REL section from index 1, whatever
     its target. Only branch entries' words matter, so only those are read. A REL section with
@@ -297,7 +280,7 @@ def legacy_rel_tables(obj: ObjectFile) -> list[RelTable]:
         # absolute address r_offset (a fault, not modelled); 0 stands in for those words.
         if br.any() and s.sh_info:
             words[br] = file_words(obj.data, dst.sh_offset, rel["r_offset"][br])
-        out.append(RelTable(s.index, dst.index, dst.name, rel["r_info"], rel["r_offset"], words, s.name))
+        out.append(RelTable(s.index, dst.index, dst.name, rel["r_info"], words, s.name))
     return out
 
 

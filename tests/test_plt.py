@@ -208,7 +208,7 @@ def _table(words, syms, rtype=CALL):
     from armload.plt import RelTable
     n = len(words)
     r_info = np.array([(s << 8) | rtype for s in syms], dtype=np.uint32)
-    return RelTable(1, 2, ".text", r_info, np.arange(n, dtype=np.uint32) * 4, np.array(words, dtype=np.uint32))
+    return RelTable(1, 2, ".text", r_info, np.array(words, dtype=np.uint32))
 
 
 def test_mixed_addends_order_matters_and_emission_agrees():

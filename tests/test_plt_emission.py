@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from armload.config import KernelConfig
 from armload.elf import read_object
-from armload.plt import PltSection, gather_words, plan_plts, plt_size, zero_addend
+from armload.plt import PltSection, file_words, plan_plts, plt_size, zero_addend
 from conftest import all_kos
 from oracles.module_plts import Bug, PltMemory, get_module_plt_scan, get_module_plt_v61, is_zero_addend_relocation
 from oracles.module_plts import kernel_plt_counts
@@ -112,14 +112,17 @@ def test_zero_addend_equals_is_zero_addend_relocation(entries):
     assert zero_addend(words, types).tolist() == want
 
 
-def test_gather_words_reads_each_place_and_zero_past_the_end():
+def test_file_words_reads_each_place_from_the_section_on_and_zero_past_the_file():
+    """count_plts reads hdr + sh_offset + r_offset: little-endian, not bounded by the section's size,
+    0 standing in where the word would end past the file."""
     data = bytes(range(16)) + bytes([0xAA] * 4)
-    offs = np.array([0, 4, 9, 12, 13, 16, 100], dtype=np.uint32)
-    got = gather_words(data, 0, 16, False, offs).tolist()
-    assert got == [0x03020100, 0x07060504, 0x0C0B0A09, 0x0F0E0D0C, 0, 0, 0]
-    assert gather_words(data, 4, 12, False, np.array([0, 8], np.uint32)).tolist() == [0x07060504, 0x0F0E0D0C]
-    assert gather_words(data, 0, 16, True, offs).tolist() == [0] * 7            # SHT_NOBITS
-    assert gather_words(data, 0, 0, False, np.array([0], np.uint32)).tolist() == [0]
+    offs = np.array([0, 4, 9, 12, 16, 17, 100], dtype=np.uint32)
+    assert file_words(data, 0, offs).tolist() == [0x03020100, 0x07060504, 0x0C0B0A09, 0x0F0E0D0C,
+                                                  0xAAAAAAAA, 0, 0]
+    assert file_words(data, 4, np.array([0, 8, 12, 13], np.uint32)).tolist() == [0x07060504, 0x0F0E0D0C,
+                                                                                 0xAAAAAAAA, 0]
+    assert file_words(data, 30, np.array([0], np.uint32)).tolist() == [0]
+    assert file_words(data, 0, np.zeros(0, np.uint32)).dtype == np.uint32
 
 
 @settings(deadline=None)
@@ -129,7 +132,7 @@ def test_gather_words_reads_each_place_and_zero_past_the_end():
 def test_legacy_hashed_count_equals_the_quadratic_scan(entries):
     from armload.plt import RelTable, count_legacy, count_legacy_quadratic
     t = RelTable(1, 2, ".text", np.array([(s << 8) | ty for ty, s, _ in entries], np.uint32),
-                 np.arange(len(entries), dtype=np.uint32) * 4, np.array([w for _, _, w in entries], np.uint32))
+                 np.array([w for _, _, w in entries], np.uint32))
     assert count_legacy(t) == count_legacy_quadratic(t)
     # by hand (v4.0 count_plts): distinct (r_info, masked word) among branches, whatever the symbol;
     # the mask follows the type (ARM 0x00ffffff, Thumb 0x2fff07ff)

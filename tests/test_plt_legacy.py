@@ -237,7 +237,7 @@ def test_quadratic_and_hashed_counts_agree_on_crafted_tables():
     for _ in range(200):
         n = int(rng.integers(0, 40))
         r_info = ((rng.integers(0, 4, n) << 8) | rng.choice(types, n)).astype(np.uint32)
-        t = RelTable(1, 2, ".text", r_info, np.arange(n, dtype=np.uint32) * 4, rng.choice(words, n).astype(np.uint32))
+        t = RelTable(1, 2, ".text", r_info, rng.choice(words, n).astype(np.uint32))
         want = len({(int(ri), int(w) & (0x2FFF07FF if (ri & 0xFF) in (10, 30) else 0x00FFFFFF))
                      for ri, w in zip(r_info, t.words) if (ri & 0xFF) in (28, 29, 1, 10, 30)})
         assert count_legacy(t) == count_legacy_quadratic(t) == want
