@@ -2,6 +2,7 @@
 tests/oracles/module_plts.py: overflow in a later group, reuse across calls, the v4.0 zero-literal
 quirk, the entry list, and a weak undefined branch target (literal 0) in a real module."""
 import struct
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -10,7 +11,7 @@ from armload.config import KernelConfig
 from armload.elf import read_object
 from armload.kernel import Kernel
 from armload.loader import load_module
-from armload.plt import PltSection, sort_keys
+from armload.plt import PltSection, plan_plts, sort_keys, sym_shndx
 from armload.verify import verify_module
 from conftest import SYMVERS, sample
 from oracles.module_plts import Bug, PltMemory, get_module_plt_scan, get_module_plt_v61
@@ -131,3 +132,23 @@ def test_weak_undefined_branch_target_has_a_reported_and_verified_plt_entry(tmp_
         assert by_addr[b.plt].target == 0 and by_addr[b.plt].symbol == "_prXnk"
     res = verify_module(mod)
     assert res.ok and res.plt_total == len(mod.plt_entries) and res.plt_ok == res.plt_total
+
+
+def test_plan_records_name_their_generation():
+    plan = plan_plts(read_object(sample("hello-arm.ko")), KernelConfig())
+    assert {k: v.algorithm for k, v in plan.counts.items()} == {"legacy": "legacy", "sorted": "sorted", "v6": "v6"}
+
+
+def test_the_one_past_the_end_symbol_reads_its_section_index_after_the_table():
+    """A relocation may name symbol index == symcount (6.1's check is `> symcount`): count_plts then
+    reads that "symbol"'s st_shndx, 14 bytes into the 16 bytes after the symbol table; armload uses 0
+    where those 2 bytes would end past the file."""
+    obj = read_object(sample("hello-arm.ko"))
+    st = obj.sections[obj.symtab_index]
+    at = st.sh_offset + st.sh_size + 14
+    data = bytearray(obj.data)
+    data[at:at + 2] = (0x1234).to_bytes(2, "little")
+    assert sym_shndx(replace(obj, data=bytes(data)))[-1] == 0x1234
+    assert sym_shndx(replace(obj, data=bytes(data[:at + 2])))[-1] == 0x1234      # ends at the end of the file
+    assert sym_shndx(replace(obj, data=bytes(data[:at + 1])))[-1] == 0           # one byte short
+    assert sym_shndx(obj)[:-1].tolist() == obj.symtab["st_shndx"].tolist()
