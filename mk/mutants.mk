@@ -18,12 +18,13 @@ $(VENV)/.stamp-mutants: pyproject.toml | venv
 	$(VENV)/bin/pip install -q -e '.[test,mutants]'
 	touch $@
 
-mutants: $(VENV)/.stamp-mutants toolchain
+mutants: $(VENV)/.stamp-mutants toolchain test-inputs
 	mkdir -p $(MUTANTS_DIR)
 	git ls-files --cached --others --exclude-standard armload tests sample_modules scripts benchmarks setup.py pyproject.toml \
 	  | tar -cf - -T - | tar -xf - -C $(MUTANTS_DIR)
 	cp mk/mutants.cfg $(MUTANTS_DIR)/setup.cfg
-	cd $(MUTANTS_DIR) && $(MUTMUT) run --max-children $(MUTANTS_JOBS) $(MUTANTS) > mutmut-run.log 2>&1 || \
+	cd $(MUTANTS_DIR) && CACHE=$(abspath .cache) $(MUTMUT) run --max-children $(MUTANTS_JOBS) $(MUTANTS) \
+	  > mutmut-run.log 2>&1 || \
 	  { tail -c 3000 mutmut-run.log >&2; exit 1; }
 	$(MAKE) --no-print-directory mutants-report
 

@@ -3,9 +3,9 @@
 Three groups:
 * unit tests of the scanner and the dependency ordering (no corpus needed);
 * small temporary trees built from a few real Debian modules, including corrupted copies
-  (skipped with a reason when .cache lacks the corpus: run `make corpus`);
+  (they fail when .cache lacks the corpus: run `make corpus`);
 * the regression assertions over a full `armload check --json` result (`make regress` sets
-  ARMLOAD_CORPUS_JSON; skipped otherwise), plus an independent recount of PLTs.
+  ARMLOAD_CORPUS_JSON; deselected otherwise), plus an independent recount of PLTs.
 """
 from __future__ import annotations
 

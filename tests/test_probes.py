@@ -19,9 +19,8 @@ from armload.kernel import Kernel  # noqa: E402
 from armload.loader import Session  # noqa: E402
 from armload.probes import ProbeError, Probes  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SAMPLES = os.path.join(ROOT, "sample_modules")
-SYMVERS = os.path.join(SAMPLES, "Module.symvers")
+from conftest import CACHE, ROOT, SAMPLES, SYMVERS  # noqa: E402
+
 BOTH = [(t, p) for t in (False, True) for p in ("window", "vmalloc")]
 
 
@@ -489,7 +488,7 @@ def test_thumb_decoder_follows_the_kernel_tables():
         assert decode_thumb(op, size).outcome == want, (hex(op), decode_thumb(op, size))
 
 
-VMLINUZ = os.path.join(ROOT, ".cache", "linux-image-6.1.0-50-armmp", "boot", "vmlinuz-6.1.0-50-armmp")
+VMLINUZ = os.path.join(CACHE, "linux-image-6.1.0-50-armmp", "boot", "vmlinuz-6.1.0-50-armmp")
 
 
 @pytest.mark.inputs(VMLINUZ, how="the Debian image: make test-inputs")
