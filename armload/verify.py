@@ -278,7 +278,8 @@ def verify_module(module: LoadedModule, kernel=None) -> VerifyResult:
 def verify_patched_sites(module: LoadedModule, sites, read) -> VerifyResult:
     """Execute call sites patched at run time (ftrace_make_call, direct trampolines) from the
     bytes now in memory (`read(addr, n)`), the PLT sections they go through included: each must
-    arrive at its target, through its PLT slot when it names one. `sites`: dicts with place, thumb, target (bit 0 = Thumb), plt, symbol."""
+    arrive at its target, through its PLT slot when it names one. `sites`: dicts with place, thumb,
+    target (bit 0 = Thumb), plt (0: direct) and symbol."""
     t0 = time.perf_counter()
     try:
         st = _Stepper(module)
@@ -286,27 +287,26 @@ def verify_patched_sites(module: LoadedModule, sites, read) -> VerifyResult:
         raise EmulationError(f"{module.name}: cannot map the module for verification: {e}") from None
     failures: list[BranchFailure] = []
     via = 0
-    plt_secs = [x for x in module.sections if x.name in (".plt", ".init.plt") and x.size]
     copied: set[int] = set()
     for s in sites:
-        place, thumb, target, plt = s["place"], s["thumb"], s["target"], s.get("plt", 0)
+        place, thumb, target, plt = s["place"], s["thumb"], s["target"], s["plt"]
         st.uc.mem_write(place, read(place, 4))
-        for x in plt_secs:            # the veneer as it is now in memory, not as loaded
+        for x in module.sections:     # the veneer's PLT section as it is now in memory, not as loaded
             if x.addr <= plt < x.addr + x.size and x.index not in copied:
                 st.uc.mem_write(x.addr, read(x.addr, x.size))
                 copied.add(x.index)
         rname = "patched bl (Thumb)" if thumb else "patched bl"
         expected = target if thumb else target & ~1
         arrive, err = st.step(place, thumb)
+        missed = bool(plt) and (arrive is None or (arrive & ~1) != plt)
         if plt:
             via += 1
-            if arrive is None or (arrive & ~1) != plt:
-                failures.append(BranchFailure(place, module.symbolize(place) or "", rname, s.get("symbol", ""),
-                                              expected, arrive, plt, err or "did not reach its PLT slot"))
-                continue
-            arrive, err = st.step(plt, thumb)
-        if arrive != expected:
-            failures.append(BranchFailure(place, module.symbolize(place) or "", rname, s.get("symbol", ""),
-                                          expected, arrive, plt, err))
+            if missed:
+                err = err or "did not reach its PLT slot"
+            else:
+                arrive, err = st.step(plt, thumb)
+        if missed or arrive != expected:
+            failures.append(BranchFailure(place, module.symbolize(place) or "", rname, s["symbol"], expected,
+                                          arrive, plt, err))
     n = len(sites)
     return VerifyResult(module.name, n, n - len(failures), 0, 0, failures, [], time.perf_counter() - t0, via)

@@ -128,22 +128,49 @@ def test_verifier_reports_a_patched_site_that_misses_its_plt_slot_or_literal(thu
     pr.ftrace_function("armload_sample_add")
     site = pr.ftrace.site_of(pr.function("armload_sample_add"))
     assert site.via_plt
-    v, = pr.verify()
-    assert v.ok and v.via_plt == 1 and v.branches_total == v.branches_ok == 1
+    ok, = pr.verify()
+    assert (ok.module, ok.branches_total, ok.branches_ok, ok.plt_total, ok.plt_ok, ok.via_plt) == (
+        mod.name, 1, 1, 0, 0, 1)
+    assert ok.ok and ok.branch_failures == [] and ok.plt_failures == [] and 0 <= ok.elapsed < 60
+    want = pr.ftrace.ftrace_addr & (~0 if thumb else ~1)
+    rtype = "patched bl (Thumb)" if thumb else "patched bl"
     good = pr.read(site.addr, 4)
     pr.write_code(site.addr, _bl(site.addr, site.via_plt + 4, thumb))
     v, = pr.verify()
+    assert (v.branches_total, v.branches_ok, v.via_plt, v.ok) == (1, 0, 1, False)
     f, = v.branch_failures
-    assert (f.site, f.via_plt, f.expected) == (site.addr, site.via_plt, pr.ftrace.ftrace_addr & (~0 if thumb else ~1))
-    assert f.actual == (site.via_plt + 4) | thumb and f.reason == "did not reach its PLT slot"
-    assert f.rtype == ("patched bl (Thumb)" if thumb else "patched bl")
+    assert (f.site, f.site_sym, f.rtype, f.symbol, f.expected, f.actual, f.via_plt, f.reason) == (
+        site.addr, mod.symbolize(site.addr), rtype, "ftrace_caller", want, (site.via_plt + 4) | thumb,
+        site.via_plt, "did not reach its PLT slot")
     pr.write_code(site.addr, good)
     lit = site.via_plt + DEBIAN_ARMMP.plt_stride
     mcount = struct.unpack("<I", pr.read(lit + 4, 4))[0]
     m.uc.mem_write(lit, struct.pack("<I", mcount))
     v, = pr.verify()
     f, = v.branch_failures
-    assert (f.site, f.actual) == (site.addr, mcount) and not v.ok
+    assert (f.site, f.site_sym, f.rtype, f.symbol, f.expected, f.actual, f.via_plt, f.reason) == (
+        site.addr, mod.symbolize(site.addr), rtype, "ftrace_caller", want, mcount, site.via_plt, "")
+    assert v.branches_ok == 0
+
+
+@pytest.mark.parametrize("thumb", [False, True])
+def test_verifier_checks_each_patched_site_and_the_plt_as_in_memory(thumb):
+    """Two verifications in a row see the memory of each moment (a copy per call, not a cache), and a
+    site that names a PLT slot must go through it even when it lands on the right address."""
+    from armload.verify import verify_patched_sites
+    m, mod, pr = _exporter(thumb, "vmalloc")
+    pr.ftrace_function("armload_sample_add")
+    site, = [s for s in pr.ftrace.call_sites() if s["module"] is mod]
+    assert verify_patched_sites(mod, [site, site], pr.read).branches_ok == 2
+    lit = site["plt"] + DEBIAN_ARMMP.plt_stride
+    real = pr.read(lit, 4)
+    m.uc.mem_write(lit, struct.pack("<I", 0x1000))
+    bad = verify_patched_sites(mod, [site, site], pr.read)
+    assert [f.actual for f in bad.branch_failures] == [0x1000, 0x1000] and bad.via_plt == 2
+    m.uc.mem_write(lit, real)
+    direct = dict(site, plt=site["place"] + 0x100)      # a slot it does not go through
+    r = verify_patched_sites(mod, [direct], pr.read)
+    assert [f.reason for f in r.branch_failures] == ["did not reach its PLT slot"]
 
 
 @pytest.mark.parametrize("thumb,placement", BOTH)
