@@ -229,3 +229,13 @@ def test_place_bound():
     assert drive(2, 0, 0x1000, P, r_offset=12, size=16) == 0x1000
     with pytest.raises(RelocationError, match="out of bounds relocation, offset 13 size 16"):
         drive(2, 0, 0x1000, P, r_offset=13, size=16)
+
+
+@pytest.mark.parametrize("word", [0xE5101008, 0xE5901010, 0xE5101FFF, 0xE59F1004])   # U=0/1 addends in place
+@pytest.mark.parametrize("delta", [0, 0x8, -0x8, 0x10, -0x1000, 0x7F7F0FF0, -0x7F7F0FF0, 0x7F7F1FF8])
+def test_ldr_pc_g2_addend_in_the_place_with_either_sign(word, delta):
+    """The addend is imm12 with the sign of U (bit 23); the result's U follows the sign of the sum."""
+    S = (0xBF000000 + delta) & 0xFFFFFFFF
+    got = both(R_ARM_LDR_PC_G2, word, S, 0xBF000000)
+    if got != "out of range":
+        assert got & ~0x00800FFF == word & ~0x00800FFF          # only U and imm12 change
