@@ -152,3 +152,21 @@ def test_the_one_past_the_end_symbol_reads_its_section_index_after_the_table():
     assert sym_shndx(replace(obj, data=bytes(data[:at + 2])))[-1] == 0x1234      # ends at the end of the file
     assert sym_shndx(replace(obj, data=bytes(data[:at + 1])))[-1] == 0           # one byte short
     assert sym_shndx(obj)[:-1].tolist() == obj.symtab["st_shndx"].tolist()
+
+
+def test_tables_without_branches_and_several_init_tables_against_the_6_1_port(binutils, tmp_path):
+    """A non-exec REL table before the exec ones, an exec table with no branch at all, and two init
+    tables: 6.1 counts 0 for the branchless table, sums both init tables, and still reads the exec
+    tables after the data one (module_frob_arch_sections walks every section)."""
+    from oracles.module_plts import kernel_plt_counts, kernel_plt_counts_2016
+    from test_plt_legacy import ARM_ZERO, _assemble, _branch
+    body = ("\t.data\n\t.word ext_data\n"                                  # .rel.data first (non-exec)
+            "\t.text\n" + _branch("R_ARM_CALL", "ext_a", ARM_ZERO) +
+            "\t.section .text.nobranch,\"ax\"\n\t.word ext_b\n"          # exec, R_ARM_ABS32 only
+            "\t.section .init.text,\"ax\"\n" + _branch("R_ARM_CALL", "ext_c", ARM_ZERO) +
+            "\t.section .init.text.more,\"ax\"\n" + _branch("R_ARM_CALL", "ext_d", ARM_ZERO)
+            + _branch("R_ARM_JUMP24", "ext_e", ARM_ZERO))
+    p = _assemble(binutils, tmp_path, "tables", body)
+    plan = plan_plts(read_object(p, object=True), KernelConfig())
+    assert (plan.counts["v6"].core, plan.counts["v6"].init) == kernel_plt_counts(p) == (1 + 2, 3 + 2)
+    assert plan.counts["sorted"].core == kernel_plt_counts_2016(p) == 4
