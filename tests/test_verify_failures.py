@@ -122,12 +122,31 @@ arm_label:
 """
 
 
+ISA_SRC = """
+	.syntax unified
+	.arch	armv7-a
+	.text
+	.thumb
+	.global	init_module
+	.type	init_module, %function
+	.thumb_func
+init_module:
+	bl	arm_here
+	bx	lr
+	nop			@ 8 bytes of Thumb code: no $d padding before $a
+	.arm
+	.global	arm_here
+arm_here:
+	bx	lr
+"""
+
+
 @pytest.fixture(scope="module")
 def objects(tmp_path_factory, binutils):
     d = tmp_path_factory.mktemp("verify")
     out = {}
     for name, src in (("arm", ARM_SRC), ("thumb", THUMB_SRC), ("mixed-arm", MIXED_ARM_SRC),
-                      ("mixed-thumb", MIXED_THUMB_SRC)):
+                      ("mixed-thumb", MIXED_THUMB_SRC), ("isa", ISA_SRC)):
         (d / f"{name}.S").write_text(src)
         r = subprocess.run([binutils + "as", "-march=armv7-a", "-o", str(d / f"{name}.o"), str(d / f"{name}.S")],
                            capture_output=True, text=True)
@@ -592,34 +611,13 @@ def test_plt_failure_text_names_the_instruction_set_it_arrived_in(objects):
                           f"actual {e.target:#010x} (Thumb)")
 
 
-ISA_SRC = """
-	.syntax unified
-	.arch	armv7-a
-	.text
-	.thumb
-	.global	init_module
-	.type	init_module, %function
-	.thumb_func
-init_module:
-	bl	arm_here
-	bx	lr
-	nop			@ 8 bytes of Thumb code: no $d padding before $a
-	.arm
-	.global	arm_here
-arm_here:
-	bx	lr
-"""
 
 
-def test_mapping_symbol_of_the_same_section_decides_the_instruction_set(tmp_path, binutils):
+def test_mapping_symbol_of_the_same_section_decides_the_instruction_set(objects):
     """An ARM label after Thumb code in one section: $a there makes the target ARM, so the Thumb BL
     (the kernel checks no state for a non-function label) is reported as the wrong instruction set."""
-    (tmp_path / "isa.S").write_text(ISA_SRC)
-    r = subprocess.run([binutils + "as", "-march=armv7-a", "-o", str(tmp_path / "isa.o"), str(tmp_path / "isa.S")],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
     cfg = KernelConfig(thumb2=True)
-    mod = Session(Kernel.builtin(cfg), cfg, "window").load(str(tmp_path / "isa.o"), object=True)
+    mod = Session(Kernel.builtin(cfg), cfg, "window").load(objects["isa"], object=True)
     assert [s.name for s in mod.symbols if s.name[:1] == "$"] == ["$t", "$a"]
     b = row(mod, "arm_here")
     f = only_failure(mod, int(b["place"]), reason="right address, wrong instruction set")
