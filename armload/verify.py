@@ -291,16 +291,16 @@ def verify_patched_sites(module: LoadedModule, sites, read) -> VerifyResult:
     for s in sites:
         place, thumb, target, plt = s["place"], s["thumb"], s["target"], s["plt"]
         st.uc.mem_write(place, read(place, 4))
-        for x in module.sections:     # the veneer's PLT section as it is now in memory, not as loaded
-            if x.addr <= plt < x.addr + x.size and x.index not in copied:
-                st.uc.mem_write(x.addr, read(x.addr, x.size))
-                copied.add(x.index)
         rname = "patched bl (Thumb)" if thumb else "patched bl"
         expected = target if thumb else target & ~1
         arrive, err = st.step(place, thumb)
         missed = bool(plt) and (arrive is None or (arrive & ~1) != plt)
         if plt:
             via += 1
+            for x in module.sections:     # the veneer's PLT section as it is now in memory, not as loaded
+                if x.addr <= plt < x.addr + x.size and x.index not in copied:
+                    st.uc.mem_write(x.addr, read(x.addr, x.size))
+                    copied.add(x.index)
             if missed:
                 err = err or "did not reach its PLT slot"
             else:
