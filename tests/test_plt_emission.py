@@ -16,9 +16,11 @@ FIXED = (0xC0108000, 0xC0108040)
 vals = st.lists(st.sampled_from([0xC0200000 + 8 * i for i in range(12)] + list(FIXED) + [0]), min_size=1, max_size=80)
 
 
-def _kernel(values, size, l1, fixed, scan=False):
+def _kernel(values, size, l1, fixed, scan=False, mem=None):
+    """The kernel port's get_module_plt on each value: (slots, index of the BUG() or -1, memory).
+    `mem`: carry on in a section that earlier calls filled."""
     cfg = KernelConfig(l1_cache_bytes=l1)
-    mem = PltMemory(BASE, size, cfg.plt_stride, cfg.plt_ldr)
+    mem = mem or PltMemory(BASE, size, cfg.plt_stride, cfg.plt_ldr)
     slots = []
     for v in values:
         try:

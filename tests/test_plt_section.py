@@ -14,22 +14,14 @@ from armload.loader import load_module
 from armload.plt import PltSection, plan_plts, sort_keys, sym_shndx
 from armload.verify import verify_module
 from conftest import SYMVERS, sample
-from oracles.module_plts import Bug, PltMemory, get_module_plt_scan, get_module_plt_v61
+from oracles.module_plts import PltMemory
+from test_plt_emission import BASE, FIXED, _kernel
 
-BASE = 0xF0000000
-FIXED = (0xC0108000, 0xC0108040)
 CFG32 = KernelConfig(l1_cache_bytes=32)          # 8 entries per group: small sequences cross groups
 
 
 def _oracle(values, size, fixed=(), scan=False, mem=None):
-    mem = mem or PltMemory(BASE, size, CFG32.plt_stride, CFG32.plt_ldr)
-    out = []
-    for v in values:
-        try:
-            out.append(get_module_plt_scan(mem, v) if scan else get_module_plt_v61(mem, v, fixed))
-        except Bug:
-            return out, len(out), mem
-    return out, -1, mem
+    return _kernel(values, size, 32, fixed, scan, mem)
 
 
 @pytest.mark.parametrize("fixed", [(), FIXED])
