@@ -167,6 +167,18 @@ class _Stepper:
         return pc | (1 if cpsr & 0x20 else 0), ""
 
 
+    def through(self, place: int, thumb: bool, plt: int, flags: int = 0) -> tuple[int | None, str, bool]:
+        """The branch at place, then the `ldr pc` of the PLT slot it must reach when it names one:
+        (arrival | thumb bit, error text, whether it missed that slot)."""
+        arrive, err = self.step(place, thumb, flags)
+        if not plt:
+            return arrive, err, False
+        if arrive is None or (arrive & ~1) != plt or bool(arrive & 1) != thumb:
+            return arrive, err or "did not reach its PLT slot", True
+        arrive, err = self.step(plt, thumb)
+        return arrive, err, False
+
+
 class _IsaMap:
     """Instruction set at an address: bit 0, the module's mapping symbols, or the kernel's ISA."""
 
@@ -249,15 +261,12 @@ def verify_module(module: LoadedModule, kernel=None) -> VerifyResult:
             flags = _COND_FLAGS[word >> 28]
         exp_thumb = isa.is_thumb(target)
         expected = (target & ~1) | (1 if exp_thumb else 0)
-        arrive, err = st.step(place, thumb, flags)
-        if plt:
-            via += 1
-            if arrive is None or (arrive & ~1) != plt or bool(arrive & 1) != thumb:
-                failures.append(BranchFailure(place, sym(place), rname, symname, expected, arrive, plt,
-                                              err or "did not reach its PLT slot",
-                                              sym(arrive) if arrive is not None else ""))
-                continue
-            arrive, err = st.step(plt, thumb)
+        arrive, err, missed = st.through(place, thumb, plt, flags)
+        via += bool(plt)
+        if missed:
+            failures.append(BranchFailure(place, sym(place), rname, symname, expected, arrive, plt, err,
+                                          sym(arrive) if arrive is not None else ""))
+            continue
         if arrive != expected:
             reason = err
             if not reason and arrive is not None and (arrive & ~1) == (expected & ~1):
@@ -293,18 +302,13 @@ def verify_patched_sites(module: LoadedModule, sites, read) -> VerifyResult:
         st.uc.mem_write(place, read(place, 4))
         rname = "patched bl (Thumb)" if thumb else "patched bl"
         expected = target if thumb else target & ~1
-        arrive, err = st.step(place, thumb)
-        missed = bool(plt) and (arrive is None or (arrive & ~1) != plt)
         if plt:
             via += 1
-            for x in module.sections:     # the veneer's PLT section as it is now in memory, not as loaded
+            for x in module.sections:     # its PLT section as it is now in memory, not as loaded
                 if x.addr <= plt < x.addr + x.size and x.index not in copied:
                     st.uc.mem_write(x.addr, read(x.addr, x.size))
                     copied.add(x.index)
-            if missed:
-                err = err or "did not reach its PLT slot"
-            else:
-                arrive, err = st.step(plt, thumb)
+        arrive, err, missed = st.through(place, thumb, plt)
         if missed or arrive != expected:
             failures.append(BranchFailure(place, module.symbolize(place) or "", rname, s["symbol"], expected,
                                           arrive, plt, err))
