@@ -12,7 +12,7 @@ CROSS  ?= arm-linux-gnueabihf-
 # Stage-specific rules (samples, corpus, kallsyms) live in mk/*.mk
 -include mk/*.mk
 
-$(VENV)/.stamp: pyproject.toml setup.py armload/_kernsort.c
+$(VENV)/.stamp: pyproject.toml setup.py armload/loader/_kernsort.c
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -e '.[test]'

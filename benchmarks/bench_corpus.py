@@ -14,9 +14,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from armload.config import DEBIAN_ARMMP                                    # noqa: E402
-from armload.corpus import CheckOptions, build_kernel, plan_order, run_checks, scan_tree, summarize  # noqa: E402
-from armload.report import table                                           # noqa: E402
+from armload.kernel.config import DEBIAN_ARMMP                                    # noqa: E402
+from armload.ci.corpus import CheckOptions, build_kernel, plan_order, run_checks, scan_tree, summarize  # noqa: E402
+from armload.inspect.report import table                                           # noqa: E402
 
 KREL = "6.1.0-50-armmp"
 CACHE = os.environ.get("CACHE", ".cache")

@@ -11,4 +11,4 @@ FUZZ_ARGS  ?= --big --run --json $(CACHE)/fuzz-$(FUZZ_SEED).json
 .PHONY: fuzz
 
 fuzz: venv
-	$(PY) -m armload.fuzz --cases $(FUZZ_CASES) --seed $(FUZZ_SEED) $(FUZZ_ARGS)
+	$(PY) -m armload.inputs.fuzz --cases $(FUZZ_CASES) --seed $(FUZZ_SEED) $(FUZZ_ARGS)

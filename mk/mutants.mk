@@ -1,10 +1,10 @@
 # Mutation testing (mutmut) of the modules that must be bit-exact against the kernel:
-# armload/relocate.py, plt.py, elf.py, verify.py (configuration: mk/mutants.cfg).
+# armload/loader/relocate.py, plt.py, elf.py, verify.py (configuration: mk/mutants.cfg).
 #   make mutants          stage the tree in $(MUTANTS_DIR), run mutmut there on all cores
 #                         (each mutant runs only the fast tests that execute the mutated
 #                         function), then print the kill rate per module and the survivors
 #   make mutants-report   the report of the last run only
-#   MUTANTS='armload.plt*'  only these mutants (mutmut name patterns), e.g. one module
+#   MUTANTS='armload.loader.plt*'  only these mutants (mutmut name patterns), e.g. one module
 # A full run is long on 2 cores (the relocation driver's mutants run ~500 tests each);
 # reruns in the same $(MUTANTS_DIR) reuse the verdicts of unchanged mutants.
 MUTANTS_DIR  ?= build/mutants

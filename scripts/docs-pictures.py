@@ -11,11 +11,11 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from armload import pictures  # noqa: E402
-from armload.bench_plt import run as bench_plt  # noqa: E402
-from armload.config import KernelConfig  # noqa: E402
-from armload.kernel import Kernel  # noqa: E402
-from armload.loader import Session  # noqa: E402
+from armload.inspect import pictures  # noqa: E402
+from armload.bench.plt import run as bench_plt  # noqa: E402
+from armload.kernel.config import KernelConfig  # noqa: E402
+from armload.kernel.provider import Kernel  # noqa: E402
+from armload.loader.session import Session  # noqa: E402
 
 SYMVERS = os.path.join(ROOT, "sample_modules", "Module.symvers")
 

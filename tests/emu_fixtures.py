@@ -31,9 +31,9 @@ from capstone import CS_ARCH_ARM, CS_MODE_ARM, CS_MODE_THUMB, Cs
 from capstone.arm import ARM_INS_B, ARM_INS_BL, ARM_INS_BLX
 from keystone import KS_ARCH_ARM, KS_MODE_ARM, KS_MODE_THUMB, Ks
 
-from armload.config import DEBIAN_ARMMP, KernelConfig
-from armload.kernel import Kernel
-from armload.model import (BRANCH_DTYPE, LoadedModule, LoadedSection, MemRegion, ModuleSymbol, PltEntry,
+from armload.kernel.config import DEBIAN_ARMMP, KernelConfig
+from armload.kernel.provider import Kernel
+from armload.loader.model import (BRANCH_DTYPE, LoadedModule, LoadedSection, MemRegion, ModuleSymbol, PltEntry,
                            ResolvedSymbol)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -16,7 +16,7 @@ import pytest
 from conftest import SAMPLES, SYMVERS
 
 from armload.cli import main
-from armload.corpus import DEFAULT_FAIL_ON, OUTCOMES, init_class, parse_fail_on
+from armload.ci.corpus import DEFAULT_FAIL_ON, OUTCOMES, init_class, parse_fail_on
 
 MOV_R0_0, MVN_R0_18, BX_LR = 0xE3A00000, 0xE3E00012, 0xE12FFF1E     # mov r0,#0 / mvn r0,#18 (-19) / bx lr
 
@@ -87,8 +87,8 @@ def test_unmodelled_init_result_is_classified():
     """The emulator interface turns a run that ended on an unmodelled call into plain data
     (the status string, the call as the place to show); the tables do the rest."""
     from types import SimpleNamespace as NS
-    from armload.baseline import outcome_key
-    from armload.corpus import CheckOptions, _result_data, failing_apis
+    from armload.ci.baseline import outcome_key
+    from armload.ci.corpus import CheckOptions, _result_data, failing_apis
     msg = "unmodelled: regulator_get called from foo_probe+0x10/0x40 [foo]"
     fault = NS(kind="unmodelled", message=msg, pc=0xC0100000, pc_sym="regulator_get+0x0", access_addr=None,
                access_type=None, lr_sym="foo_probe+0x14/0x40 [foo]")
@@ -160,7 +160,7 @@ def _timeout_result():
 @pytest.fixture
 def init_times_out(monkeypatch):
     """Every init run (in this process: --jobs 1) ends on the wall-clock safety net."""
-    import armload.corpus as corpus
+    import armload.ci.corpus as corpus
     monkeypatch.setattr(corpus, "_run_init",
                         lambda mod, deps, kernel, opts: corpus._result_data(_timeout_result(), opts))
 
@@ -279,7 +279,7 @@ def test_baseline_diff_names_what_changed(tmp_path, capsys):
 
 
 def test_baseline_change_kinds():
-    from armload.baseline import _kind, changed_text
+    from armload.ci.baseline import _kind, changed_text
     ok = ["ok", 2, 4, 0, 0, 24576]
     assert _kind(ok, ok) == []
     assert _kind(ok, ["ok", 2, 4, 0, 0, 28672]) == ["changed image size"]
@@ -391,7 +391,7 @@ def test_json_is_deterministic_apart_from_timing(tmp_path):
 
 def test_text_lists_every_module_that_did_not_succeed():
     from armload.commands.check import format_report
-    from armload.corpus import CheckOptions, plan_order, summarize
+    from armload.ci.corpus import CheckOptions, plan_order, summarize
     recs = [{"module": f"drivers/x/m{i:02d}.ko", "name": f"m{i:02d}", "outcome": "fault", "stage": "init",
              "reason": "Unable to handle kernel paging request", "where": f"m{i:02d}_init+0x10/0x40 [m{i:02d}]",
              "init": {"status": "fault"}} for i in range(30)]
@@ -437,10 +437,10 @@ def test_reloc_error_names_the_readelf_row(tmp_path):
     """The kernel sorts each exec REL table before applying it, so its "reloc N" counts the
     sorted table; the message also gives the row readelf shows."""
     from elftools.elf.elffile import ELFFile
-    from armload.config import KernelConfig
+    from armload.kernel.config import KernelConfig
     from armload.errors import RelocationError
-    from armload.kernel import Kernel
-    from armload.loader import load_module
+    from armload.kernel.provider import Kernel
+    from armload.loader.session import load_module
     src = os.path.join(SAMPLES, "hello-arm.ko")
     with open(src, "rb") as f:
         elf = ELFFile(f)

@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from armload.relocate import (arm_branch_decode, arm_branch_encode, arm_mov_decode, arm_mov_encode,
+from armload.loader.relocate import (arm_branch_decode, arm_branch_encode, arm_mov_decode, arm_mov_encode,
                               prel31_decode, prel31_encode, thm_branch_decode, thm_branch_encode, thm_mov_decode,
                               thm_mov_encode)
 from oracles.apply_relocate import STT_FUNC
@@ -109,7 +109,7 @@ def test_every_type_matches_kernel_near_the_place(rtype, word, delta, P, stype):
                         (46, False, True, True), (47, True, False, False), (48, True, False, True),
                         (49, True, True, False), (50, True, True, True)]), u32, u32, u32)
 def test_mov_rows_built_by_the_factory(kind, word, S, P):
-    from armload.relocate import _mov
+    from armload.loader.relocate import _mov
     from oracles.apply_relocate import apply_relocate
     rtype, thumb, prel, movt = kind
     apply = _mov(thm_mov_decode if thumb else arm_mov_decode, thm_mov_encode if thumb else arm_mov_encode, prel, movt)
@@ -120,7 +120,7 @@ def test_mov_rows_built_by_the_factory(kind, word, S, P):
 @settings(deadline=None)
 @given(st.sampled_from([(0, 57), (1, 59)]), u32, u32, u32)
 def test_alu_rows_built_by_the_factory(kind, word, S, P):
-    from armload.relocate import _alu
+    from armload.loader.relocate import _alu
     from oracles.apply_relocate import apply_relocate
     group, rtype = kind
     out, bad = _alu(group)(W(word), A(S), A(P))

@@ -18,7 +18,7 @@ import sys
 
 import pytest
 
-from armload.corpus import ModuleInfo, init_class, plan_order, read_modinfo, scan_tree
+from armload.ci.corpus import ModuleInfo, init_class, plan_order, read_modinfo, scan_tree
 from oracles.module_plts import kernel_plt_counts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -161,9 +161,9 @@ def test_small_tree_all_ok(tmp_path):
 @needs_corpus
 def test_closure_reuse_gives_fresh_session_addresses(tmp_path):
     """Each module's addresses equal those of a fresh Session loaded with its closure alone."""
-    from armload.config import DEBIAN_ARMMP
-    from armload.kernel import Kernel
-    from armload.loader import Session
+    from armload.kernel.config import DEBIAN_ARMMP
+    from armload.kernel.provider import Kernel
+    from armload.loader.session import Session
     root = _tree(tmp_path)
     rc, recs, doc = _check(root, "--no-emulate", "--no-verify", "--jobs", "1")
     plan = plan_order(scan_tree(str(root)))
@@ -235,9 +235,9 @@ def _plt_sample():
 @needs_corpus
 def test_plt_counts_equal_literal_kernel_port():
     """armload's v6 count equals the literal port on a sample of real modules (~40)."""
-    from armload.config import DEBIAN_ARMMP
-    from armload.elf import read_object
-    from armload.plt import plan_plts
+    from armload.kernel.config import DEBIAN_ARMMP
+    from armload.loader.elf import read_object
+    from armload.loader.plt import plan_plts
     bad = []
     sample = _plt_sample()
     for p in sample:
@@ -280,14 +280,14 @@ def result(request):
 
 @pytest.fixture(scope="module")
 def baseline_passes():
-    from armload.baseline import load
+    from armload.ci.baseline import load
     return load(BASELINE)
 
 
 @pytest.fixture
 def baseline(result, baseline_passes):
     """This result's pass of the committed per-module baseline."""
-    from armload.baseline import pass_name
+    from armload.ci.baseline import pass_name
     name = pass_name(result)
     assert name in baseline_passes, f"{BASELINE} has no {name!r} pass: run `make regress-update`"
     return baseline_passes[name]
@@ -357,7 +357,7 @@ def test_regress_plt_counts_recorded_equal_kernel_port(result):
 def test_regress_every_module_as_in_the_baseline(result, baseline_passes):
     """The per-module gate (the same comparison `check --baseline` makes): any module whose
     outcome, PLT counts or image size changed fails, listed by name."""
-    from armload.baseline import changed_text, diff
+    from armload.ci.baseline import changed_text, diff
     d = diff(baseline_passes, result, BASELINE)
     rows = [f"{c['module']}: {', '.join(c['kinds'])}: {' -> '.join(changed_text(c))}" for c in d["changes"]]
     assert d["differences"] == 0, "\n".join(d["option_differences"] + rows[:50])

@@ -15,14 +15,14 @@ VMLINUZ = os.path.join(ROOT, ".cache", "linux-image-6.1.0-50-armmp", "boot", "vm
 
 @pytest.fixture(scope="module")
 def kernel():
-    from armload.testing import make_kernel
+    from armload.devkit.testing import make_kernel
     assert os.path.exists(VMLINUZ), f"missing {VMLINUZ} (make test-inputs)"
     return make_kernel(VMLINUZ)
 
 
 def _run(kernel, native, path="devkit-arm-debug.ko", thumb=False, calls=(("devkit_sum", 2),)):
     from armload.emu.coverage import Coverage
-    from armload.testing import ModuleHandle, make_kernel
+    from armload.devkit.testing import ModuleHandle, make_kernel
     k = kernel if not thumb else make_kernel(None, thumb2=True)
     h = ModuleHandle(sample(path), kernel=k)
     m = h.module

@@ -7,9 +7,9 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 from emu_fixtures import build_module  # noqa: E402
 
-from armload.disasm import disassemble, format_listing  # noqa: E402
+from armload.inspect.disasm import disassemble, format_listing  # noqa: E402
 from armload.errors import EmulationError  # noqa: E402
-from armload.model import ModuleSymbol  # noqa: E402
+from armload.loader.model import ModuleSymbol  # noqa: E402
 
 EXTERNS = {"_printk": "func", "kmalloc": "func"}
 

@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from armload.elf import read_object
+from armload.loader.elf import read_object
 from armload.errors import ElfFormatError
 from conftest import sample
 

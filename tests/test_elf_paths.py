@@ -1,4 +1,4 @@
-"""Every refusal of armload/elf.py, one edit of hello-arm.ko each: the whole message (the kernel's
+"""Every refusal of armload/loader/elf.py, one edit of hello-arm.ko each: the whole message (the kernel's
 pr_err text where it has one, then armload's context) and the section/symbol it names, with the
 input on the accepted side of the same bound next to it. The numbers come from readelf -S of
 hello-arm.ko (35 sections, header table at 0xb80 ending the file at 0x10f8)."""
@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from armload.elf import read_object, rela_sections
+from armload.loader.elf import read_object, rela_sections
 from armload.errors import ElfFormatError
 from test_elf import base, get, put
 

@@ -4,10 +4,10 @@ import os
 
 import pytest
 
-from armload.config import KernelConfig
+from armload.kernel.config import KernelConfig
 from armload.emu import Machine
-from armload.kernel import Kernel
-from armload.loader import Session
+from armload.kernel.provider import Kernel
+from armload.loader.session import Session
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VMLINUZ = os.path.join(ROOT, ".cache", "linux-image-6.1.0-50-armmp", "boot", "vmlinuz-6.1.0-50-armmp")

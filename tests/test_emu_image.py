@@ -11,7 +11,7 @@ from conftest import sample  # noqa: E402
 from emu_fixtures import DEBIAN_SYMVERS, DEBIAN_VMLINUZ, build_module, debian_kernel, kernel_externs  # noqa: E402
 
 from armload.emu import Machine  # noqa: E402
-from armload.emu.image import _zimage_size_table, load_image, vote_load_address  # noqa: E402
+from armload.kernel.image import _zimage_size_table, load_image, vote_load_address  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +69,7 @@ def test_every_vmlinux_export_is_in_the_ksymtab(image):
 
 # --- the samples on the kernel's own code -------------------------------------------------------
 def _load(kernel, name):
-    from armload import loader
+    from armload.loader import session as loader
     s = loader.Session(kernel, kernel.config, "window")
     return s.load(sample(f"{name}-arm.ko"))
 

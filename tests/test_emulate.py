@@ -273,9 +273,9 @@ def test_init_memory_freed_after_init():
 
 # --- real samples (need the loader and sample_modules/*.ko) ---------------------------------
 def _load(name, thumb, placement="window", *more):
-    from armload import loader
-    from armload.config import DEBIAN_ARMMP
-    from armload.kernel import Kernel
+    from armload.loader import session as loader
+    from armload.kernel.config import DEBIAN_ARMMP
+    from armload.kernel.provider import Kernel
     path = sample(f"{name}-{'thumb2' if thumb else 'arm'}.ko")
     cfg = DEBIAN_ARMMP.with_(thumb2=thumb)
     kernel = Kernel.from_files([sample("Module.symvers")], cfg)
@@ -408,7 +408,7 @@ def test_modules_mapped_in_load_order_after_init_memory_is_freed():
     # a: all init memory at X. b: loaded at X (a's init memory, freed after a's init) and exports
     # b_func. c: calls b_func (resolved from module b): no kernel trap may be written there, and
     # c must not be mapped before b.
-    from armload.model import ResolvedSymbol
+    from armload.loader.model import ResolvedSymbol
     base = 0xBF000000
     a, k = build_module({"init_module": "mov r0, #0\nbx lr"}, externs=EXTERNS, name="a", init_section=True)
     a.regions[0].init = True

@@ -7,11 +7,11 @@ import sys
 
 import pytest
 
-from armload.config import KernelConfig
-from armload.elf import read_object
+from armload.kernel.config import KernelConfig
+from armload.loader.elf import read_object
 from armload.errors import ArmloadError, ElfFormatError, LayoutError, PltError, RelocationError, SymbolError
-from armload.kernel import Kernel
-from armload.loader import Session, load_module
+from armload.kernel.provider import Kernel
+from armload.loader.session import Session, load_module
 
 from conftest import SYMVERS, sample
 
@@ -437,7 +437,7 @@ def test_symbol_name_past_end_of_file(tmp_path):
 
 
 def test_nobits_exec_target_counts_plts_from_the_file(tmp_path):
-    from armload.plt import plan_plts
+    from armload.loader.plt import plan_plts
     cfg = KernelConfig()
     i = section_index(".init.text")
     ref = plan_plts(read_object(HELLO), cfg).counts
@@ -453,7 +453,7 @@ def test_nobits_exec_target_counts_plts_from_the_file(tmp_path):
 def test_duplicated_headers_first_or_last_as_6_1_picks(tmp_path):
     """Duplicated section headers (appended copies): find_sec and setup_load_info take the first
     .symtab / .gnu.linkonce.this_module / .modinfo, frob the last .plt; 6.4 refuses some of these."""
-    from armload import fuzz
+    from armload.inputs import fuzz
     seed = next(s for s in fuzz.default_seeds() if s.path.endswith("hello-arm.ko"))
     ref = load_module(HELLO, kernel=kernel())
     for name in (".symtab", ".gnu.linkonce.this_module", ".modinfo", "__versions"):

@@ -8,11 +8,11 @@ import subprocess
 import pytest
 
 from armload.cli import main
-from armload.config import KernelConfig
-from armload.explain import context_for, explain_all, explain_module, format_explanation
-from armload.image import write_image
-from armload.kernel import Kernel
-from armload.loader import Session
+from armload.kernel.config import KernelConfig
+from armload.inspect.explain import context_for, explain_all, explain_module, format_explanation
+from armload.loader.image import write_image
+from armload.kernel.provider import Kernel
+from armload.loader.session import Session
 
 from conftest import SYMVERS, all_kos, obj, sample
 
@@ -168,15 +168,15 @@ def test_branch_sites_named_view():
 
 
 def _synth(n=4000, ext=300):
-    from armload.synth import make_module
+    from armload.inputs.synth import make_module
     return make_module(n, n_externals=ext)
 
 
 @pytest.mark.parametrize("ko", [os.path.basename(k) for k in all_kos()] + ["synth"])
 def test_counted_relocations_add_up_to_each_rules_count(ko):
-    from armload.elf import read_object
-    from armload.explain import counted_relocations
-    from armload.plt import plan_plts
+    from armload.loader.elf import read_object
+    from armload.inspect.explain import counted_relocations
+    from armload.loader.plt import plan_plts
     cfg = KernelConfig(thumb2="thumb2" in ko)
     o = read_object("s.ko", _synth()) if ko == "synth" else read_object(sample(ko))
     counts = plan_plts(o, cfg).counts
@@ -189,9 +189,9 @@ def test_counted_relocations_add_up_to_each_rules_count(ko):
 
 
 def test_plt_notes_explain_the_differences():
-    from armload.elf import read_object
-    from armload.explain import counted_relocations
-    from armload.report import plt_notes
+    from armload.loader.elf import read_object
+    from armload.inspect.explain import counted_relocations
+    from armload.inspect.report import plt_notes
     cfg = KernelConfig(thumb2=True)
     mod = Session(Kernel.from_files([SYMVERS], cfg), cfg, "vmalloc").load(sample("hello-thumb2.ko"))
     notes = plt_notes(mod, counted_relocations(read_object(sample("hello-thumb2.ko")), cfg))

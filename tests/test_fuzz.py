@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from armload import fuzz
+from armload.inputs import fuzz
 
 N_CASES = 360                  # 30 per class
 
@@ -54,7 +54,7 @@ def test_budget_catches_a_per_entry_loop(monkeypatch):
     """The operation count is what would have caught the 11 s __ksymtab loop: a loop over an
     attacker-sized table blows the budget."""
     seeds = fuzz.default_seeds()
-    from armload import loader
+    from armload.loader import session as loader
     from armload.errors import ArmloadError
     real = loader.read_object
     for i in range(64):                   # a case whose file parses, so the slow path is reached
@@ -71,7 +71,7 @@ def test_budget_catches_a_per_entry_loop(monkeypatch):
             len(())
         return obj
     monkeypatch.setattr(loader, "read_object", slow)
-    from armload.kernel import Kernel
+    from armload.kernel.provider import Kernel
     import tracemalloc
     tracemalloc.start()
     try:
@@ -84,9 +84,9 @@ def test_budget_catches_a_per_entry_loop(monkeypatch):
 def test_unexplained_branch_failure_is_reported():
     """A branch site that still holds a BL but lands elsewhere is armload's fault and must be
     reported; a site whose word is no longer a branch is the input's."""
-    from armload.kernel import Kernel
-    from armload.loader import Session
-    from armload.verify import verify_module
+    from armload.kernel.provider import Kernel
+    from armload.loader.session import Session
+    from armload.loader.verify import verify_module
     import struct
     seeds = fuzz.default_seeds()
     sd = next(s for s in seeds if s.path.endswith("hello-arm.ko"))

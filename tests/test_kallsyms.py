@@ -13,11 +13,11 @@ import subprocess
 
 import pytest
 
-from armload import kallsyms as K
+from armload.kernel import kallsyms as K
 from armload.cli import main as cli_main
 from armload.errors import KernelFileError
-from armload.kallsyms import tables as KT
-from armload.kallsyms.lookup import KallsymsTable
+from armload.kernel.kallsyms import tables as KT
+from armload.kernel.kallsyms.lookup import KallsymsTable
 from conftest import require_input
 from oracles.kallsyms_select import select as select_6_1
 
@@ -86,7 +86,7 @@ def synth_symbols(n=3000, seed=7):
 
 def expected_selection(symbols):
     """The symbols scripts/kallsyms keeps for synth_symbols(), address order (independent sketch
-    of scripts/kallsyms.c in tests/oracles, sharing no code with armload.kallsyms)."""
+    of scripts/kallsyms.c in tests/oracles, sharing no code with armload.kernel.kallsyms)."""
     return select_6_1(symbols)
 
 
@@ -616,8 +616,8 @@ def test_real_cli(real_image, capsys, tmp_path):
 
 
 def test_real_kernel_py_uses_image(real_image):
-    from armload.config import KernelConfig
-    from armload.kernel import Kernel
+    from armload.kernel.config import KernelConfig
+    from armload.kernel.provider import Kernel
     k = Kernel.from_files([real_image], KernelConfig())
     t = K.table_from_image(real_image)
     a = k.lookup_address("_printk")

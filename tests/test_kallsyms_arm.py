@@ -2,7 +2,7 @@
 their instruction counts are deterministic."""
 import os
 
-from armload.kallsyms_arm import run_benchmark
+from armload.bench.kallsyms_arm import run_benchmark
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VMLINUZ = os.path.join(ROOT, ".cache", "linux-image-6.1.0-50-armmp", "boot", "vmlinuz-6.1.0-50-armmp")

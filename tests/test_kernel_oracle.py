@@ -10,12 +10,12 @@ import os
 import numpy as np
 import pytest
 
-from armload.config import KernelConfig
-from armload.elf import read_object
+from armload.kernel.config import KernelConfig
+from armload.loader.elf import read_object
 from armload.emu import Machine
-from armload.kernel import Kernel
-from armload.loader import Session
-from armload.plt import count_plts, exec_rel_tables
+from armload.kernel.provider import Kernel
+from armload.loader.session import Session
+from armload.loader.plt import count_plts, exec_rel_tables
 from oracles.kernel_frob import kernel_frob
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

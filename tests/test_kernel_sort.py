@@ -2,7 +2,7 @@
 
 The oracles live in tests/oracles/ (written from the kernel source, no armload code); armload is
 only reached through its public functions (heapsort_order, kernel_order, count_plts), so these
-tests hold whatever the replay inside armload/plt.py looks like.
+tests hold whatever the replay inside armload/loader/plt.py looks like.
 """
 import random
 
@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from armload.config import KernelConfig
-from armload.elf import read_object
-from armload.plt import count_plts, heapsort_order, kernel_order
-from armload.synth import make_module
+from armload.kernel.config import KernelConfig
+from armload.loader.elf import read_object
+from armload.loader.plt import count_plts, heapsort_order, kernel_order
+from armload.inputs.synth import make_module
 from conftest import all_kos
 from oracles.kernel_sort import cmp_3way, cmp_rel, kernel_sort, sort_classic, sort_r_v52
 from oracles.module_plts import kernel_plt_counts, kernel_plt_counts_2016

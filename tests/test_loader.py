@@ -3,11 +3,11 @@ import subprocess
 
 import pytest
 
-from armload.config import KernelConfig
+from armload.kernel.config import KernelConfig
 from armload.errors import ArmloadError, SymbolError
-from armload.image import write_image
-from armload.kernel import Kernel
-from armload.loader import Session
+from armload.loader.image import write_image
+from armload.kernel.provider import Kernel
+from armload.loader.session import Session
 
 from conftest import SYMVERS, sample
 
@@ -101,7 +101,7 @@ def test_image_disassembles_with_names(tmp_path, binutils):
 
 
 def test_seed_scale_synthetic_loads_with_plts():
-    from armload.synth import make_module
+    from armload.inputs.synth import make_module
     data = make_module()
     cfg = KernelConfig()
     mod = Session(Kernel.builtin(cfg, simulate_all=True), cfg, "vmalloc").load("synth.ko", data)
@@ -142,7 +142,7 @@ def test_unload_frees_memory_and_exports_and_refuses_while_used():
 
 
 def test_percpu_areas_are_per_module():
-    from armload.layout import ModuleAllocator
+    from armload.loader.layout import ModuleAllocator
     a = ModuleAllocator(KernelConfig())
     x = a.alloc_percpu(0x40, 8)
     y = a.alloc_percpu(0x10, 64)

@@ -6,12 +6,12 @@ import subprocess
 import capstone
 import pytest
 
-from armload.config import KernelConfig
+from armload.kernel.config import KernelConfig
 from armload.constants import SHF_ALLOC
-from armload.elf import read_object
-from armload.kernel import Kernel
-from armload.layout import TEMP_COPY_BASE
-from armload.loader import Session
+from armload.loader.elf import read_object
+from armload.kernel.provider import Kernel
+from armload.loader.layout import TEMP_COPY_BASE
+from armload.loader.session import Session
 
 from conftest import OBJS, SYMVERS, all_kos
 

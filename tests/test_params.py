@@ -19,17 +19,17 @@ VMLINUZ = os.path.join(CACHE, "linux-image-6.1.0-50-armmp", "boot", "vmlinuz-6.1
 
 @pytest.fixture(scope="module")
 def kernels():
-    from armload.config import DEBIAN_ARMMP
-    from armload.kernel import Kernel
+    from armload.kernel.config import DEBIAN_ARMMP
+    from armload.kernel.provider import Kernel
     assert os.path.exists(VMLINUZ), f"missing the Debian kernel image {VMLINUZ} (make test-inputs)"
     return (Kernel.from_files([VMLINUZ], DEBIAN_ARMMP),
             Kernel.from_files([], DEBIAN_ARMMP, simulate_all=True))
 
 
 def _machine(kernel):
-    from armload.config import DEBIAN_ARMMP
+    from armload.kernel.config import DEBIAN_ARMMP
     from armload.emu import Machine
-    from armload.loader import Session
+    from armload.loader.session import Session
     m = Session(kernel, DEBIAN_ARMMP).load(sample("devkit-arm.ko"))
     mach = Machine([m], kernel, console=None)
     mach.map_module(m)

@@ -1,9 +1,9 @@
 """The pictures say what the load did: every address and name they print comes from the module,
 the same input gives the same SVG, and PNG works on request."""
-from armload import pictures
-from armload.config import KernelConfig
-from armload.kernel import Kernel
-from armload.loader import Session
+from armload.inspect import pictures
+from armload.kernel.config import KernelConfig
+from armload.kernel.provider import Kernel
+from armload.loader.session import Session
 
 from conftest import SYMVERS, sample
 
@@ -47,7 +47,7 @@ def test_svg_is_deterministic_and_png_on_request(tmp_path):
 
 
 def test_plt_plots_from_bench_and_corpus_records():
-    from armload.bench_plt import run
+    from armload.bench.plt import run
     res = run((100, 200), repeat=1)
     r = res["rows"]
     assert [x["relocations"] for x in r] == [100, 200]

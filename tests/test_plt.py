@@ -6,17 +6,17 @@ import sys
 import numpy as np
 import pytest
 
-from armload.config import KernelConfig
+from armload.kernel.config import KernelConfig
 from armload.constants import R
-from armload.elf import read_object
+from armload.loader.elf import read_object
 from armload.errors import RelocationError
-from armload.kernel import Kernel
-from armload.loader import Session
-from armload import plt as P
-from armload.plt import (PltSection, _count_sorted, count_legacy, count_legacy_quadratic, exec_rel_tables,
+from armload.kernel.provider import Kernel
+from armload.loader.session import Session
+from armload.loader import plt as P
+from armload.loader.plt import (PltSection, _count_sorted, count_legacy, count_legacy_quadratic, exec_rel_tables,
                          heapsort_order, heapsort_order_python, kernel_order, plan_plts, sym_shndx)
-from armload.synth import make_module
-from armload.verify import verify_module
+from armload.inputs.synth import make_module
+from armload.loader.verify import verify_module
 
 from conftest import SYMVERS, all_kos, sample
 # The literal ports of 6.1's lib/sort.c and module-plts.c, kept apart from the package (shares no code).
@@ -48,7 +48,7 @@ def test_native_sort_is_used():
         assert P._NATIVE is None and P.SORT_BACKEND == "disabled by ARMLOAD_NO_NATIVE"
     else:
         assert P._NATIVE is not None, P.SORT_BACKEND
-        assert P.SORT_BACKEND == "C extension armload._kernsort"
+        assert P.SORT_BACKEND == "C extension armload.loader._kernsort"
         assert P._NATIVE.SOURCE_SHA256 != "unknown"
 
 
@@ -56,21 +56,21 @@ def _native_or_fail():
     if os.environ.get("ARMLOAD_NO_NATIVE"):
         pytest.skip("ARMLOAD_NO_NATIVE set: the compiled sort is opted out")
     if P._NATIVE is None:
-        pytest.fail(f"armload._kernsort is not in use ({P.SORT_BACKEND}); make venv builds it")
+        pytest.fail(f"armload.loader._kernsort is not in use ({P.SORT_BACKEND}); make venv builds it")
     return P._NATIVE
 
 
 def test_stale_disabled_or_missing_native_sort_is_not_used(monkeypatch):
     """Each reason the compiled sort is not used is told as such (armload bench prints it)."""
     native = _native_or_fail()
-    assert P._native_sort() == (native, "C extension armload._kernsort")
+    assert P._native_sort() == (native, "C extension armload.loader._kernsort")
     monkeypatch.setattr(native, "SOURCE_SHA256", "0" * 64)
-    assert P._native_sort() == (None, "armload._kernsort is stale (built from another _kernsort.c; re-run make venv)")
+    assert P._native_sort() == (None, "armload.loader._kernsort is stale (built from another _kernsort.c; re-run make venv)")
     monkeypatch.undo()
-    monkeypatch.delattr(sys.modules["armload"], "_kernsort")       # as if never imported ...
-    monkeypatch.setitem(sys.modules, "armload._kernsort", None)     # ... and not importable
+    monkeypatch.delattr(sys.modules["armload.loader"], "_kernsort")       # as if never imported ...
+    monkeypatch.setitem(sys.modules, "armload.loader._kernsort", None)     # ... and not importable
     mod, why = P._native_sort()
-    assert mod is None and why.startswith("armload._kernsort not built (") and why.endswith(")")
+    assert mod is None and why.startswith("armload.loader._kernsort not built (") and why.endswith(")")
     monkeypatch.undo()
     monkeypatch.setenv("ARMLOAD_NO_NATIVE", "1")
     assert P._native_sort() == (None, "disabled by ARMLOAD_NO_NATIVE")
@@ -186,7 +186,7 @@ def test_legacy_counts_at_least_sorted_when_addends_are_zero(path):
     """With zero addends the 2016 rules count one entry per (type, UND symbol) per exec table; v4.0
     counts one per r_info per table with no symbol or target filter: never fewer. (The exact v4.0
     numbers: tests/test_plt_legacy.py, against the literal port.)"""
-    from armload.plt import legacy_rel_tables
+    from armload.loader.plt import legacy_rel_tables
     obj = read_object(path)
     cfg = KernelConfig(thumb2="thumb2" in path)
     plan = plan_plts(obj, cfg)
@@ -205,7 +205,7 @@ def test_synthetic_zero_addends_legacy_equals_the_v40_port(tmp_path):
 
 
 def _table(words, syms, rtype=CALL):
-    from armload.plt import RelTable
+    from armload.loader.plt import RelTable
     n = len(words)
     r_info = np.array([(s << 8) | rtype for s in syms], dtype=np.uint32)
     return RelTable(1, 2, ".text", r_info, np.array(words, dtype=np.uint32))
@@ -355,7 +355,7 @@ def test_native_reference_counts_agree(tmp_path):
     """The benchmark's C reference (benchmarks/plt_count_ref.c, qsort) counts what armload counts
     wherever tie order cannot matter, so `armload bench` compares the same work."""
     import subprocess
-    from armload.bench import native_reference
+    from armload.bench.loader import native_reference
     exe, why = native_reference()
     assert exe, why
     synth = tmp_path / "synth.ko"

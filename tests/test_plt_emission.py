@@ -4,9 +4,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from armload.config import KernelConfig
-from armload.elf import read_object
-from armload.plt import PltSection, file_words, plan_plts, plt_size, zero_addend
+from armload.kernel.config import KernelConfig
+from armload.loader.elf import read_object
+from armload.loader.plt import PltSection, file_words, plan_plts, plt_size, zero_addend
 from conftest import all_kos
 from oracles.module_plts import Bug, PltMemory, get_module_plt_scan, get_module_plt_v61, is_zero_addend_relocation
 from oracles.module_plts import kernel_plt_counts
@@ -132,7 +132,7 @@ def test_file_words_reads_each_place_from_the_section_on_and_zero_past_the_file(
                           st.sampled_from([0xEBFFFFFE, 0xEB000000, 0x0BFFFFFE, 0xFFFEF7FF,
                                            0xBFFEF7FF, 0xFFFEF7FE, 0xDFFEF7FF, 0xF0FEF7FF])), max_size=40))
 def test_legacy_hashed_count_equals_the_quadratic_scan(entries):
-    from armload.plt import RelTable, count_legacy, count_legacy_quadratic
+    from armload.loader.plt import RelTable, count_legacy, count_legacy_quadratic
     t = RelTable(1, 2, ".text", np.array([(s << 8) | ty for ty, s, _ in entries], np.uint32),
                  np.array([w for _, _, w in entries], np.uint32))
     assert count_legacy(t) == count_legacy_quadratic(t)
@@ -149,7 +149,7 @@ def test_symbol_index_equal_to_the_count_reads_past_the_table(tmp_path, shndx_by
     .symtab; its st_shndx decides whether the branch is counted (6.1: != the target section;
     2016: == SHN_UNDEF). shndx_bytes overwrites those two bytes (None: as in the file)."""
     import struct
-    from armload.plt import count_plts
+    from armload.loader.plt import count_plts
     from oracles.module_plts import kernel_plt_counts_2016
     path = all_kos()[0].rsplit("/", 1)[0] + "/hello-arm.ko"
     b = bytearray(open(path, "rb").read())

@@ -13,13 +13,13 @@ import subprocess
 import numpy as np
 import pytest
 
-from armload.config import KernelConfig
-from armload.elf import read_object
+from armload.kernel.config import KernelConfig
+from armload.loader.elf import read_object
 from armload.errors import PltError
-from armload.kernel import Kernel
-from armload.loader import Session
-from armload.plt import (count_legacy, count_legacy_quadratic, legacy_rel_tables, plan_plts)
-from armload.verify import verify_module
+from armload.kernel.provider import Kernel
+from armload.loader.session import Session
+from armload.loader.plt import (count_legacy, count_legacy_quadratic, legacy_rel_tables, plan_plts)
+from armload.loader.verify import verify_module
 
 from conftest import CACHE, ROOT, SYMVERS, all_kos, require_input, sample
 from oracles.module_plts import kernel_plt_counts_v40
@@ -77,7 +77,7 @@ def test_debian_modules_legacy_counts_equal_the_v40_port():
     """All 3,491 real modules (a few seconds: no sort, one pass each): armload's legacy (core, init)
     equals the port's; on every ~97th module under 200 KB also the port's loop as written (O(n^2)).
     On real modules the v4.0 count differs from the 2016 one (branches to defined symbols)."""
-    from armload.plt import count_plts
+    from armload.loader.plt import count_plts
     cfg = KernelConfig()
     paths = _debian_modules()
     bad, differ, init_total = [], 0, 0
@@ -229,7 +229,7 @@ def test_legacy_plt_exhaustion_is_armloads_error(binutils, tmp_path):
 def test_quadratic_and_hashed_counts_agree_on_crafted_tables():
     """count_legacy (distinct pairs) equals count_legacy_quadratic (the scan as written) with mixed
     types, repeated r_info and words differing inside and outside each mask."""
-    from armload.plt import RelTable
+    from armload.loader.plt import RelTable
     rng = np.random.default_rng(7)
     types = np.array([28, 29, 1, 10, 30, 2, 43])
     words = np.array([ARM_ZERO, ARM_PLUS8, 0x0BFFFFFE, THM_ZERO, THM_ZERO ^ 0x0F000000, THM_ZERO ^ 0xF800, 0],
@@ -247,7 +247,7 @@ def test_quadratic_and_hashed_counts_agree_on_crafted_tables():
 def test_explain_lists_what_v40_counted_per_plt(name):
     """explain.counted_relocations' legacy list: one item per counted entry, split core/init as the
     port splits them; the init items are exactly those of REL tables named *.init*."""
-    from armload.explain import counted_relocations
+    from armload.inspect.explain import counted_relocations
     obj = read_object(sample(name))
     got = counted_relocations(obj, KernelConfig())["legacy"]
     core, init = kernel_plt_counts_v40(sample(name))

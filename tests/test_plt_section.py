@@ -7,12 +7,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from armload.config import KernelConfig
-from armload.elf import read_object
-from armload.kernel import Kernel
-from armload.loader import load_module
-from armload.plt import PltSection, plan_plts, sort_keys, sym_shndx
-from armload.verify import verify_module
+from armload.kernel.config import KernelConfig
+from armload.loader.elf import read_object
+from armload.kernel.provider import Kernel
+from armload.loader.session import load_module
+from armload.loader.plt import PltSection, plan_plts, sort_keys, sym_shndx
+from armload.loader.verify import verify_module
 from conftest import SYMVERS, sample
 from oracles.module_plts import PltMemory
 from test_plt_emission import BASE, FIXED, _kernel

@@ -13,10 +13,10 @@ from capstone import CS_ARCH_ARM, CS_MODE_ARM, CS_MODE_THUMB, Cs
 sys.path.insert(0, os.path.dirname(__file__))
 from emu_fixtures import build_module  # noqa: E402
 
-from armload.config import DEBIAN_ARMMP  # noqa: E402
+from armload.kernel.config import DEBIAN_ARMMP  # noqa: E402
 from armload.emu import Machine  # noqa: E402
-from armload.kernel import Kernel  # noqa: E402
-from armload.loader import Session  # noqa: E402
+from armload.kernel.provider import Kernel  # noqa: E402
+from armload.loader.session import Session  # noqa: E402
 from armload.probes import ProbeError, Probes  # noqa: E402
 
 from conftest import CACHE, ROOT, SAMPLES, SYMVERS  # noqa: E402
@@ -157,7 +157,7 @@ def test_verifier_reports_a_patched_site_that_misses_its_plt_slot_or_literal(thu
 def test_verifier_checks_each_patched_site_and_the_plt_as_in_memory(thumb):
     """Two verifications in a row see the memory of each moment (a copy per call, not a cache), and a
     site that names a PLT slot must go through it even when it lands on the right address."""
-    from armload.verify import verify_patched_sites
+    from armload.loader.verify import verify_patched_sites
     m, mod, pr = _exporter(thumb, "vmalloc")
     pr.ftrace_function("armload_sample_add")
     site, = [s for s in pr.ftrace.call_sites() if s["module"] is mod]
@@ -395,7 +395,7 @@ def test_cli_run_probe_prints_hits_and_refuses_bad_specs():
 
 
 def test_attach_bench_counts_are_deterministic():
-    from armload.probes.bench import run_attach
+    from armload.bench.probes import run_attach
     a, b = run_attach(events=40, min_time=0.0), run_attach(events=40, min_time=0.0)
     key = [(r["flavour"], r["mode"], r["insns_per_event"], r["traps_per_event"]) for r in a["rows"]]
     assert key == [(r["flavour"], r["mode"], r["insns_per_event"], r["traps_per_event"]) for r in b["rows"]]

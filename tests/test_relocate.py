@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
-from armload.config import KernelConfig
+from armload.kernel.config import KernelConfig
 from armload.constants import R
-from armload.relocate import (RELOCS, alu_group_one, arm_branch_decode, arm_branch_encode, arm_mov_decode,
+from armload.loader.relocate import (RELOCS, alu_group_one, arm_branch_decode, arm_branch_encode, arm_mov_decode,
                               arm_mov_encode, get_group_rem, ldr_g2_one, prel31_decode, prel31_encode, spec_for,
                               thm_branch_decode, thm_branch_encode, thm_mov_decode, thm_mov_encode)
 
@@ -42,7 +42,7 @@ def test_prel31_keeps_bit31():
 
 def _branch(rtype, S, P, word, config=KernelConfig()):
     """Run one branch through the relocation driver with no PLTs."""
-    from armload.relocate import SectionTarget, SymbolValues, apply_rel_section
+    from armload.loader.relocate import SectionTarget, SymbolValues, apply_rel_section
     mem = np.zeros(16, dtype=np.uint8)
     mem[:4] = np.frombuffer(np.uint32(word).tobytes(), np.uint8)
     syms = SymbolValues(value=W(0, S, 0), stype=np.array([0, 2, 0], np.uint8), names=["", "f", ""])
@@ -97,7 +97,7 @@ def test_thumb_types_unknown_on_arm_kernel():
 
 
 def test_v4bx_rewrites_to_mov_pc():
-    from armload.relocate import _v4bx
+    from armload.loader.relocate import _v4bx
     w, _ = _v4bx(W(0x112FFF1E), None, None)          # bxne lr
     assert w[0] == 0x11A0F00E                         # movne pc, lr
 

@@ -4,9 +4,9 @@ and the same cases through the port in tests/oracles/apply_relocate.py."""
 import numpy as np
 import pytest
 
-from armload.config import KernelConfig
+from armload.kernel.config import KernelConfig
 from armload.errors import RelocationError
-from armload.relocate import SectionTarget, SymbolValues, apply_rel_section
+from armload.loader.relocate import SectionTarget, SymbolValues, apply_rel_section
 from oracles.apply_relocate import Refused, apply_relocate
 
 STT_NOTYPE, STT_OBJECT, STT_FUNC, STT_SECTION = 0, 1, 2, 3

@@ -4,9 +4,9 @@ table is reported (the first that fails, in table order, like the kernel's loop)
 import numpy as np
 import pytest
 
-from armload.config import KernelConfig
+from armload.kernel.config import KernelConfig
 from armload.errors import PltError, RelocationError
-from armload.relocate import PltRouter, SectionTarget, SymbolValues, apply_rel_section
+from armload.loader.relocate import PltRouter, SectionTarget, SymbolValues, apply_rel_section
 
 CFG = KernelConfig(thumb2=False, module_plts=False)
 BL, B = 0xEBFFFFFE, 0xEAFFFFFE
@@ -151,7 +151,7 @@ def test_counts_per_type_and_branch_rows():
 def test_plt_exhaustion_names_the_entry_that_overflows():
     """A 2-entry PLT and three far calls to different functions: the kernel gives the first two
     their slots and hits BUG_ON at the third (reloc 2); the two before it are fine."""
-    from armload.plt import PltSection
+    from armload.loader.plt import PltSection
     cfg = CFG.with_(module_plts=True, dynamic_ftrace=False)
     sec = PltSection("core", P + 0x1000, 16, cfg, ())
     router = PltRouter(core=sec, init=None, within_init=lambda p: np.zeros(len(p), bool), algorithm="v6")
@@ -172,7 +172,7 @@ def test_plt_exhaustion_names_the_entry_that_overflows():
 def test_plt_routing_uses_the_kernel_bounds(off, via_plt):
     """`offset <= (s32)0xfe000000 || offset >= (s32)0x02000000` routes through a PLT entry: the
     encodable -32 MiB goes through the PLT too."""
-    from armload.plt import PltSection
+    from armload.loader.plt import PltSection
     cfg = CFG.with_(module_plts=True, dynamic_ftrace=False)
     sec = PltSection("core", P + 0x1000, 128, cfg, ())
     router = PltRouter(core=sec, init=None, within_init=lambda p: np.zeros(len(p), bool), algorithm="v6")
@@ -229,7 +229,7 @@ def test_far_branch_without_a_plt_router_is_exhausted_at_the_first_one():
 
 
 def test_legacy_exhaustion_says_bug():
-    from armload.plt import PltSection
+    from armload.loader.plt import PltSection
     cfg = CFG.with_(module_plts=True, dynamic_ftrace=False, plt_algorithm="legacy")
     router = PltRouter(core=PltSection("core", P + 0x1000, 0, cfg, ()), init=None,
                        within_init=lambda p: np.zeros(len(p), bool), algorithm="legacy")

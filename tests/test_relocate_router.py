@@ -3,9 +3,9 @@ has_overlaps (when a REL table must be applied entry by entry), public API only.
 import numpy as np
 import pytest
 
-from armload.config import KernelConfig
-from armload.plt import PltSection
-from armload.relocate import PltRouter, has_overlaps
+from armload.kernel.config import KernelConfig
+from armload.loader.plt import PltSection
+from armload.loader.relocate import PltRouter, has_overlaps
 
 CFG = KernelConfig(l1_cache_bytes=32, dynamic_ftrace=False)    # 8 entries per 64-byte group
 CORE, INIT = 0xBF001000, 0xBF101000

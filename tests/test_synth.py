@@ -1,4 +1,4 @@
-"""Tests for armload.synth: synthetic kernel-module-like ELF objects."""
+"""Tests for armload.inputs.synth: synthetic kernel-module-like ELF objects."""
 
 import io
 import struct
@@ -10,7 +10,7 @@ import pytest
 from elftools.elf.elffile import ELFFile
 from elftools.elf.relocation import RelocationSection
 
-from armload import synth
+from armload.inputs import synth
 
 READELF = "arm-linux-gnueabihf-readelf"
 OBJDUMP = "arm-linux-gnueabihf-objdump"
@@ -232,7 +232,7 @@ def test_text_size():
 def test_cli(tmp_path):
     out = tmp_path / "m.o"
     sv = tmp_path / "Module.symvers"
-    subprocess.run([sys.executable, "-m", "armload.synth", str(out), "--relocs", "1234",
+    subprocess.run([sys.executable, "-m", "armload.inputs.synth", str(out), "--relocs", "1234",
                     "--thumb", "--symvers", str(sv), "--externals", "30"], check=True)
     data = out.read_bytes()
     assert data == synth.make_module(1234, thumb=True, n_externals=30)

@@ -155,9 +155,9 @@ def _corpus(name):
 @pytest.mark.parametrize("path", [sample("devkit-arm.ko"), sample("devkit-thumb2.ko"), sample("nullderef-arm.ko"),
                                   "fs/adfs/adfs.ko", "fs/affs/affs.ko", "fs/btrfs/btrfs.ko"])
 def test_opcodes_match_readelf(path):
-    from armload.config import DEBIAN_ARMMP
-    from armload.kernel import Kernel
-    from armload.loader import Session
+    from armload.kernel.config import DEBIAN_ARMMP
+    from armload.kernel.provider import Kernel
+    from armload.loader.session import Session
     import dataclasses
     path = path if os.path.isabs(path) else _corpus(path)
     config = dataclasses.replace(DEBIAN_ARMMP, thumb2="thumb2" in path)
@@ -185,17 +185,17 @@ def test_opcodes_match_readelf(path):
 # --- the oops, end to end --------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def kernel():
-    from armload.config import DEBIAN_ARMMP
-    from armload.kernel import Kernel
+    from armload.kernel.config import DEBIAN_ARMMP
+    from armload.kernel.provider import Kernel
     assert os.path.exists(VMLINUZ), f"missing the Debian kernel image {VMLINUZ} (make test-inputs)"
     return Kernel.from_files([VMLINUZ], DEBIAN_ARMMP)
 
 
 def _load(kernel, name, thumb=False):
     import dataclasses
-    from armload.config import DEBIAN_ARMMP
+    from armload.kernel.config import DEBIAN_ARMMP
     from armload.emu import Machine
-    from armload.loader import Session
+    from armload.loader.session import Session
     config = dataclasses.replace(DEBIAN_ARMMP, thumb2=True) if thumb else DEBIAN_ARMMP
     m = Session(kernel, config).load(sample(name))
     return Machine([m], kernel), m
@@ -217,7 +217,7 @@ def _calls_to(mod, ret, target):
 
 
 def test_devkit_crash_backtrace_lines_code_and_lock(kernel, tmp_path):
-    from armload.debug_image import write_debug_image
+    from armload.loader.debug_image import write_debug_image
     from armload.emu.params import apply_params
     mach, m = _load(kernel, "devkit-arm-debug.ko")
     assert apply_params(mach, m, "crash=1").ok
@@ -278,9 +278,9 @@ def test_backtrace_through_kernel_frames(kernel):
 
 
 def test_thumb2_code_line():
-    from armload.config import DEBIAN_ARMMP
+    from armload.kernel.config import DEBIAN_ARMMP
     from armload.emu.params import apply_params
-    from armload.kernel import Kernel
+    from armload.kernel.provider import Kernel
     mach, m = _load(Kernel.from_files([], DEBIAN_ARMMP, simulate_all=True), "devkit-thumb2.ko", thumb=True)
     assert apply_params(mach, m, "crash=1").ok
     f = mach.run_init(m).fault
@@ -291,7 +291,7 @@ def test_thumb2_code_line():
 
 
 def test_backtrace_continues_through_a_model_that_invoked_module_code(kernel):
-    from armload.testing import ModuleHandle, ModuleOops
+    from armload.devkit.testing import ModuleHandle, ModuleOops
     dk = ModuleHandle(sample("devkit-arm-debug.ko"), kernel=kernel)
     # a model calling back into the module (as a driver core model calls probe): the callback faults
     dk.replace("kmalloc_trace", lambda call: call.invoke(dk.symbol("devkit_count_char"), 0, 0x61))

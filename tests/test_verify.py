@@ -7,7 +7,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 from emu_fixtures import build_module, corrupt_word, read_word  # noqa: E402
 
-from armload.verify import verify_module  # noqa: E402
+from armload.loader.verify import verify_module  # noqa: E402
 
 EXTERNS = {"_printk": "func", "kmalloc": "func", "kfree": "func"}
 ARM = {"init_module": """
@@ -94,11 +94,11 @@ def test_conditional_branch_is_taken():
 @pytest.mark.parametrize("placement", ["window", "vmalloc"])
 @pytest.mark.parametrize("thumb", [False, True])
 def test_samples_verify_and_corruption_fails(thumb, placement):
-    from armload import loader
-    from armload.config import DEBIAN_ARMMP
+    from armload.loader import session as loader
+    from armload.kernel.config import DEBIAN_ARMMP
     from conftest import sample
     path = sample(f"regdev-{'thumb2' if thumb else 'arm'}.ko")
-    from armload.kernel import Kernel
+    from armload.kernel.provider import Kernel
     cfg = DEBIAN_ARMMP.with_(thumb2=thumb)
     # regdev's fops name noop_llseek, which nothing simulates: the loader-only check invents addresses
     mod = loader.Session(Kernel.builtin(cfg, simulate_all=True), cfg, placement).load(path)

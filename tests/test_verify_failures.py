@@ -10,10 +10,10 @@ import subprocess
 
 import pytest
 
-from armload.config import KernelConfig
-from armload.kernel import Kernel
-from armload.loader import Session
-from armload.verify import verify_module
+from armload.kernel.config import KernelConfig
+from armload.kernel.provider import Kernel
+from armload.loader.session import Session
+from armload.loader.verify import verify_module
 
 CONDS = ["eq", "ne", "cs", "cc", "mi", "pl", "vs", "vc", "hi", "ls", "ge", "lt", "gt", "le"]
 ARM_SRC = """
@@ -461,7 +461,7 @@ def test_site_outside_the_image_is_a_failure(objects):
 
 
 def test_failure_lines_one_by_one():
-    from armload.verify import BranchFailure, PltFailure, VerifyResult
+    from armload.loader.verify import BranchFailure, PltFailure, VerifyResult
     p1 = PltFailure(0xBF000040, None, 0xC0100001, None, "Invalid instruction")
     assert p1.format() == "PLT slot 0xbf000040 (?): expected 0xc0100000 (Thumb), actual nowhere — Invalid instruction"
     p2 = PltFailure(0xBF000044, "x", 0xC0100000, 0xC0100007)

@@ -39,19 +39,19 @@ def run(args) -> int:
         return run_plt(args)
     results = {}
     if args.what in ("loader", "all"):
-        from ..bench import format_benchmark, run_benchmark
+        from ..bench.loader import format_benchmark, run_benchmark
         results["loader"] = run_benchmark()
         if not args.json:
             print(format_benchmark(results["loader"]))
     if args.what in ("kallsyms", "all"):
-        from ..kallsyms import bench as kbench
+        from ..bench import kallsyms as kbench
         results["kallsyms"] = kbench.run_benchmark(args.image)
         if not args.json:
             print()
             kbench.print_benchmark(results["kallsyms"])
     if args.what in ("kallsyms-arm", "all"):
         import os
-        from .. import kallsyms_arm
+        from ..bench import kallsyms_arm
         image = args.image or os.path.join(os.path.dirname(__file__), "..", "..", ".cache", "linux-image-6.1.0-50-armmp",
                                            "boot", "vmlinuz-6.1.0-50-armmp")
         results["kallsyms-arm"] = kallsyms_arm.run_benchmark(image)
@@ -59,13 +59,13 @@ def run(args) -> int:
             print()
             kallsyms_arm.print_benchmark(results["kallsyms-arm"])
     if args.what in ("emulate", "all"):
-        from ..emu import bench as emu_bench
+        from ..bench import emu as emu_bench
         results["emulate"] = emu_bench.run_benchmark()
         if not args.json:
             print()
             emu_bench.print_benchmark(results["emulate"])
     if args.what == "probes":             # not part of "all": minutes with --many
-        from ..probes import bench as probes_bench
+        from ..bench import probes as probes_bench
         results["probes"] = {"attach": probes_bench.run_attach()}
         if not args.json:
             probes_bench.print_attach(results["probes"]["attach"])

@@ -16,7 +16,7 @@ def add_args(p) -> None:
 
 
 def run(args) -> int:
-    from ..bench_plt import format_result, run as bench
+    from ..bench.plt import format_result, run as bench
     from ..errors import ArmloadError
     try:
         sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
@@ -27,7 +27,7 @@ def run(args) -> int:
     res = bench(sorted(sizes), externals=args.externals)
     for path in (args.svg, args.png):
         if path:
-            from ..pictures import plt_bench_plot, save
+            from ..inspect.pictures import plt_bench_plot, save
             save(plt_bench_plot(res), path)
     if args.json:
         json.dump({"plt": res}, sys.stdout, indent=2)

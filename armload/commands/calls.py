@@ -22,11 +22,11 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..config import KernelConfig
+    from ..kernel.config import KernelConfig
     from ..emu.census import census, classify_imports, imported_functions
     from ..emu.calls import CallTable
     from ..emu.models import default_library
-    from ..kernel import Kernel
+    from ..kernel.provider import Kernel
     kernel = Kernel.from_files(args.kernel, KernelConfig(), simulate_all=True)
     has_image = kernel.image_path is not None
     out = {"kernel": kernel.describe(), "image": has_image, "modules": []}

@@ -13,7 +13,7 @@ from .load import add_common_args, config_from_args, parse_placement
 
 
 def register(sub) -> None:
-    from ..corpus import DEFAULT_BUDGET, DEFAULT_FAIL_ON, DEFAULT_TIMEOUT, OUTCOMES
+    from ..ci.corpus import DEFAULT_BUDGET, DEFAULT_FAIL_ON, DEFAULT_TIMEOUT, OUTCOMES
     classes = "\n".join(f"  {c:<18} {meaning}" for c, (kind, meaning) in OUTCOMES.items())
     fill = lambda t: textwrap.fill(t, 90)                                     # noqa: E731
     p = sub.add_parser("check", help="check every module of a tree (regression suite)",
@@ -113,8 +113,8 @@ class Progress:
 
 
 def run(args) -> int:
-    from .. import baseline as bl
-    from ..corpus import (CheckOptions, DEFAULT_BUDGET, DEFAULT_TIMEOUT, build_kernel, failed_modules,
+    from ..ci import baseline as bl
+    from ..ci.corpus import (CheckOptions, DEFAULT_BUDGET, DEFAULT_TIMEOUT, build_kernel, failed_modules,
                           parse_fail_on, plan_order, run_checks, scan_tree, summarize)
     if not os.path.exists(args.tree):
         raise ArmloadError(f"{args.tree}: no such file or directory")
@@ -195,7 +195,7 @@ def run(args) -> int:
                 json.dump(doc, f, indent=1, default=_json_default)
                 f.write("\n")
     if args.junit:
-        from .. import junit
+        from ..ci import junit
         junit.write(args.junit, recs, opts, fail_on, name=f"armload check {args.tree}",
                     timing=None if args.no_timing else stats.timing,
                     properties={"kernel": kernel.describe(), "fail_on": ",".join(fail_on) or "none"})
@@ -221,9 +221,9 @@ def _json_default(o):
 def format_report(recs: list[dict], summ: dict, plan, opts, kernel_desc: str, top: int = 10, *,
                   fail_on=(), timing: dict | None = None, diff: dict | None = None, updated: str | None = None,
                   baseline_file: str | None = None, rc: int = 0) -> str:
-    from ..baseline import changed_text
-    from ..corpus import OUTCOMES, failing_apis
-    from ..report import table
+    from ..ci.baseline import changed_text
+    from ..ci.corpus import OUTCOMES, failing_apis
+    from ..inspect.report import table
     n = summ.get("modules", 0)
     g = summ.get
     lines = [f"kernel: {kernel_desc}", ""]

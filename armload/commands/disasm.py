@@ -39,7 +39,7 @@ def register(sub) -> None:
 
 
 def cmd_disasm(args) -> int:
-    from ..disasm import disassemble, format_listing
+    from ..inspect.disasm import disassemble, format_listing
     session, modules = load_all(args)
     m = modules[-1]
     if args.function and args.plt_only:
@@ -47,15 +47,15 @@ def cmd_disasm(args) -> int:
     relocs = source = None
     if args.relocs or args.source:
         import os
-        from ..elf import read_object
-        from ..explain import relocation_rows, section_addresses
-        from ..symbols import symbol_values
+        from ..loader.elf import read_object
+        from ..inspect.explain import relocation_rows, section_addresses
+        from ..loader.symbols import symbol_values
         obj = read_object(m.path)
         sec_addr = section_addresses(obj, m)
         if args.relocs:
             relocs = relocation_rows(obj, sec_addr, symbol_values(obj, sec_addr, m.resolved), m.config)
         if args.source:
-            from ..disasm import source_map
+            from ..inspect.disasm import source_map
             here = os.path.dirname(os.path.abspath(m.path))
             dirs = args.source_dir + [here, os.path.join(here, "src", m.name)]
             source = source_map(m.path, sec_addr, dirs)
@@ -64,7 +64,7 @@ def cmd_disasm(args) -> int:
                       file=sys.stderr)
     marks = {}
     if args.patched or args.probes:
-        from ..probes.cli import patched_view
+        from .probe_options import patched_view
         m, marks = patched_view(session, modules, args.probes)
     blocks = disassemble(m, session.kernel, function=args.function, plt=args.plt_only, relocs=relocs,
                          source=source)

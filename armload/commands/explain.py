@@ -30,7 +30,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from ..errors import ArmloadError
-    from ..explain import explain_module, format_explanation
+    from ..inspect.explain import explain_module, format_explanation
     site = None
     if args.site is not None:
         try:

@@ -34,8 +34,8 @@ def _parse_addr(text: str) -> int:
 
 
 def run(args) -> int:
-    from ..kallsyms import table_from_image, write_system_map
-    from ..kallsyms.lookup import STRATEGIES
+    from ..kernel.kallsyms import table_from_image, write_system_map
+    from ..kernel.kallsyms.lookup import STRATEGIES
     table = table_from_image(args.image, use_cache=not args.no_cache)
     out = sys.stdout
     if args.system_map:

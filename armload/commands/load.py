@@ -4,10 +4,10 @@ from __future__ import annotations
 import json
 import sys
 
-from ..config import PLT_ALGORITHMS, KernelConfig
+from ..kernel.config import PLT_ALGORITHMS, KernelConfig
 from ..errors import ArmloadError
-from ..kernel import Kernel
-from ..loader import Session
+from ..kernel.provider import Kernel
+from ..loader.session import Session
 
 
 def parse_placement(s: str) -> str | int:
@@ -78,8 +78,8 @@ def register(sub) -> None:
 
 def _counted(mod, config):
     """Which relocations each PLT rule counted (re-reads the object; cheap next to the load)."""
-    from ..elf import read_object
-    from ..explain import counted_relocations
+    from ..loader.elf import read_object
+    from ..inspect.explain import counted_relocations
     try:
         return counted_relocations(read_object(mod.path), config)
     except (OSError, ArmloadError):
@@ -87,8 +87,8 @@ def _counted(mod, config):
 
 
 def run(args) -> int:
-    from ..debug_image import write_debug_image as write_image     # keeps .debug_* (relocated)
-    from ..report import format_text, to_dict
+    from ..loader.debug_image import write_debug_image as write_image     # keeps .debug_* (relocated)
+    from ..inspect.report import format_text, to_dict
     session = session_from_args(args)
     results = []
     for i, path in enumerate(args.modules):
@@ -101,7 +101,7 @@ def run(args) -> int:
             write_image(mod, out)
         if args.json:
             from dataclasses import asdict
-            from ..report import plt_notes
+            from ..inspect.report import plt_notes
             d = to_dict(mod, session.kernel.describe(), session.placement)
             counted = _counted(mod, session.config)
             d["plt_notes"] = plt_notes(mod, counted, limit=None)        # why the PLT numbers differ

@@ -30,14 +30,14 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..html_report import write_report
+    from ..inspect.html_report import write_report
     from .load import session_from_args
     from ..errors import ArmloadError
     if not args.modules and not (args.check_json or args.corpus):
         raise ArmloadError("report: give modules to load, or --check-json FILE / --corpus DIR")
     corpus, title = None, "corpus"
     if args.check_json:
-        from ..pictures import records_from_check
+        from ..inspect.pictures import records_from_check
         try:
             with open(args.check_json) as f:
                 doc = json.load(f)
@@ -47,7 +47,7 @@ def run(args) -> int:
     elif args.corpus:
         import glob
         import os
-        from ..pictures import corpus_counts
+        from ..inspect.pictures import corpus_counts
         paths = sorted(glob.glob(os.path.join(args.corpus, "**", "*.ko"), recursive=True))
         if not paths:
             raise ArmloadError(f"report: no .ko under {args.corpus}")

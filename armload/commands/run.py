@@ -122,7 +122,7 @@ def register(sub) -> None:
 
 def cmd_run(args) -> int:
     from ..emu import Machine
-    from ..verify import verify_module
+    from ..loader.verify import verify_module
 
     if args.budget <= 0:
         raise EmulationError("--budget must be positive")
@@ -161,7 +161,7 @@ def cmd_run(args) -> int:
     machine = Machine(modules, session.kernel, budget=args.budget, timeout=args.timeout,
                       unmodelled=args.unmodelled, trace=trace if args.trace and not as_json else None,
                       console=(lambda line: say(line)) if not as_json else None)
-    from ..probes.cli import attach as attach_probes
+    from .probe_options import attach as attach_probes
     attach_probes(machine, args.probes, say, report)
     if machine.image is None:
         say("armload: no kernel image (--kernel vmlinuz): Python models and fallbacks only; real kernel "
@@ -175,7 +175,7 @@ def cmd_run(args) -> int:
         from ..emu.coverage import Coverage
         cov = Coverage(machine, modules)
     if args.image:
-        from ..debug_image import write_debug_image
+        from ..loader.debug_image import write_debug_image
         for m in modules:
             path = args.image
             if len(modules) > 1:

@@ -20,7 +20,7 @@ def register(sub) -> None:
 
 
 def cmd_verify(args) -> int:
-    from ..verify import verify_module
+    from ..loader.verify import verify_module
     session, modules = load_all(args)
     results = [verify_module(m, session.kernel) for m in modules]
     ok = all(r.ok for r in results)

@@ -18,7 +18,7 @@ SHN_UNDEF = 0
 
 def imported_functions(path: str, kernel) -> list[str]:
     """The kernel functions (not data) a .ko imports, from its undefined symbols."""
-    from ..elf import read_object
+    from ..loader.elf import read_object
     obj = read_object(path)
     names = obj.sym_names
     out = []

@@ -242,7 +242,7 @@ def run_benchmark(budget: int = 20_000_000) -> dict:
     """The spin sample (a loop entirely in module text: every block hooked, the worst case)
     with coverage off and on, in one process."""
     import os
-    from ..loader import load_module
+    from ..loader.session import load_module
     from .machine import Machine
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     mod = load_module(os.path.join(root, "sample_modules", "spin-arm.ko"))

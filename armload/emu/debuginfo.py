@@ -64,7 +64,7 @@ def line_table(mod) -> LineTable:
 
 def _build(mod) -> LineTable:
     from elftools.elf.elffile import ELFFile
-    from ..debug_image import debug_image_bytes
+    from ..loader.debug_image import debug_image_bytes
     try:
         with open(mod.path, "rb") as f:           # cheap check first: distro modules have no DWARF
             if ELFFile(f).get_section_by_name(".debug_line") is None:

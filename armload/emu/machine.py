@@ -26,7 +26,7 @@ from unicorn import arm_const as A
 from unicorn import unicorn_const as UCC
 
 from ..errors import EmulationError
-from ..model import LoadedModule
+from ..loader.model import LoadedModule
 from . import boot
 from .calls import CallTable
 from .clock import Clock
@@ -345,7 +345,7 @@ class Machine:
             self.uc.mem_write(p, (THUMB_UDF * 2 if thumb else ARM_UDF) * (PAGE // 4))
 
     def _map_sim_data(self, a: int, name: str) -> None:
-        from ..kernel import SIM_DATA_SLOT
+        from ..kernel.provider import SIM_DATA_SLOT
         size = SIM_DATA_SLOT
         self._sim_data.append((a, size, name))
         pages = {p: UC_PROT_READ | UC_PROT_WRITE for p in range(a & ~(PAGE - 1), (a + size + PAGE - 1) & ~(PAGE - 1), PAGE)
@@ -1034,5 +1034,5 @@ def _image_of(kernel):
     path = getattr(kernel, "image_path", None) if kernel is not None else None
     if not path:
         return None
-    from .image import load_image
+    from ..kernel.image import load_image
     return load_image(path)

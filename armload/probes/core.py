@@ -393,8 +393,8 @@ class Probes:
         return out
 
     def verify(self):
-        """Branch-verify every patched ftrace site of every module (armload/verify.py)."""
-        from ..verify import verify_patched_sites
+        """Branch-verify every patched ftrace site of every module (armload/loader/verify.py)."""
+        from ..loader.verify import verify_patched_sites
         res = []
         for mod in self.m.modules:
             sites = [s for s in self.ftrace.call_sites() if s["module"] is mod]

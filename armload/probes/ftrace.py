@@ -109,7 +109,7 @@ class Ftrace:
                     return e.target
         a = self.m.kernel_symbol(name)
         if a is None and self.m.kernel is not None:
-            from ..model import Export
+            from ..loader.model import Export
             a = self.m.kernel.address_of(self.m.kernel.find_export(name) or Export(name=name, addr=None), "func")[0]
         return a
 

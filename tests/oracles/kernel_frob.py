@@ -1,7 +1,7 @@
 """The real kernel's module_frob_arch_sections and count_plts, run from the Debian Image.
 
 An oracle for armload's PLT counting and lib/sort.c replay that shares no code with
-armload/plt.py: the module file is copied into emulated kernel memory, its section headers are
+armload/loader/plt.py: the module file is copied into emulated kernel memory, its section headers are
 rewritten as setup_load_info does (sh_addr = hdr + sh_offset), and the kernel's own
 module_frob_arch_sections sorts every exec REL table in place and sizes .plt/.init.plt; the
 kernel's count_plts then gives each table's exact count. ELF headers are read here with struct.

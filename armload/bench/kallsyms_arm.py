@@ -1,0 +1,136 @@
+"""kallsyms lookups as ARM code, in the emulator, against the real tables of the Debian Image.
+
+Strategy (a) is the 6.1 kernel's own kallsyms_lookup_name, executed from the Image (Debian's
+6.1.y has the kallsyms_seqs_of_names binary search backported). Strategies (b)-(d) are compiled
+for ARM from benchmarks/kallsyms_arm.c with the cross compiler and run against the same tables.
+Each lookup's cost is its emulated instruction count (deterministic); host time is reported
+beside it. The Python strategies of armload.kernel.kallsyms are the reference every result must match.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import statistics
+import struct
+import subprocess
+import tempfile
+
+from ..errors import ArmloadError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SRC = os.path.join(ROOT, "benchmarks", "kallsyms_arm.c")
+CODE_BASE = 0xE0000000
+CROSS = os.environ.get("CROSS", "arm-linux-gnueabihf-")
+# the seeds' C figures (ns per lookup, x86): linear, compressed, bsearch, bsearch+token compare
+SEEDS_NS = {"hit": {"c": 3811, "d": 246}, "miss": {"c": 3625, "d": 196}}
+
+
+def build_code() -> tuple[bytes, dict[str, int]]:
+    """benchmarks/kallsyms_arm.c for ARM at CODE_BASE: (code, {function: address})."""
+    src = open(SRC, "rb").read()
+    tag = hashlib.sha256(src).hexdigest()[:12]
+    out = os.path.join(tempfile.gettempdir(), f"armload-kallsyms-arm-{tag}")
+    elf, binf = out + ".elf", out + ".bin"
+    if not os.path.exists(binf):
+        try:
+            subprocess.run([f"{CROSS}gcc", "-O2", "-marm", "-march=armv7-a", "-mfloat-abi=soft", "-ffreestanding",
+                            "-fno-builtin", "-nostdlib", "-fno-pic", "-fno-stack-protector",
+                            f"-Wl,-Ttext={CODE_BASE:#x}", "-Wl,-e,lookup_c", "-Wl,--build-id=none", "-o", elf, SRC],
+                           check=True, capture_output=True, timeout=120)
+            subprocess.run([f"{CROSS}objcopy", "-O", "binary", "-j", ".text", elf, binf], check=True,
+                           capture_output=True, timeout=60)
+        except (OSError, subprocess.SubprocessError) as e:
+            raise ArmloadError(f"bench kallsyms-arm needs the ARM cross compiler ({CROSS}gcc, make toolchain): {e}")
+    nm = subprocess.run([f"{CROSS}nm", elf], check=True, capture_output=True, text=True).stdout
+    syms = {n: int(a, 16) for a, t, n in (ln.split() for ln in nm.splitlines() if len(ln.split()) == 3)}
+    return open(binf, "rb").read(), {k: syms[k] for k in ("lookup_b", "lookup_c", "lookup_d")}
+
+
+def _machine(vmlinuz: str):
+    from ..kernel.config import KernelConfig
+    from ..emu import Machine
+    from ..kernel.provider import Kernel
+    from ..loader.session import Session
+    k = Kernel.from_files([os.path.join(ROOT, "sample_modules", "Module.symvers"), vmlinuz], KernelConfig())
+    mod = Session(k, k.config, "window").load(os.path.join(ROOT, "sample_modules", "hello-arm.ko"))
+    m = Machine(mod, k, budget=2_000_000_000)
+    m.map_module(mod)
+    return m, k
+
+
+def run_benchmark(vmlinuz: str, *, hits=("vsnprintf", "kmalloc_trace", "_stext", "zlib_inflate", "tcp_sendmsg"),
+                  misses=("no_such_symbol", "zzzz_last", "aaaa_first", "vsnprintf_x", "kmalloc_trac")) -> dict:
+    from ..kernel.kallsyms import image_payloads, parse_tables
+    m, k = _machine(vmlinuz)
+    img = m.image
+    parsed = parse_tables(image_payloads(vmlinuz)[0][0])
+    lab = parsed["labels"]
+    seqs_off = lab["kallsyms_markers"] + 4 * len(parsed["markers"])
+    table = k.kallsyms
+    code, fns = build_code()
+    m.map_code(CODE_BASE, code)
+    rel_base = struct.unpack_from("<I", img.data, lab["kallsyms_offsets"] + 4 * parsed["num_syms"])[0]
+    if rel_base != parsed["relative_base"]:
+        raise ArmloadError("kallsyms tables: relative base not where expected")
+    t = m.heap.alloc(64, zero=True, kind="bench: struct tables")
+    m.uc.mem_write(t, struct.pack("<8I", img.base + lab["kallsyms_names"], img.base + lab["kallsyms_markers"],
+                                  img.base + lab["kallsyms_token_table"], img.base + lab["kallsyms_token_index"],
+                                  img.base + lab["kallsyms_offsets"], rel_base, parsed["num_syms"],
+                                  img.base + seqs_off))
+    q = m.heap.alloc(1024, zero=True, kind="bench: query")
+    kernel_fn = m.kernel_function("kallsyms_lookup_name")
+    rows = []
+    for kind, names in (("hit", hits), ("miss", misses)):
+        for name in names:
+            ref = {s: table.lookup(name, s) for s in "abcd"}
+            if len({v for v in ref.values()}) != 1:
+                raise ArmloadError(f"the Python strategies disagree on {name}: {ref}")
+            want = ref["a"] or 0
+            m.uc.mem_write(q, name.encode() + b"\0")
+            res = {}
+            r = m.call(kernel_fn, [q], name="kallsyms_lookup_name")
+            res["a"] = r
+            for s in "cd":
+                res[s] = m.call(fns[f"lookup_{s}"], [t, q], name=f"lookup_{s}")
+            cq = table.compress(("T" + name).encode())          # type char + name, as stored
+            m.uc.mem_write(q + 512, cq)
+            rb = m.call(fns["lookup_b"], [t, q + 512, len(cq)], name="lookup_b")
+            res["b"] = rb
+            for s, rr in res.items():
+                if rr.status != "returned":
+                    raise ArmloadError(f"strategy ({s}) on {name}: {rr.fault and rr.fault.message}")
+                got = rr.retval & 0xFFFFFFFF
+                if s == "b" and want and got != want:
+                    # (b) compares type+name: a symbol of another type (t, W, ...) is another record
+                    for typ in "tTWwrRdD":
+                        cq = table.compress((typ + name).encode())
+                        m.uc.mem_write(q + 512, cq)
+                        rr = res["b"] = m.call(fns["lookup_b"], [t, q + 512, len(cq)], name="lookup_b")
+                        got = rr.retval & 0xFFFFFFFF
+                        if got == want:
+                            break
+                if got != want:
+                    raise ArmloadError(f"strategy ({s}) found {got:#x} for {name}, the Python reference {want:#x}")
+            rows.append({"name": name, "kind": kind, "address": want,
+                         **{f"{s}_insns": res[s].instructions for s in "abcd"},
+                         **{f"{s}_us": res[s].elapsed * 1e6 for s in "abcd"}})
+    out = {"rows": rows, "num_syms": parsed["num_syms"]}
+    for kind in ("hit", "miss"):
+        sel = [r for r in rows if r["kind"] == kind]
+        out[kind] = {s: {"insns": statistics.mean(r[f"{s}_insns"] for r in sel),
+                         "us": statistics.median(r[f"{s}_us"] for r in sel)} for s in "abcd"}
+    return out
+
+
+def print_benchmark(res: dict) -> None:
+    print(f"kallsyms lookups as ARM code on the Debian Image's tables ({res['num_syms']:,} symbols); "
+          f"every result equals the Python reference")
+    print(f"{'':6} {'(a) kernel 6.1.y':>18} {'(b) compressed':>16} {'(c) bsearch':>14} {'(d) bsearch+tok':>16}"
+          f"   c/d     seeds' C c/d")
+    for kind in ("hit", "miss"):
+        r = res[kind]
+        cells = "".join(f"{r[s]['insns']:>12,.0f} ins" for s in "abcd")
+        print(f"{kind:6} {cells}   {r['c']['insns'] / r['d']['insns']:.2f}x   "
+              f"{SEEDS_NS[kind]['c'] / SEEDS_NS[kind]['d']:.1f}x ({SEEDS_NS[kind]['c']} -> {SEEDS_NS[kind]['d']} ns)")
+        cells = "".join(f"{r[s]['us']:>13.0f} us" for s in "abcd")
+        print(f"{'host':6} {cells}")

@@ -1,0 +1,226 @@
+"""Per-module regression baselines for `armload check`: the compared fields of every module,
+and the difference between two runs.
+
+A baseline is either a previous `check --json` output or the compact form written by
+`--update-baseline`: one line per module, per pass (a pass is the placement plus "+init" when
+init ran), holding only the compared fields:
+
+    "fs/btrfs/btrfs.ko": ["ok", 1404, 37, 0, 0, 1925120],
+
+that is FIELDS: the outcome key (class plus a short stable detail), the reserved PLT entries
+(core, init) under the run's PLT algorithm, the PLT entries emitted (core, init) and the image
+size in bytes. A module that never loaded has the outcome key alone.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+
+from ..errors import ArmloadError
+
+FORMAT = "armload-check-baseline/1"
+FIELDS = ("outcome", "plt_core", "plt_init", "plt_used_core", "plt_used_init", "image_bytes")
+# The options that change results: a baseline made with others is not comparable.
+TOTALS = ("modules", "relocations", "branches")          # summary totals compared as well
+RESULT_OPTIONS = ("placement", "plt_algorithm", "l1_cache_bytes", "dynamic_ftrace", "thumb2",
+                  "module_unload", "verify", "emulate", "budget", "dep_inits")
+
+
+def pass_name(doc: dict) -> str:
+    return str(doc["config"]["placement"]) + ("+init" if doc["options"]["emulate"] else "")
+
+
+def pass_options(doc: dict) -> dict:
+    both = {**doc["config"], **doc["options"]}
+    return {k: both.get(k) for k in RESULT_OPTIONS}
+
+
+def outcome_key(rec: dict) -> str:
+    """The outcome class and a short detail that is stable across trees and machines."""
+    o = rec["outcome"]
+    i = rec.get("init") or {}
+    if o == "load":
+        err = rec.get("error") or {}
+        detail = rec["stage"] if rec.get("stage") == "order" else err.get("error")
+        return " ".join(x for x in (o, detail, err.get("errno_name")) if x)
+    if o == "dependency-failed":
+        return f"{o} {(rec.get('dependency') or {}).get('name')}"
+    if o == "error":
+        return f"{o} -{i.get('errno_name') or i.get('retval')}"
+    if o == "fault":
+        f = i.get("fault") or {}
+        fn = re.sub(r"\+0x[0-9a-f]+(/0x[0-9a-f]+)?", "", f.get("pc_sym") or "?")
+        return f"{o} {f.get('kind')} in {fn}"
+    if o == "unmodelled":
+        return f"{o} {i.get('unmodelled_call')}"
+    return o
+
+
+def entry(rec: dict, algorithm: str) -> list:
+    if "relocations" not in rec:
+        return [outcome_key(rec)]
+    p = rec["plt"]
+    c = p["counts"][algorithm]
+    return [outcome_key(rec), c["core"], c["init"], p["core_entries"], p["init_entries"], rec["image_bytes"]]
+
+
+def from_check(doc: dict) -> dict:
+    """A `check --json` document as one baseline pass."""
+    alg = doc["config"]["plt_algorithm"]
+    s = doc.get("summary", {})
+    return {"options": pass_options(doc), "kernel": doc.get("kernel"),
+            "totals": {k: s.get(k, 0) for k in TOTALS},
+            "modules": {r["module"]: entry(r, alg) for r in doc["modules"]}}
+
+
+def load(path: str) -> dict:
+    """{pass name: pass} from a compact baseline or a full `check --json` output."""
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except OSError as e:
+        raise ArmloadError(f"{path}: cannot read the baseline: {e.strerror}") from None
+    except json.JSONDecodeError as e:
+        raise ArmloadError(f"{path}: not a JSON baseline: {e}") from None
+    if isinstance(doc, dict) and doc.get("format") == FORMAT:
+        return doc["passes"]
+    if isinstance(doc, dict) and isinstance(doc.get("modules"), list) and "config" in doc:
+        return {pass_name(doc): from_check(doc)}
+    raise ArmloadError(f"{path}: neither a `check --json` output nor an armload baseline ({FORMAT})")
+
+
+def is_compact(path: str) -> bool:
+    try:
+        with open(path) as f:
+            return json.load(f).get("format") == FORMAT
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def write(path: str, passes: dict) -> None:
+    """One line per module so that a change reads as a one-line diff in review."""
+    out = ['{"format": "%s",' % FORMAT,
+           ' "fields": %s,' % json.dumps(list(FIELDS)),
+           ' "passes": {']
+    names = sorted(passes)
+    for k, name in enumerate(names):
+        p = passes[name]
+        out.append(f'  {json.dumps(name)}: {{"options": {json.dumps(p["options"], sort_keys=True)},')
+        out.append(f'   "kernel": {json.dumps(p.get("kernel"))},')
+        out.append(f'   "totals": {json.dumps(p.get("totals", {}), sort_keys=True)},')
+        out.append('   "modules": {')
+        mods = sorted(p["modules"].items())
+        for j, (m, e) in enumerate(mods):
+            out.append(f"{json.dumps(m)}:{json.dumps(e, separators=(',', ':'))}"
+                       + ("," if j < len(mods) - 1 else ""))
+        out.append("  }}" + ("," if k < len(names) - 1 else ""))
+    out.append(" }}")
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write("\n".join(out) + "\n")
+    os.replace(tmp, path)
+
+
+def update(path: str, doc: dict) -> str:
+    """Write this run's pass into the compact baseline at `path` (other passes kept)."""
+    passes = {}
+    if os.path.exists(path):
+        if not is_compact(path):
+            raise ArmloadError(f"{path}: --update-baseline writes the compact baseline format; this file "
+                               f"is something else (a full --json output?): give another file")
+        passes = load(path)
+    name = pass_name(doc)
+    passes[name] = from_check(doc)
+    write(path, passes)
+    return name
+
+
+def _kind(b: list | None, c: list | None) -> list[str]:
+    if b is None:
+        return ["new module"]
+    if c is None:
+        return ["module gone"]
+    kinds = []
+    bo, co = b[0].split()[0], c[0].split()[0]
+    if b[0] != c[0]:
+        if bo == "ok":
+            kinds.append("newly failing")
+        elif co == "ok":
+            kinds.append("newly passing")
+        else:
+            kinds.append("changed outcome")
+    b_, c_ = b + [None] * (len(FIELDS) - len(b)), c + [None] * (len(FIELDS) - len(c))
+    if b_[1:5] != c_[1:5] and (len(b) > 1 and len(c) > 1):
+        kinds.append("changed PLT counts")
+    if b_[5] != c_[5] and (len(b) > 1 and len(c) > 1):
+        kinds.append("changed image size")
+    return kinds
+
+
+def diff(base: dict, doc: dict, path: str = "baseline") -> dict:
+    """The per-module difference between the baseline pass matching `doc` and `doc`."""
+    name = pass_name(doc)
+    if name not in base:
+        raise ArmloadError(f"{path}: no {name!r} pass in the baseline (it has {', '.join(sorted(base)) or 'none'}); "
+                           f"create it with --update-baseline")
+    bp = base[name]
+    cur = from_check(doc)
+    notes = []
+    for k in RESULT_OPTIONS:
+        bv, cv = bp.get("options", {}).get(k), cur["options"].get(k)
+        if bv != cv:
+            notes.append(f"option {k}: {bv} in the baseline, {cv} now")
+    for k in TOTALS:
+        bv, cv = bp.get("totals", {}).get(k), cur["totals"].get(k)
+        if bv is not None and bv != cv:
+            notes.append(f"total {k}: {bv:,} in the baseline, {cv:,} now")
+    bm, cm = bp["modules"], cur["modules"]
+    reasons = {r["module"]: r.get("reason") for r in doc["modules"]}
+    changes = []
+    for m in sorted(set(bm) | set(cm)):
+        b, c = bm.get(m), cm.get(m)
+        if b == c:
+            continue
+        changes.append({"module": m, "kinds": _kind(b, c), "baseline": _fields(b), "now": _fields(c),
+                        "reason": reasons.get(m)})
+    counts: dict[str, int] = {}
+    for ch in changes:
+        for k in ch["kinds"]:
+            counts[k] = counts.get(k, 0) + 1
+    return {"file": path, "pass": name, "modules_compared": len(set(bm) & set(cm)),
+            "differences": len(changes) + len(notes), "option_differences": notes,
+            "counts": counts, "changes": changes}
+
+
+def _fields(e: list | None) -> dict | None:
+    if e is None:
+        return None
+    return {k: v for k, v in zip(FIELDS, e)}
+
+
+def changed_text(ch: dict) -> tuple[str, str]:
+    """(baseline, now) showing only the fields that differ."""
+    b, c = ch["baseline"], ch["now"]
+    if b is None or c is None or "plt_core" not in b or "plt_core" not in c:
+        return _all_text(b), _all_text(c)
+    bs, cs = [], []
+    for label, keys, fmt in (("", ("outcome",), "{}"),
+                             ("PLT reserved ", ("plt_core", "plt_init"), "{}+{}"),
+                             ("PLT used ", ("plt_used_core", "plt_used_init"), "{}+{}"),
+                             ("", ("image_bytes",), "{:,} bytes")):
+        bv, cv = [b[k] for k in keys], [c[k] for k in keys]
+        if bv != cv:
+            bs.append(label + fmt.format(*bv))
+            cs.append(label + fmt.format(*cv))
+    return "; ".join(bs), "; ".join(cs)
+
+
+def _all_text(f: dict | None) -> str:
+    if f is None:
+        return "-"
+    s = f["outcome"]
+    if "plt_core" in f:
+        s += (f"; PLT reserved {f['plt_core']}+{f['plt_init']}, used {f['plt_used_core']}+{f['plt_used_init']}; "
+              f"{f['image_bytes']:,} bytes")
+    return s

@@ -1,0 +1,844 @@
+"""Check a whole tree of kernel modules: scan .modinfo, order by dependencies, and run the
+pipeline (load, relocate, verify branches, run init) for every module, in parallel.
+
+Design: a module is checked in a fresh `Session` into which its dependency closure is loaded
+first (in dependency order), so every result is independent of scheduling and of `--jobs`,
+and workers share nothing but the read-only kernel export table (inherited through fork).
+
+Every module ends in exactly one outcome class (the `OUTCOMES` table): its own load, verify
+or init result, or `dependency-failed` when a module it depends on did not load or its init
+did not succeed in the same run (modprobe would have stopped there). A module is named by its
+file path relative to the tree. Records hold no wall-clock data: timings travel separately
+(`RunStats.timing`), so two runs on the same tree give identical records.
+"""
+from __future__ import annotations
+
+import os
+import struct
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+# Outcome classes, one row each: class -> (kind, meaning). Kind "ok" is success, "module" is the
+# module's own behaviour, "harness" means armload could not decide (not counted as behaviour,
+# so not in the success ratio). A new class is one row here (and, for init, one in INIT_STATUS).
+OUTCOMES = {
+    "ok":                ("ok", "loaded, verified, init returned 0 (or has none, or was not run)"),
+    "load":              ("module", "the loader refused it (or a dependency is missing from the tree or cyclic)"),
+    "verify":            ("module", "a branch site or PLT entry does not reach its target"),
+    "dependency-failed": ("module", "a module it depends on failed to load or its init did not succeed"),
+    "fault":             ("module", "init faulted"),
+    "budget":            ("module", "init ran out of its instruction / simulated-time budget"),
+    "error":             ("module", "init returned a negative errno"),
+    "unmodelled":        ("module", "init called a kernel function that has no model"),
+    "timeout":           ("harness", "the wall-clock safety net stopped init (machine load, not the module)"),
+    "internal":          ("harness", "armload could not run a stage (a bug in armload)"),
+}
+DEFAULT_FAIL_ON = ("load", "verify", "fault", "timeout", "internal")
+
+# The emulator's init status string -> outcome class. "returned" with a negative value is
+# "error" (do_init_module fails on ret < 0 and only warns on ret > 0). A status not listed here
+# is "internal": never a success by default.
+INIT_STATUS = {
+    "returned": "ok",
+    "no-function": "ok",
+    "fault": "fault",
+    "budget": "budget",
+    "unmodelled": "unmodelled",
+    "timeout": "timeout",
+    "params-refused": "error",       # parse_args refused a parameter: the load fails, init never runs
+    "not-run": "internal",
+}
+
+DEFAULT_BUDGET = 5_000_000          # instructions per init run (dependencies' inits get the same)
+DEFAULT_TIMEOUT = 60.0              # seconds of wall clock per init run: only a safety net
+
+
+def init_class(init: dict | None) -> str | None:
+    """The outcome class of one init run (a record's "init" dict); None when init was not run."""
+    if init is None:
+        return None
+    st = init.get("status")
+    cls = INIT_STATUS.get(st, "internal")
+    if st == "returned" and (init.get("retval") or 0) < 0:
+        cls = "error"
+    return cls
+
+
+def parse_fail_on(text: str) -> tuple[str, ...]:
+    """'load,verify,fault' -> classes; 'all' and 'none' as shorthands. ValueError on a bad name."""
+    want = [w.strip() for w in text.split(",") if w.strip()]
+    if want == ["none"]:
+        return ()
+    if want == ["all"]:
+        return tuple(c for c, (kind, _) in OUTCOMES.items() if kind != "ok")
+    bad = [w for w in want if w not in OUTCOMES or w == "ok"]
+    if bad or not want:
+        raise ValueError(f"unknown outcome class {', '.join(bad) or repr(text)} (use "
+                         f"{', '.join(c for c in OUTCOMES if c != 'ok')}, all or none)")
+    return tuple(c for c in OUTCOMES if c in want)
+
+
+# --------------------------------------------------------------------------------------------
+# Scanning: .modinfo without a full ELF parse
+# --------------------------------------------------------------------------------------------
+@dataclass
+class ModuleInfo:
+    path: str
+    name: str
+    depends: list[str]
+    vermagic: str | None
+    size: int
+    scan_error: str | None = None    # .modinfo could not be read (the loader will say why)
+    rel: str = ""                    # path relative to the tree: how reports name the module
+
+    def __post_init__(self):
+        self.rel = self.rel or os.path.basename(self.path)
+
+
+def read_modinfo(path: str) -> tuple[dict[str, list[str]], str | None]:
+    """(.modinfo key -> values, error). Reads the section header table and .modinfo only."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        return {}, f"cannot read: {e.strerror}"
+    try:
+        if data[:4] != b"\x7fELF" or len(data) < 52:
+            return {}, "not an ELF file"
+        e_shoff, = struct.unpack_from("<I", data, 0x20)
+        e_shentsize, e_shnum, e_shstrndx = struct.unpack_from("<HHH", data, 0x2E)
+        if e_shentsize != 40 or e_shstrndx >= e_shnum or e_shoff + e_shnum * 40 > len(data):
+            return {}, "section header table out of bounds"
+        shdrs = [struct.unpack_from("<10I", data, e_shoff + 40 * i) for i in range(e_shnum)]
+        stroff = shdrs[e_shstrndx][4]
+        info: dict[str, list[str]] = {}
+        for sh in shdrs:
+            end = data.find(b"\0", stroff + sh[0])
+            if data[stroff + sh[0]:end] != b".modinfo":
+                continue
+            off, size = sh[4], sh[5]
+            if off + size > len(data):
+                return {}, ".modinfo out of bounds"
+            for item in data[off:off + size].split(b"\0"):
+                if b"=" in item:
+                    k, v = item.split(b"=", 1)
+                    info.setdefault(k.decode("utf-8", "replace"), []).append(v.decode("utf-8", "replace"))
+            return info, None
+        return {}, "no .modinfo section"
+    except (struct.error, IndexError) as e:
+        return {}, f"malformed ELF: {e}"
+
+
+def _name_from_path(path: str) -> str:
+    return os.path.basename(path).split(".", 1)[0].replace("-", "_")
+
+
+def scan_tree(root: str) -> list[ModuleInfo]:
+    """Every *.ko under root (or the file itself), sorted by path."""
+    if os.path.isfile(root):
+        paths = [root]
+    else:
+        paths = []
+        for d, dirs, files in os.walk(root):
+            dirs.sort()
+            paths.extend(os.path.join(d, f) for f in files if f.endswith(".ko"))
+        paths.sort()
+    out = []
+    for p in paths:
+        info, err = read_modinfo(p)
+        name = (info.get("name") or [None])[0] or _name_from_path(p)
+        deps = [d.replace("-", "_") for d in ",".join(info.get("depends", [])).split(",") if d]
+        rel = os.path.basename(p) if p == root else os.path.relpath(p, root).replace(os.sep, "/")
+        out.append(ModuleInfo(p, name, deps, (info.get("vermagic") or [None])[0], os.path.getsize(p), err, rel))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Ordering
+# --------------------------------------------------------------------------------------------
+@dataclass
+class Plan:
+    order: list[str]                          # every runnable module, dependencies first
+    modules: dict[str, ModuleInfo]
+    closure: dict[str, list[str]]             # name -> dependencies (transitive), in load order
+    blocked: dict[str, str] = field(default_factory=dict)   # name -> why it cannot be loaded at all
+    duplicates: list[tuple[str, str]] = field(default_factory=list)   # (name, ignored path)
+
+    def dependents(self) -> dict[str, set[str]]:
+        out: dict[str, set[str]] = {}
+        for n, m in self.modules.items():
+            for d in m.depends:
+                out.setdefault(d, set()).add(n)
+        return out
+
+
+def plan_order(mods: list[ModuleInfo]) -> Plan:
+    """Topological order (Kahn, ties by name) with missing dependencies and cycles reported."""
+    by_name: dict[str, ModuleInfo] = {}
+    dups = []
+    for m in mods:
+        if m.name in by_name:
+            dups.append((m.name, m.path))
+            continue
+        by_name[m.name] = m
+    blocked: dict[str, str] = {}
+    for n, m in by_name.items():
+        missing = [d for d in m.depends if d not in by_name]
+        if missing:
+            blocked[n] = f"depends on {', '.join(missing)}, not found in the tree"
+    indeg = {n: 0 for n in by_name}
+    users: dict[str, list[str]] = {n: [] for n in by_name}
+    for n, m in by_name.items():
+        for d in set(m.depends):
+            if d in by_name:
+                indeg[n] += 1
+                users[d].append(n)
+    import heapq
+    ready = [n for n, k in indeg.items() if k == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        n = heapq.heappop(ready)
+        order.append(n)
+        for u in users[n]:
+            indeg[u] -= 1
+            if indeg[u] == 0:
+                heapq.heappush(ready, u)
+    if len(order) < len(by_name):
+        left = {n for n in by_name if indeg[n] > 0}
+        for n in sorted(left):
+            cyc = _find_cycle(n, by_name, left)
+            if cyc and n in cyc:
+                blocked[n] = "dependency cycle: " + " -> ".join(cyc + [cyc[0]])
+            else:
+                blocked.setdefault(n, "depends on a module in a dependency cycle")
+        order += sorted(left)      # still listed, so that the report covers them
+    pos = {n: i for i, n in enumerate(order)}
+    closure: dict[str, list[str]] = {}
+    for n in order:
+        seen: set[str] = set()
+        stack = [d for d in by_name[n].depends if d in by_name]
+        while stack:
+            d = stack.pop()
+            if d in seen or d == n:
+                continue
+            seen.add(d)
+            stack.extend(x for x in by_name[d].depends if x in by_name)
+        closure[n] = sorted(seen, key=pos.__getitem__)
+    # Transitive blocking: anything needing a blocked module is skipped because of it.
+    for n in order:
+        if n in blocked:
+            continue
+        bad = next((d for d in closure[n] if d in blocked), None)
+        if bad is not None:
+            blocked[n] = f"skipped: dependency {bad} cannot be loaded ({blocked[bad]})"
+    return Plan(order, by_name, closure, blocked, dups)
+
+
+def _find_cycle(start: str, by_name: dict[str, ModuleInfo], within: set[str]) -> list[str] | None:
+    path, onpath = [], set()
+
+    def dfs(n):
+        path.append(n)
+        onpath.add(n)
+        for d in by_name[n].depends:
+            if d not in within:
+                continue
+            if d == start:
+                return list(path)
+            if d not in onpath:
+                r = dfs(d)
+                if r:
+                    return r
+        path.pop()
+        onpath.discard(n)
+        return None
+    return dfs(start)
+
+
+# --------------------------------------------------------------------------------------------
+# Checking one module (runs in a worker process)
+# --------------------------------------------------------------------------------------------
+@dataclass
+class CheckOptions:
+    verify: bool = True
+    emulate: bool = True
+    budget: int = DEFAULT_BUDGET
+    timeout: float = DEFAULT_TIMEOUT
+    dep_inits: bool = True          # run the dependencies' inits first (as the kernel would have)
+    placement: object = "window"
+    modversions: bool = True
+    unmodelled: str = "fail"        # policy for calls nothing simulates: fail | real | zero
+    params: dict = field(default_factory=dict)   # module name -> insmod parameter words
+
+
+_WORKER: dict = {}
+
+
+def set_worker_context(kernel, config, options: CheckOptions, plan: Plan) -> None:
+    """Called in the parent before forking (workers inherit it) or directly for jobs=1."""
+    _WORKER.update(kernel=kernel, config=config, options=options, plan=plan)
+    _STACK.__init__()
+
+
+def _err_dict(e) -> dict:
+    from ..errors import ArmloadError
+    if isinstance(e, ArmloadError):
+        d = e.to_dict()
+    else:
+        d = {"error": "InternalError", "message": f"internal error: {type(e).__name__}: {e}", "errno": None}
+    d["message"] = str(d.get("message", ""))
+    return {k: v for k, v in d.items() if isinstance(v, (str, int, float, bool, type(None)))}
+
+
+class _Stack:
+    """A worker's Session with a dependency closure loaded, reused between modules.
+
+    Modules are checked in an order where neighbours share closure prefixes; moving from one
+    closure to the next unloads (LIFO) what is not shared and loads the rest. Because the
+    module allocator is first fit and every later allocation is freed again, each module gets
+    exactly the addresses it would get in a fresh Session loaded with its closure alone."""
+
+    def __init__(self):
+        self.session = None
+        self.names: list[str] = []
+        self.mods: list = []
+
+    def reset(self, ctx) -> None:
+        from ..loader.session import Session
+        opts = ctx["options"]
+        self.session = Session(ctx["kernel"], ctx["config"], opts.placement, modversions=opts.modversions)
+        self.names, self.mods = [], []
+
+    def enter(self, ctx, closure: list[str]):
+        """Make the session hold exactly `closure`; returns (dep name, error) on failure."""
+        if self.session is None:
+            self.reset(ctx)
+        i = 0
+        while i < len(self.names) and i < len(closure) and self.names[i] == closure[i]:
+            i += 1
+        while len(self.names) > i:
+            unload_last(self.session, self.mods.pop())
+            self.names.pop()
+        plan = ctx["plan"]
+        for d in closure[i:]:
+            try:
+                m = self.session.load(plan.modules[d].path)
+            except Exception as e:
+                return d, e
+            self.names.append(d)
+            self.mods.append(m)
+        return None
+
+
+def unload_last(session, mod) -> None:
+    """delete_module() for the most recently loaded module of a Session (LIFO, so nothing
+    still uses its exports): its exports go and its memory is freed."""
+    assert session.modules and session.modules[-1] is mod
+    session.unload(mod)
+
+
+_STACK = _Stack()
+
+
+def check_group(names: list[str]) -> list[dict]:
+    return [check_one(n) for n in names]
+
+
+def _new_record(info: ModuleInfo) -> dict:
+    return {"module": info.rel, "name": info.name, "size": info.size, "depends": info.depends,
+            "outcome": "ok", "stage": None, "reason": None, "where": None}
+
+
+def check_one(name: str) -> dict:
+    """The full pipeline for one module; returns a JSON-ready record with its wall-clock
+    timings under "_time" (run_checks moves them out). Never raises."""
+    ctx = _WORKER
+    plan: Plan = ctx["plan"]
+    opts: CheckOptions = ctx["options"]
+    info = plan.modules[name]
+    rec = _new_record(info)
+    t0 = time.perf_counter()
+    try:
+        bad = _STACK.enter(ctx, plan.closure[name])
+    except Exception as e:                     # a bug: start over with a fresh session
+        _STACK.reset(ctx)
+        bad = ("?", e)
+    if bad is not None:                        # normally caught by the parent's skip logic
+        d, e = bad
+        msg = _err_dict(e)["message"]
+        mark_dependency_failed(rec, plan, d, f"failed to load: {_first_line(msg)}", outcome="load")
+        rec["error"] = {"message": f"{name}: dependency {d} failed to load: {msg}"}
+        rec["_time"] = {"total": time.perf_counter() - t0}
+        return rec
+    session = _STACK.session
+    deps = list(_STACK.mods)
+    t_deps = time.perf_counter()
+    try:
+        mod = session.load(info.path)
+    except Exception as e:
+        err = _err_dict(e)
+        rec.update(outcome="internal" if err["error"] == "InternalError" else "load", stage="load",
+                   reason=_first_line(err["message"]), error=err)
+        rec["_time"] = {"deps": t_deps - t0, "load": time.perf_counter() - t_deps,
+                        "total": time.perf_counter() - t0}
+        return rec
+    t_load = time.perf_counter()
+    try:
+        unload_last(session, mod)
+    except Exception:
+        _STACK.reset(ctx)
+    rec.update(_module_record(mod))
+    times = {"deps": t_deps - t0, "load": t_load - t_deps}
+    times.update({f"load.{k}": v for k, v in mod.timings.items()})
+    if opts.verify:
+        t = time.perf_counter()
+        try:
+            from ..loader.verify import verify_module
+            vr = verify_module(mod, ctx["kernel"])
+            rec["verify"] = {"ok": vr.ok, "branches": vr.branches_total, "branches_verified": vr.branches_ok,
+                             "via_plt": vr.via_plt, "plt_entries": vr.plt_total, "plt_verified": vr.plt_ok,
+                             "failures": [f.format() for f in (vr.branch_failures + vr.plt_failures)[:10]]}
+            if not vr.ok:
+                fails = rec["verify"]["failures"]
+                rec.update(outcome="verify", stage="verify", reason=_first_line(vr.summary()),
+                           where=fails[0] if fails else None)
+        except Exception as e:
+            msg = _err_dict(e)["message"]
+            rec["verify"] = {"ok": False, "error": msg}
+            rec.update(outcome="internal", stage="verify", reason=_first_line(msg))
+        times["verify"] = time.perf_counter() - t
+    if opts.emulate:
+        t = time.perf_counter()
+        init = _run_init(mod, deps, ctx["kernel"], opts)
+        times["init"] = time.perf_counter() - t
+        times["init.emulator"] = init.pop("elapsed", None)
+        dep_inits = init.pop("dependency_inits", [])
+        failed = [d for d in dep_inits if init_class(d) != "ok"]
+        if failed:
+            init["dependency_init_failures"] = failed
+        rec["init"] = init
+        if rec["outcome"] == "ok":
+            cls = init_class(init)
+            if cls != "ok" or init.get("reason"):
+                rec.update(outcome=cls, stage="init", reason=init.get("reason"), where=init.get("where"))
+    times["total"] = time.perf_counter() - t0
+    rec["_time"] = {k: v for k, v in times.items() if v is not None}
+    return rec
+
+
+def _first_line(s: str | None) -> str | None:
+    return None if s is None else s.split("\n", 1)[0]
+
+
+def _module_record(mod) -> dict:
+    from_kernel = 0
+    simulated = 0
+    weak = 0
+    from_modules: dict[str, list[str]] = {}
+    for r in mod.resolved.values():
+        if r.source == "vmlinux":
+            from_kernel += 1
+        elif r.source == "simulated":
+            simulated += 1
+        elif r.source.startswith("module:"):
+            from_modules.setdefault(r.source[7:], []).append(r.name)
+        else:
+            weak += 1
+    crc_checked = sum(1 for r in mod.resolved.values() if r.crc_checked)
+    used = Counter(e.plt for e in mod.plt_entries if not e.fixed)
+    fixed = Counter(e.plt for e in mod.plt_entries if e.fixed)
+    sizes = {s.name: s.size for s in mod.sections if s.name in (".plt", ".init.plt")}
+    b = mod.branches
+    return {
+        "relocations": int(sum(mod.reloc_counts.values())),
+        "relocations_by_type": {str(k): v for k, v in sorted(mod.reloc_counts.items())},
+        "plt": {"core_entries": used.get("core", 0), "init_entries": used.get("init", 0),
+                "fixed_entries": dict(sorted(fixed.items())), "core_bytes": sizes.get(".plt", 0),
+                "init_bytes": sizes.get(".init.plt", 0),
+                "counts": {k: {"core": v.core, "init": v.init} for k, v in mod.plt_counts.items()}},
+        "branches": {"sites": int(len(b)), "via_plt": int((b["plt"] != 0).sum()) if len(b) else 0},
+        "symbols": {"undefined": len(mod.resolved), "from_kernel": from_kernel, "simulated": simulated,
+                    "weak_undefined": weak, "crc_checked": crc_checked,
+                    "from_modules": {k: sorted(v) for k, v in sorted(from_modules.items())}},
+        "image_bytes": int(sum(r.size for r in mod.regions)),
+        "regions": {r.name: r.base for r in mod.regions},
+        "has_init": mod.init_addr is not None,
+        "warnings": len(mod.warnings),
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# The emulator interface: the only code here that drives the emulator or reads its results.
+# It returns plain data; everything else in this file works on that data.
+# --------------------------------------------------------------------------------------------
+def _run_init(mod, deps, kernel, opts: CheckOptions) -> dict:
+    """Run the dependencies' inits (load order, as modprobe would have) and then the module's
+    own init, in one machine, each with the same instruction budget and wall-clock safety net.
+
+    Returns {"status": the emulator's status string (returned, no-function, fault, budget,
+    unmodelled, timeout; "not-run" when the machine could not start), "retval", "reason" (one
+    line), "where" (symbolized PC, or the unmodelled call), "fault", ..., "elapsed" (wall
+    seconds: moved to the timings by the caller), "dependency_inits": [the same for each
+    dependency: name, status, retval, reason]}. Only deterministic data apart from "elapsed"."""
+    from ..emu import Machine
+    try:
+        m = Machine(deps + [mod], kernel, budget=opts.budget, timeout=opts.timeout, console=_quiet,
+                    deferred_budget=opts.budget,
+                    unmodelled=opts.unmodelled)
+    except Exception as e:
+        return {"status": "not-run", "reason": f"emulator could not start: {_err_dict(e)['message']}"}
+    dep_inits = []
+    for d in deps:
+        if opts.dep_inits:
+            try:
+                r = m.run_init(d.name, budget=opts.budget, timeout=opts.timeout)
+                x = _result_data(r, opts)
+                dep_inits.append({"name": d.name, "status": x["status"], "retval": x.get("retval"),
+                                  "reason": x.get("reason"), "where": x.get("where")})
+            except Exception as e:
+                dep_inits.append({"name": d.name, "status": "not-run", "reason": _err_dict(e)["message"]})
+        # The kernel frees init memory after a successful init (and a later module may have been
+        # given those addresses). Release it whatever happened, so that the module under test
+        # can be mapped: a dependency whose init failed is treated as loaded, its init incomplete.
+        _release_init(m, d)
+    words = opts.params.get(mod.name.replace("-", "_"))
+    params = None
+    if words:
+        from ..emu.params import apply_params
+        try:
+            po = apply_params(m, mod, words)
+        except Exception as e:
+            return {"status": "not-run", "reason": f"parameters: {_err_dict(e)['message']}",
+                    "dependency_inits": dep_inits}
+        params = {"ok": po.ok, "error": po.error, "log": po.log, "notes": po.notes}
+        if not po.ok:                # load_module fails in parse_args: init never runs
+            return {"status": "params-refused", "retval": po.error, "reason": po.summary(),
+                    "params": params, "dependency_inits": dep_inits}
+    try:
+        r = m.run_init(mod)
+    except Exception as e:
+        return {"status": "not-run", "reason": f"init could not run: {_err_dict(e)['message']}",
+                "dependency_inits": dep_inits}
+    out = _result_data(r, opts)
+    out["dependency_inits"] = dep_inits
+    if params is not None:
+        out["params"] = params
+    return out
+
+
+def _release_init(machine, mod) -> None:
+    """Free a dependency's init memory (mapping it first if its init did not run)."""
+    if not any(r.init for r in mod.regions):
+        return
+    try:
+        machine.free_init_memory(mod)
+    except Exception:
+        pass
+
+
+def _quiet(*a, **k) -> None:
+    pass
+
+
+def _errno_name(v: int) -> str:
+    from ..emu.errno import errno_name
+    name = errno_name(v)
+    if name.isdigit() and sys.platform.startswith("linux"):
+        # The emulator's table is short; ARM Linux uses the generic errno numbers, as the host does.
+        import errno
+        name = errno.errorcode.get(-v, name)
+    return name
+
+
+def _result_data(r, opts: CheckOptions) -> dict:
+    """An emulator RunResult as plain, deterministic data (+ "elapsed")."""
+    st = r.status
+    d: dict = {"status": st, "retval": r.retval, "elapsed": round(r.elapsed, 6)}
+    if st == "timeout":
+        # Where a wall-clock limit stops the code depends on the machine's load: keep nothing of it.
+        d["reason"] = (f"the wall-clock safety net of {opts.timeout:g} s stopped init (a harness "
+                       f"failure, not module behaviour)")
+        return d
+    d.update(calls=len(r.calls), log=r.log[-5:])
+    if r.instructions is not None:
+        d["instructions"] = r.instructions
+    if r.retval is not None and r.retval < 0:
+        d["errno_name"] = _errno_name(r.retval)
+    if st == "no-function":
+        d["reason"] = None
+    elif st == "returned":
+        v = r.retval
+        if v < 0:
+            d["reason"] = f"init returned {v} (-{d['errno_name']})"
+        elif v > 0:
+            d["reason"] = f"init returned {v} (suspicious: the kernel only warns; init should follow 0/-E)"
+    if r.fault is not None:
+        f = r.fault
+        d["fault"] = {"kind": f.kind, "message": f.message, "pc": f.pc, "pc_sym": f.pc_sym,
+                      "in_kernel": getattr(f, "in_kernel", False),   # the faulting PC is in the kernel's code
+                      "access_addr": f.access_addr, "access_type": f.access_type, "lr_sym": f.lr_sym}
+        d["reason"] = _first_line(f.message)
+        d["where"] = f.pc_sym
+    if st == "unmodelled":
+        # "unmodelled: NAME called from SYM+0xOFF [module]": the call is the place to show.
+        msg = d.get("reason") or r.summary()
+        d["reason"] = msg
+        call = msg.split("unmodelled:", 1)[-1].strip()
+        d["where"] = call
+        name = getattr(r.fault, "unmodelled", None) if r.fault is not None else None
+        d["unmodelled_call"] = name or (call.split() or [call])[0]
+    real = [c for c in r.calls if c.name != "__gnu_mcount_nc"]
+    if real:
+        last = real[-1]
+        d["last_call"] = {"name": last.name, "ret": last.ret, "caller_sym": last.caller_sym}
+        errs = [c.name for c in r.calls if c.ret is not None and c.ret >= 0xFFFFF001]
+        if errs:
+            d["error_calls"] = errs[-3:]
+            if st == "returned" and (r.retval or 0) < 0:
+                d["where"] = f"after {errs[-1]}() returned an error"
+    d["kernel_calls"] = sorted({c.name for c in r.calls})[:200]
+    if hasattr(r, "class_counts"):
+        d["classes"] = r.class_counts()         # calls per simulation class (real, model, ...)
+    if r.fault is not None and getattr(r.fault, "unmodelled", None):
+        d["unmodelled"] = r.fault.unmodelled
+    return d
+
+
+# --------------------------------------------------------------------------------------------
+# Running a whole tree
+# --------------------------------------------------------------------------------------------
+@dataclass
+class RunStats:
+    records: list[dict]
+    wall: float
+    jobs: int
+    timing: dict = field(default_factory=dict)   # module path -> stage -> wall seconds
+
+
+def mark_dependency_failed(rec: dict, plan: Plan, dep: str, why: str, *, where: str | None = None,
+                           outcome: str | None = None) -> None:
+    info = plan.modules.get(dep)
+    rec.update(outcome="dependency-failed", stage="dependency",
+               reason=f"dependency {dep} ({info.rel if info else 'not in the tree'}) {why}", where=where,
+               dependency={"name": dep, "module": info.rel if info else None, "outcome": outcome})
+
+
+def skip_record(name: str, plan: Plan) -> dict:
+    """A module the plan refuses: a dependency missing from the tree or a cycle (load, stage
+    "order"), or a dependency refused so (dependency-failed). It is never loaded."""
+    why = plan.blocked[name]
+    rec = _new_record(plan.modules[name])
+    because = next((d for d in plan.closure.get(name, []) if d in plan.blocked), None)
+    if why.startswith("skipped: dependency ") and because is not None:
+        mark_dependency_failed(rec, plan, because, f"cannot be loaded: {plan.blocked[because]}", outcome="load")
+    else:
+        rec.update(outcome="load", stage="order", reason=why)
+    rec["error"] = {"message": f"{name}: {why}"}
+    return rec
+
+
+def run_checks(plan: Plan, kernel, config, options: CheckOptions, *, jobs: int = 1, names=None,
+               progress=None, chunk: int = 24) -> RunStats:
+    """Check `names` (default: every module in plan.order). progress(done, total, failures, rec)."""
+    if jobs < 1:
+        raise ValueError("jobs must be at least 1")
+    names = list(plan.order if names is None else names)
+    set_worker_context(kernel, config, options, plan)
+    records: dict[str, dict] = {}
+    timing: dict[str, dict] = {}
+    todo = []
+    for n in names:
+        if n in plan.blocked:
+            records[n] = skip_record(n, plan)
+        else:
+            todo.append(n)
+    total = len(names)
+    failures = sum(1 for r in records.values() if r["outcome"] != "ok")
+    done = len(records)
+    t0 = time.perf_counter()
+    if progress:
+        progress(done, total, failures, None)
+    # Neighbours share dependency-closure prefixes (the workers' sessions are reused); groups of
+    # neighbours go to the workers, heaviest groups first so that no long task comes last.
+    pos = {n: i for i, n in enumerate(plan.order)}
+    todo.sort(key=lambda n: ([pos[d] for d in plan.closure[n]], pos[n]))
+    size = max(1, min(chunk, len(todo) // (jobs * 4) or 1))
+    groups = [todo[i:i + size] for i in range(0, len(todo), size)]
+    weight = lambda g: sum(plan.modules[n].size for n in g)
+    groups.sort(key=lambda g: -weight(g))
+    by_rel = {plan.modules[n].rel: n for n in names}
+
+    def take(rec):
+        nonlocal done, failures
+        t = rec.pop("_time", None)
+        if t is not None:
+            timing[rec["module"]] = {k: round(v, 6) for k, v in t.items()}
+        records[by_rel[rec["module"]]] = rec
+        done += 1
+        if rec["outcome"] != "ok":
+            failures += 1
+        if progress:
+            progress(done, total, failures, rec)
+
+    if jobs <= 1 or len(groups) <= 1:
+        for g in groups:
+            for n in g:
+                take(check_one(n))
+    else:
+        import multiprocessing as mp
+        ctx = mp.get_context("fork")
+        with ctx.Pool(jobs) as pool:
+            for recs in pool.imap_unordered(check_group, groups, chunksize=1):
+                for rec in recs:
+                    take(rec)
+    wall = time.perf_counter() - t0
+    apply_dependencies(plan, records)
+    ordered = [records[n] for n in names]
+    return RunStats(ordered, wall, jobs, {r["module"]: timing[r["module"]] for r in ordered
+                                          if r["module"] in timing})
+
+
+def _dependency_failure(dr: dict) -> str | None:
+    """Why a dependency's record means its dependents cannot have worked, or None."""
+    if dr["outcome"] == "dependency-failed":
+        return dr["reason"]
+    if dr["outcome"] in ("load", "internal") and dr["stage"] in ("order", "load"):
+        return f"failed to load: {dr['reason']}"
+    cls = init_class(dr.get("init"))
+    if cls not in (None, "ok"):
+        return f"init {cls}: {dr['init'].get('reason')}"
+    return None
+
+
+def apply_dependencies(plan: Plan, records: dict[str, dict]) -> None:
+    """dependency-failed: a dependency (in load order, the first one) failed to load or its init
+    did not succeed, either as checked in this run or when run before this module's own init.
+    It replaces only an init result (which depends on what the dependencies' inits left behind):
+    a module's own load or verify failure is a fact about the module and stays. The module's
+    own init result stays in its record."""
+    for n in plan.order:                     # dependencies come first: chains resolve in one pass
+        rec = records.get(n)
+        if rec is None or rec["stage"] not in (None, "init"):
+            continue
+        dep = why = where = None
+        for d in plan.closure.get(n, []):
+            dr = records.get(d)
+            if dr is not None:
+                why = _dependency_failure(dr)
+                if why:
+                    dep, where = d, dr.get("where")
+                    break
+        if dep is None:
+            for x in (rec.get("init") or {}).get("dependency_init_failures", []):
+                dep, where = x["name"], x.get("where")
+                why = f"init {init_class(x)} when run before this module's own: {x.get('reason')}"
+                break
+        if dep is not None:
+            mark_dependency_failed(rec, plan, dep, why, where=where,
+                                   outcome=(records.get(dep) or {}).get("outcome", "init"))
+
+
+# --------------------------------------------------------------------------------------------
+# Summaries
+# --------------------------------------------------------------------------------------------
+def success(outcomes: dict) -> dict:
+    """The one success ratio: modules whose outcome is ok over modules whose outcome was
+    decided (all but the harness classes, timeout and internal)."""
+    decided = sum(n for c, n in outcomes.items() if OUTCOMES[c][0] != "harness")
+    ok = outcomes.get("ok", 0)
+    return {"ok": ok, "decided": decided, "ratio": round(ok / decided, 4) if decided else None}
+
+
+def summarize(records: list[dict]) -> dict:
+    c = Counter()
+    outcomes = Counter(r["outcome"] for r in records)
+    for r in records:
+        c["modules"] += 1
+        if "relocations" not in r:           # never loaded
+            continue
+        c["loaded"] += 1
+        c["relocations"] += r.get("relocations", 0)
+        v = r.get("verify")
+        if v is not None:
+            c["verified" if v.get("ok") else "verify_failed"] += 1
+            c["branches"] += v.get("branches", 0)
+            c["branches_verified"] += v.get("branches_verified", 0)
+            c["plt_entries"] += v.get("plt_entries", 0)
+            c["plt_verified"] += v.get("plt_verified", 0)
+        i = r.get("init")
+        if i is not None:
+            c["init_run"] += 1
+            c["init_" + (init_class(i) or "none").replace("-", "_")] += 1
+    out = dict(sorted(c.items()))
+    out["outcomes"] = {k: outcomes.get(k, 0) for k in OUTCOMES}
+    out["success"] = success(out["outcomes"])
+    return out
+
+
+def failed_modules(records: list[dict], fail_on) -> dict[str, int]:
+    """Outcome class -> modules in it, for the classes in `fail_on` that occur."""
+    c = Counter(r["outcome"] for r in records if r["outcome"] in fail_on)
+    return {k: c[k] for k in OUTCOMES if c.get(k)}
+
+
+def stage_results(rec: dict, options: CheckOptions) -> dict[str, tuple[str | None, str | None]]:
+    """Per stage (load, verify, init): (outcome class or None when not run, reason). The
+    record's own outcome is attributed to the stage that decided it; dependency-failed goes to
+    load when the module was never loaded, else to init."""
+    out: dict[str, tuple[str | None, str | None]] = {}
+    loaded = "relocations" in rec
+    o, why = rec["outcome"], rec.get("reason")
+    if not loaded:
+        out["load"] = (o, why)
+        skip = "not run: the module did not load"
+        return {**out, "verify": (None, skip), "init": (None, skip)}
+    out["load"] = ("ok", None)
+    v = rec.get("verify")
+    if v is None:
+        out["verify"] = (None, "not run (--no-verify)")
+    elif rec["stage"] == "verify":
+        out["verify"] = (o, why)
+    else:
+        out["verify"] = ("ok" if v.get("ok") else "verify", None)
+    i = rec.get("init")
+    if o == "dependency-failed":
+        out["init"] = (o, why)
+    elif i is None:
+        out["init"] = (None, "not run (--no-emulate)" if not options.emulate else "not run")
+    else:
+        out["init"] = (init_class(i), i.get("reason") or ("no init function" if i.get("status") == "no-function"
+                                                          else None))
+    return out
+
+
+def failing_apis(records: list[dict], top: int = 20) -> list[tuple[str, int, Counter]]:
+    """Kernel functions most often the last call before an init that did not succeed.
+    Returns (function, modules, Counter of outcomes)."""
+    per: dict[str, Counter] = {}
+    for r in records:
+        i = r.get("init")
+        cls = init_class(i)
+        if cls in (None, "ok", "timeout"):
+            continue
+        culprit = None
+        if cls == "error" and i.get("error_calls"):
+            culprit = i["error_calls"][-1]
+        elif cls == "unmodelled" and i.get("unmodelled_call"):
+            culprit = i["unmodelled_call"]
+        elif i.get("last_call"):
+            culprit = i["last_call"]["name"]
+        culprit = culprit or "(no kernel call)"
+        per.setdefault(culprit, Counter())[cls + (":" + i["fault"]["kind"] if i.get("fault") else "")] += 1
+    rows = sorted(((k, sum(v.values()), v) for k, v in per.items()), key=lambda x: (-x[1], x[0]))
+    return rows[:top]
+
+
+# --------------------------------------------------------------------------------------------
+# Kernel
+# --------------------------------------------------------------------------------------------
+def build_kernel(paths: list[str], config):
+    from ..kernel.provider import Kernel
+    return Kernel.from_files(list(paths), config)

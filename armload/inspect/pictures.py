@@ -1,0 +1,383 @@
+"""Pictures of a load (matplotlib, SVG or PNG): the simulated address space, one module's sections
+inside its core/init allocations with the PLT groups and cache lines, the branch map (direct or
+through a veneer), and plots of the PLT counting rules (time and count versus relocations, and
+counts per rule across a corpus).
+
+Every function returns a matplotlib Figure drawn from plain data (a LoadedModule, a config, a
+benchmark or check result); save() writes it, svg_text() inlines it in HTML. The figures are
+schematic where sizes differ by orders of magnitude (a 4 GiB address space holding a 12 KiB
+module): the box heights say so in their labels, and every number printed is a real address.
+"""
+from __future__ import annotations
+
+import io
+
+import matplotlib
+
+matplotlib.use("Agg")                     # no display; must precede pyplot
+import matplotlib.pyplot as plt           # noqa: E402
+import matplotlib.ticker                  # noqa: E402,F401
+from matplotlib.patches import FancyArrowPatch, Rectangle  # noqa: E402
+
+from ..kernel.config import KernelConfig          # noqa: E402
+from ..loader.model import LoadedModule           # noqa: E402
+
+plt.rcParams.update({
+    "svg.fonttype": "none",               # text stays text: small, searchable SVGs
+    "svg.hashsalt": "armload",            # deterministic ids: regenerated files do not churn
+    "font.size": 9,
+    "font.family": "DejaVu Sans",
+    "axes.titlesize": 10,
+})
+
+CLASS_COLORS = {"text": "#4c72b0", "rodata": "#55a868", "ro_after_init": "#8172b2", "data": "#c44e52",
+                "init_text": "#64b5cd", "init_rodata": "#a6d96a", "init_data": "#f4a582"}
+PLT_COLOR = "#dd8452"
+DIRECT, VENEER = "#2b8a3e", "#d9480f"
+
+
+def _mib(n: int) -> str:
+    if n >= 1 << 20:
+        return f"{n / (1 << 20):g} MiB"
+    if n >= 1 << 10:
+        return f"{n / (1 << 10):g} KiB"
+    return f"{n} B"
+
+
+def save(fig, path: str) -> None:
+    """SVG or PNG by the file's extension (PNG at 110 dpi)."""
+    if path.endswith(".png"):
+        fig.savefig(path, dpi=110, bbox_inches="tight")
+    else:
+        fig.savefig(path, format="svg", bbox_inches="tight", metadata={"Date": None})
+    plt.close(fig)
+
+
+def svg_text(fig) -> str:
+    """The figure as an inline <svg> element (no XML prolog)."""
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
+    plt.close(fig)
+    s = buf.getvalue()
+    return s[s.index("<svg"):]
+
+
+# --- 1. the address space --------------------------------------------------------------------
+def address_space(config: KernelConfig, modules: list[LoadedModule], placement=None):
+    """Kernel text, the module window, lowmem and vmalloc as stacked boxes (high addresses on
+    top), with each module allocation marked inside the area it fell in and the reach of a
+    branch from the kernel's text."""
+    areas = [
+        ("user space", 0x00000000, config.modules_vaddr, "#eeeeee", 1.0),
+        ("module window\n(MODULES_VADDR..MODULES_END)", config.modules_vaddr, config.modules_end, "#d0e1f9", 2.0),
+        ("pkmap", config.modules_end, config.page_offset, "#eeeeee", 0.45),
+        ("kernel lowmem from PAGE_OFFSET", config.page_offset, config.page_offset + config.lowmem_size,
+         "#fde2c8", 1.8),
+        ("vmalloc\n(VMALLOC_START..VMALLOC_END)", config.vmalloc_start, config.vmalloc_end, "#e2f0d9", 2.0),
+        ("fixmap, vectors", config.vmalloc_end, 1 << 32, "#eeeeee", 0.45),
+    ]
+    filled = []
+    for i, ar in enumerate(areas):           # gaps (the 8 MiB vmalloc offset hole) get a box too
+        if filled and filled[-1][2] < ar[1]:
+            filled.append(("hole", filled[-1][2], ar[1], "#ffffff", 0.35))
+        filled.append(ar)
+    fig, ax = plt.subplots(figsize=(9.2, 6.4))
+    y = 0.0
+    boxes = []
+    for name, lo, hi, col, h in filled:
+        ax.add_patch(Rectangle((0, y), 4, h, facecolor=col, edgecolor="#555555"))
+        ax.text(0.08, y + h / 2, f"{name}  ({_mib(hi - lo)})", va="center", fontsize=8)
+        ax.text(-0.08, y, f"{lo:#010x}", va="center", ha="right", fontsize=7.5, family="monospace")
+        boxes.append((lo, hi, y, h))
+        y += h
+    ax.text(-0.08, y, "0xffffffff", va="center", ha="right", fontsize=7.5, family="monospace")
+
+    def ypos(addr: int) -> float:
+        for lo, hi, yy, h in boxes:
+            if lo <= addr < hi:
+                return yy + h * (addr - lo) / max(hi - lo, 1)
+        return y
+    stext = config.kernel_text
+    ys = ypos(stext)
+    ax.plot([0, 4], [ys, ys], color="#c92a2a", lw=1.2)
+    ax.text(3.92, ys + 0.05, f"_stext {stext:#010x}", ha="right", va="bottom", fontsize=7.5, color="#c92a2a")
+    # Branch reach from the kernel text: +-32 MiB ARM (bl), +-16 MiB Thumb-2.
+    reach = (16 if config.thumb2 else 32) << 20
+    lo_r, hi_r = ypos(max(stext - reach, 0)), ypos(stext + reach)
+    ax.annotate("", xy=(-1.25, lo_r), xytext=(-1.25, hi_r), arrowprops=dict(arrowstyle="<->", color=DIRECT, lw=1.4))
+    ax.text(-1.4, (lo_r + hi_r) / 2, f"reach of a direct {'Thumb-2 ' if config.thumb2 else ''}bl/b\n"
+            f"±{_mib(reach)} from _stext: {max(stext - reach, 0):#x}..{stext + reach:#x}", rotation=90, ha="right", va="center", fontsize=7.5, color=DIRECT)
+    # Module allocations: a marker at the address, the label in a column on the right.
+    colors = ["#1f77b4", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
+    allocs = [(r.base, r.size, m.name, r.name, colors[k % len(colors)], m) for k, m in enumerate(modules)
+              for r in m.regions if r.name != "percpu"]
+    allocs.sort()
+    n = len(allocs)
+    for i, (base, size, mname, rname, c, m) in enumerate(allocs):
+        ym = ypos(base)
+        ax.add_patch(Rectangle((2.6, ym - 0.05), 0.9, 0.1, facecolor=c, edgecolor="black", lw=0.6))
+        ly = 0.4 + (y - 0.8) * (i + 0.5) / max(n, 1)
+        here = [b for b in m.branch_sites() if base <= b.place < base + size]
+        ven = sum(1 for b in here if b.plt)
+        how = (f"{len(here)} branch sites: " + ("all direct" if not ven else "all through PLT veneers"
+                                                if ven == len(here) else f"{ven} through PLT veneers, "
+                                                f"{len(here) - ven} direct")) if here else "no branch sites"
+        ax.annotate(f"{mname} {rname}: {base:#010x}, {_mib(size)}\n{how}",
+                    xy=(3.5, ym), xytext=(4.6, ly), fontsize=7.5, va="center",
+                    arrowprops=dict(arrowstyle="-", color=c, lw=0.8))
+    why = {"window": "placement=window: module_alloc() first fit in the module window (vmalloc only when full)",
+           "vmalloc": "placement=vmalloc: allocated far from the kernel (what module_alloc falls back to when "
+                      "the window is full)"}.get(placement if isinstance(placement, str) else "",
+                                                 f"placement={placement:#x}: a fixed address given on the command line"
+                                                 if isinstance(placement, int) else "")
+    ax.set_title("simulated 32-bit address space (box heights not to scale; addresses are real)"
+                 + ("\n" + why if why else ""), fontsize=9)
+    ax.set_xlim(-2.0, 8.8)
+    ax.set_ylim(-0.1, y + 0.15)
+    ax.axis("off")
+    return fig
+
+
+# --- 2. one module's sections ----------------------------------------------------------------
+def module_layout(mod: LoadedModule):
+    """Sections inside each allocation (one row each, offsets in the allocation) and, below,
+    every PLT group: one cache line of `ldr pc` slots, one line of literals."""
+    regions = [r for r in mod.regions if r.name != "percpu"]
+    secs = [s for s in mod.sections if s.size and any(r.base <= s.addr < r.end for r in regions)]
+    plts = [s for s in secs if s.name in (".plt", ".init.plt")]
+    cfg = mod.config
+    n_groups = sum(s.size // (2 * cfg.plt_stride) for s in plts)
+    fig_h = 0.8 + 0.26 * len(secs) + (1.6 * n_groups + 0.8 if plts else 0)
+    fig = plt.figure(figsize=(8.6, max(fig_h, 3)))
+    top_h = 0.26 * len(secs) + 0.6
+    gs = fig.add_gridspec(2 if plts else 1, 1, height_ratios=[top_h, 1.6 * n_groups + 0.6] if plts else [1])
+    ax = fig.add_subplot(gs[0])
+    labels = []
+    for i, s in enumerate(secs):
+        r = next(r for r in regions if r.base <= s.addr < r.end)
+        off = s.addr - r.base
+        col = PLT_COLOR if s in plts else CLASS_COLORS.get(s.mem, "#999999")
+        ax.barh(i, max(s.size, 8), left=off, color=col, edgecolor="black", lw=0.4)
+        labels.append(f"{s.name}  [{r.name}]")
+        ax.text(off + max(s.size, 8) + 40, i, f"{s.addr:#010x} +{s.size:#x}", va="center", fontsize=7,
+                family="monospace")
+    ax.set_yticks(range(len(secs)), labels, fontsize=7.5, family="monospace")
+    from matplotlib.patches import Patch
+    present = list(dict.fromkeys(s.mem for s in secs if s not in plts))
+    ax.legend(handles=[Patch(color=CLASS_COLORS.get(c, "#999999"), label=c) for c in present]
+              + ([Patch(color=PLT_COLOR, label="PLT")] if plts else []), fontsize=7, loc="upper left",
+              bbox_to_anchor=(1.005, 1.0), title="memory class", title_fontsize=7)
+    ax.invert_yaxis()
+    span = max(r.size for r in regions)
+    for x in range(0, span + 1, 4096):
+        ax.axvline(x, color="#bbbbbb", lw=0.6, ls=":")
+    ticks = list(range(0, span + 1, 4096 if span <= 0x10000 else 0x10000))
+    ax.set_xticks(ticks, [f"{t:#x}" for t in ticks])
+    ax.set_xlim(0, span * 1.22)
+    ax.set_xlabel("offset in the allocation (dotted: 4 KiB pages; colour: memory class, orange: PLT)")
+    ax.set_title(f"{mod.name}: sections in " + ", ".join(f"{r.name} {r.base:#010x} ({_mib(r.size)})"
+                                                            for r in regions))
+    if plts:
+        ax2 = fig.add_subplot(gs[1])
+        n = cfg.plt_ent_count
+        slots = {e.addr: e for e in mod.plt_entries}
+        row = 0.0
+        for s in plts:
+            for g in range(s.size // (2 * cfg.plt_stride)):
+                base = s.addr + g * 2 * cfg.plt_stride
+                for k in range(n):
+                    e = slots.get(base + 4 * k)
+                    col = "#f0f0f0" if e is None else ("#ffd8a8" if e.fixed else PLT_COLOR)
+                    ax2.add_patch(Rectangle((k, row), 0.95, 2.0, facecolor=col, edgecolor="#777777", lw=0.4))
+                    ax2.add_patch(Rectangle((k, row + 2.1), 0.95, 1.5, facecolor="#e7f5ff" if e else "#f8f9fa",
+                                            edgecolor="#777777", lw=0.4))
+                    if e is not None:
+                        ax2.text(k + 0.47, row + 1.0, (e.symbol or hex(e.target))[:15], ha="center", va="center",
+                                 fontsize=5.5, rotation=90)
+                        ax2.text(k + 0.47, row + 2.85, f"{e.target:08x}", ha="center", va="center", fontsize=5.5,
+                                 rotation=90, family="monospace")
+                ax2.text(-0.2, row + 1.0, f"{s.name} group {g}: slots  {base:#010x}", ha="right", va="center",
+                         fontsize=7, family="monospace")
+                ax2.text(-0.2, row + 2.85, f"literals  {base + cfg.plt_stride:#010x}", ha="right", va="center",
+                         fontsize=7, family="monospace")
+                row += 4.1
+        ax2.set_xlim(-8, n + 0.2)
+        ax2.set_ylim(row, -0.2)
+        ax2.axis("off")
+        ldr = f"ldr{'.w' if cfg.thumb2 else ''} pc, [pc, #{cfg.plt_stride - (4 if cfg.thumb2 else 8):#x}]"
+        ax2.set_title(f"PLT groups: one {cfg.l1_cache_bytes}-byte cache line of {n} `{ldr}` slots, the next line holds "
+                      f"their literals\n(orange: used, light orange: the fixed ftrace entries, grey: reserved "
+                      f"but unused)", fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+# --- 3. the branch map -----------------------------------------------------------------------
+def branch_map(mod: LoadedModule, limit: int = 40):
+    """Each branch site: straight to its target (green) or through its PLT veneer (orange)."""
+    sites = sorted(mod.branch_sites(), key=lambda b: b.place)
+    shown = sites[:limit]
+    targets = sorted({b.target & ~1 for b in shown})
+    veneers = sorted({b.plt for b in shown if b.plt})
+    h = max(len(shown), len(targets), len(veneers), 3)
+    fig, ax = plt.subplots(figsize=(8.6, 0.75 + 0.3 * h))
+
+    def col_y(items, v):
+        return (items.index(v) + 0.5) * h / len(items)
+    sym_of = {}
+    for b in shown:
+        sym_of.setdefault(b.target & ~1, b.symbol)
+    for i, b in enumerate(shown):
+        y0 = col_y(shown, b)
+        ax.text(-0.05, y0, f"{b.place:#010x} {b.type_name[6:]} {b.symbol[:18]}", ha="right", va="center",
+                fontsize=7, family="monospace")
+        yt = col_y(targets, b.target & ~1)
+        if b.plt:
+            yv = col_y(veneers, b.plt)
+            ax.add_patch(FancyArrowPatch((0, y0), (1, yv), arrowstyle="-|>", mutation_scale=8, color=VENEER, lw=1))
+            ax.add_patch(FancyArrowPatch((1.3, yv), (2, yt), arrowstyle="-|>", mutation_scale=8, color=VENEER,
+                                         lw=1, ls="--"))
+        else:
+            ax.add_patch(FancyArrowPatch((0, y0), (2, yt), arrowstyle="-|>", mutation_scale=8, color=DIRECT, lw=1))
+    for v in veneers:
+        e = mod.plt_entry_at(v)
+        ax.add_patch(Rectangle((1, col_y(veneers, v) - 0.17), 0.3, 0.34, facecolor=PLT_COLOR, edgecolor="black", lw=0.5))
+        ax.text(1.15, col_y(veneers, v) - 0.22, f"{v:#010x} {'.init.plt' if e and e.plt == 'init' else '.plt'}",
+                ha="center", va="bottom", fontsize=6.5, family="monospace",
+                bbox=dict(boxstyle="square,pad=0.1", facecolor="white", edgecolor="none", alpha=0.85))
+    for t in targets:
+        ax.text(2.05, col_y(targets, t), f"{t:#010x} {sym_of[t][:22]}", va="center", fontsize=7, family="monospace")
+    n_ven = sum(1 for b in sites if b.plt)
+    ax.set_title(f"{mod.name}: {len(sites)} branch sites, {len(sites) - n_ven} direct (green), {n_ven} through a "
+                 f"PLT veneer (orange)" + (f"; first {limit} shown" if len(sites) > limit else ""))
+    ax.text(-0.05, -0.35, "call site (place, type, symbol)", ha="right", fontsize=8, weight="bold")
+    ax.text(1.15, -0.35, "PLT veneer", ha="center", fontsize=8, weight="bold")
+    ax.text(2.05, -0.35, "target", fontsize=8, weight="bold")
+    ax.set_xlim(-1.9, 3.3)
+    ax.set_ylim(h + 0.2, -0.7)
+    ax.axis("off")
+    return fig
+
+
+# --- 4. PLT counting rules: time and count versus relocations --------------------------------
+RULE_STYLE = {"legacy_quadratic": ("legacy v4.0 count as written: O(n^2) scan", "#c92a2a", "o-"),
+              "legacy": ("legacy count, same result hashed", "#f08c00", "s--"),
+              "sorted": ("sorted (2016): sort + one pass", "#1971c2", "^-"),
+              "v6": ("v6 (6.1): sort + one pass per core/init", "#2f9e44", "d-")}
+
+
+def _size_ticks(ax, n):
+    from matplotlib.ticker import NullFormatter
+    ax.set_xticks(n, [f"{x:,}" for x in n])
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def plt_bench_plot(res: dict):
+    """res: armload.bench.plt.run() output. Log-log time per rule, and the counts."""
+    rows = res["rows"]
+    n = [r["relocations"] for r in rows]
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 5.6))
+    for key, (label, col, style) in RULE_STYLE.items():
+        ys = [r["count_ms"].get(key) for r in rows]
+        pts = [(x, y) for x, y in zip(n, ys) if y is not None]
+        if pts:
+            a1.plot(*zip(*pts), style, color=col, label=label, ms=4)
+    if len(n) >= 2:
+        q = [r["count_ms"]["legacy_quadratic"] for r in rows if r["count_ms"].get("legacy_quadratic") is not None]
+        if q:
+            x0, y0 = n[0], q[0]
+            a1.plot(n, [y0 * (x / x0) ** 2 for x in n], ":", color="#c92a2a", lw=0.8, label="slope 2 (n^2) guide")
+            a1.plot(n, [y0 * (x / x0) for x in n], ":", color="#868e96", lw=0.8, label="slope 1 (n) guide")
+    if any("legacy_lookup_ms" in r for r in rows):
+        a1.plot(n, [r["legacy_lookup_ms"] for r in rows], "v-.", color="#862e9c", ms=4,
+                label="legacy v4.0 slot lookup during relocation (walks every entry)")
+    a1.set_xscale("log")
+    a1.set_yscale("log")
+    _size_ticks(a1, n)
+    a1.set_xlabel("relocations in .rel.text")
+    a1.set_ylabel("time, ms (best of runs)")
+    a1.set_title("time of the count (module_frob_arch_sections)\nand of the v4.0 slot lookup")
+    a1.grid(True, which="both", lw=0.3)
+    a1.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1, frameon=False)
+    for key, col, style, label in (("legacy", "#f08c00", "s-", "legacy (v4.0) core + init"),
+                                   ("sorted", "#1971c2", "^-", "sorted (one .plt)"),
+                                   ("v6", "#2f9e44", "d-", "v6 core + init (incl. fixed ftrace)")):
+        a2.plot(n, [r["counts"][key] for r in rows], style, color=col, label=label, ms=4)
+    a2.plot(n, [r["used"] for r in rows], "x:", color="black", label="entries actually used (v6, vmalloc)")
+    a2.set_xscale("log")
+    a2.set_yscale("log")
+    _size_ticks(a2, n)
+    a2.set_xlabel("relocations in .rel.text")
+    a2.set_ylabel("PLT entries reserved")
+    a2.set_title("entries each rule reserves")
+    a2.grid(True, which="both", lw=0.3)
+    a2.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1, frameon=False)
+    fig.suptitle(f"PLT counting rules on synthetic modules ({res.get('externals', '?')} external functions)",
+                 fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+# --- 5. counts per rule across a corpus ------------------------------------------------------
+def corpus_counts_plot(records: list[dict], title: str = "corpus"):
+    """records: [{"module", "relocations", "counts": {alg: {"core", "init"}}}] as `armload check
+    --json` writes them (modules[*].plt.counts) or corpus_counts() computes them."""
+    import numpy as np
+    recs = [r for r in records if r.get("counts")]
+    recs.sort(key=lambda r: (sum(r["counts"]["legacy"].values()), sum(r["counts"]["v6"].values())))
+    tot = {alg: [sum(r["counts"][alg].values()) for r in recs] for alg in ("legacy", "sorted", "v6")}
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10.5, 4.4))
+    x = np.arange(len(recs))
+    same = tot["legacy"] == tot["sorted"]
+    a1.plot(x, tot["legacy"], color="#f08c00", lw=3.2, alpha=0.6,
+            label=f"legacy (v4.0): {sum(tot['legacy']):,} in all" + (" (= sorted on every module)" if same else ""))
+    a1.plot(x, tot["sorted"], color="#1971c2", lw=1.2, label=f"sorted (2016): {sum(tot['sorted']):,} in all")
+    a1.plot(x, tot["v6"], color="#2f9e44", lw=1.2, label=f"v6 (6.1): {sum(tot['v6']):,} in all")
+    if max(max(v) for v in tot.values()) > 100:
+        a1.set_yscale("log")
+    a1.set_xlabel(f"{len(recs):,} modules, ordered by the legacy count")
+    a1.set_ylabel("PLT entries reserved (core + init)")
+    a1.set_title("entries reserved per module, per rule")
+    a1.grid(True, which="both", lw=0.3)
+    a1.legend(fontsize=7.5, loc="upper left")
+    diffs = np.array(tot["v6"]) - np.array(tot["legacy"])
+    lo, hi = int(diffs.min()), int(diffs.max())
+    bins = np.arange(lo - 0.5, hi + 1.5) if hi - lo <= 60 else 60
+    a2.hist(diffs, bins=bins, color="#2f9e44", edgecolor="black", lw=0.3)
+    if hi - lo <= 60:
+        a2.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+    if len(recs) > 200:
+        a2.set_yscale("log")
+    else:
+        a2.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+    a2.set_xlabel("v6 total - legacy total, entries")
+    a2.set_ylabel("modules")
+    a2.set_title("v6 minus legacy (v4.0)\n(v6: +2 fixed ftrace entries in each PLT, per distinct target per "
+                 "sorted exec table,\nnot symbols of the target section; v4.0: per distinct (r_info, word) "
+                 "in every REL table)", fontsize=8)
+    fig.suptitle(f"PLT counts per rule across {title}", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def corpus_counts(paths: list[str], config: KernelConfig | None = None) -> list[dict]:
+    """Counts under the three rules for each object, computed (no load)."""
+    from ..loader.elf import read_object
+    from ..errors import ArmloadError
+    from ..loader.plt import plan_plts
+    config = config or KernelConfig()
+    out = []
+    for p in paths:
+        try:
+            obj = read_object(p)
+            plan = plan_plts(obj, config)
+        except ArmloadError:
+            continue
+        out.append({"module": obj.name, "relocations": sum(len(r) for r in obj.rels.values()),
+                    "counts": {k: {"core": v.core, "init": v.init} for k, v in plan.counts.items()}})
+    return out
+
+
+def records_from_check(doc: dict) -> list[dict]:
+    return [{"module": m["module"], "relocations": m.get("relocations", 0), "counts": m["plt"]["counts"]}
+            for m in doc.get("modules", []) if m.get("plt") and m["plt"].get("counts")]

@@ -1,0 +1,417 @@
+"""The pipeline: parse -> count PLTs -> lay out -> resolve -> relocate, for one module or a
+sequence of modules loaded into one simulated kernel (a Session)."""
+from __future__ import annotations
+
+import struct
+import time
+
+import numpy as np
+
+from ..kernel.config import DEBIAN_ARMMP, KernelConfig
+from ..constants import (SHF_ALLOC, SHF_EXECINSTR, SHN_UNDEF, SHT_NOBITS, SHT_PROGBITS, SHT_REL, SHT_RELA,
+                        STB_GLOBAL, STB_LOCAL, STB_WEAK, R, reloc_name)
+from .elf import MODULE_EXIT_OFF, MODULE_INIT_OFF, ObjectFile, Section, read_object
+from ..errors import (EBUSY, EEXIST, ENOENT, ENOEXEC, ArmloadError, ElfFormatError, LayoutError, PltError,
+                     RelocationError)
+from ..kernel.provider import Kernel
+from .layout import Layout, ModuleAllocator, layout_module
+from .model import (BRANCH_DTYPE, Export, LoadedModule, LoadedSection, MemRegion, ModuleSymbol, PltEntry)
+from .plt import PltSection, plan_plts
+from .relocate import PltRouter, SectionTarget, apply_rel_section, has_overlaps
+from .symbols import ExportTable, resolve_undefined, symbol_values
+
+_STYPES = {0: "notype", 1: "object", 2: "func", 3: "section", 4: "file"}
+_BINDS = {STB_LOCAL: "local", STB_GLOBAL: "global", STB_WEAK: "weak"}
+KSYM_SIZE = 12            # struct kernel_symbol on ARM32: value, name, namespace
+
+
+class Session:
+    """A simulated kernel with the modules loaded into it so far."""
+
+    def __init__(self, kernel: Kernel | None = None, config: KernelConfig = DEBIAN_ARMMP,
+                 placement: str | int = "window", *, modversions: bool = True):
+        self.config = config
+        self.kernel = kernel if kernel is not None else Kernel.builtin(config)
+        self.allocator = ModuleAllocator(config, placement)
+        self.placement = placement
+        self.modversions = modversions
+        self.modules: list[LoadedModule] = []
+        self.export_tables: list[ExportTable] = []      # newest first
+
+    def load(self, path: str, data: bytes | None = None, *, object: bool = False) -> LoadedModule:
+        """Load one module. object=True also accepts a plain relocatable object (.o, no
+        .gnu.linkonce.this_module), which the kernel itself refuses."""
+        t0 = time.perf_counter()
+        obj = read_object(path, data, object=object)
+        t_parse = time.perf_counter()
+        if any(m.name == obj.name for m in self.modules):
+            raise ArmloadError(f"{obj.name}: module is already loaded", file=path, errno=-EEXIST)
+        mod = _load_object(obj, self)
+        mod.timings["parse"] = t_parse - t0
+        mod.timings["total"] = time.perf_counter() - t0
+        self.modules.append(mod)
+        self.export_tables.insert(0, ExportTable(mod.name, {e.name: e for e in mod.exports}))
+        return mod
+
+
+    def unload(self, mod: LoadedModule) -> None:
+        """delete_module(): the module's exports disappear and its memory is freed. Like the
+        kernel, refuse while another loaded module uses one of its exports."""
+        if mod not in self.modules:
+            raise ArmloadError(f"{mod.name}: module is not loaded", file=mod.path, errno=-ENOENT)
+        users = [m.name for m in self.modules if m is not mod and
+                 any(r.source == f"module:{mod.name}" for r in m.resolved.values())]
+        if users:
+            raise ArmloadError(f"{mod.name}: module is in use by: {' '.join(users)}", file=mod.path,
+                               errno=-EBUSY)
+        self.modules.remove(mod)
+        self.export_tables = [t for t in self.export_tables if t.module != mod.name]
+        for r in mod.regions:
+            if r.name == "percpu":
+                self.allocator.free_percpu(r.base)
+            elif not r.init:                 # init memory was released when the load finished
+                self.allocator.free(r.base)
+
+
+def load_module(path: str, *, kernel: Kernel | None = None, config: KernelConfig = DEBIAN_ARMMP,
+                placement: str | int = "window", data: bytes | None = None, object: bool = False) -> LoadedModule:
+    """Load one module into a fresh simulated kernel."""
+    return Session(kernel, config, placement).load(path, data, object=object)
+
+
+def check_modinfo(obj: ObjectFile, kernel: Kernel, modversions: bool) -> None:
+    """check_modinfo()/same_magic(): with modversions the release (first word) may differ."""
+    if kernel.vermagic is None or not obj.is_module:
+        return
+    have = (obj.modinfo.get("vermagic") or [None])[0]
+    if have is None:
+        raise ArmloadError(f"{obj.name}: no vermagic in .modinfo; the kernel refuses it without "
+                           f"MODULE_FORCE_LOAD", file=obj.path, errno=-ENOEXEC)
+    want = kernel.vermagic
+    a, b = have, want
+    if modversions and obj.versions_index:
+        a, b = a.split(" ", 1)[-1], b.split(" ", 1)[-1]
+    if a != b:
+        raise ArmloadError(f"{obj.name}: version magic '{have}' should be '{want}'", file=obj.path,
+                           errno=-ENOEXEC)
+
+
+def _ensure_plt_sections(obj: ObjectFile, config: KernelConfig) -> None:
+    """A .ko gets .plt/.init.plt from the module linker script; a plain .o gets them here."""
+    if not config.module_plts:
+        return
+    names = {s.name for s in obj.sections}
+    # v4.0 and 6.1 need both (v4.0: "sections missing"); the 2016 series merged them into one .plt
+    want = [".plt"] if config.plt_algorithm == "sorted" else [".plt", ".init.plt"]
+    missing = [n for n in want if n not in names]
+    if not missing:
+        return
+    if obj.is_module:
+        what = "module PLT section missing" if config.plt_algorithm == "sorted" else "module PLT section(s) missing"
+        raise PltError(f"{obj.name}: {what} ({', '.join(missing)}; was it linked with the kernel's "
+                       f"module.lds under CONFIG_ARM_MODULE_PLTS?)", file=obj.path)
+    n = len(obj.sections)
+    bad = next((s for s in obj.sections if s.sh_type == SHT_REL and s.sh_info >= n), None)
+    if bad is not None:
+        raise ElfFormatError(f"{obj.name}: section {bad.index} ({bad.name}): sh_info {bad.sh_info} >= e_shnum {n} "
+                             f"would name armload's placeholder PLT section", file=obj.path, section=bad.index)
+    for n in missing:
+        obj.sections.append(Section(len(obj.sections), n, SHT_PROGBITS, SHF_ALLOC | SHF_EXECINSTR, 0, 0, 1,
+                                    0, 0, 1, 0))
+    obj.warnings.append(f"added placeholder {', '.join(missing)} as the module linker script would")
+
+
+def _load_object(obj: ObjectFile, session: Session) -> LoadedModule:
+    config = session.config
+    check_modinfo(obj, session.kernel, session.modversions)
+    timings = {}
+    t = time.perf_counter()
+    _ensure_plt_sections(obj, config)
+    plan = plan_plts(obj, config)
+    timings["plt_count"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    layout = layout_module(obj, config, plan.sizes if config.module_plts else {}, session.allocator)
+    timings["layout"] = time.perf_counter() - t
+    try:
+        t = time.perf_counter()
+        _check_export_versions(obj, session)
+        resolved = resolve_undefined(obj, session.kernel, session.export_tables, modversions=session.modversions)
+        sec_addr = np.array([layout.addr_of(i) for i in range(len(layout.sections))], dtype=np.int64)
+        syms = symbol_values(obj, sec_addr, resolved)
+        timings["resolve"] = time.perf_counter() - t
+
+        t = time.perf_counter()
+        mems, regions = _allocate_memory(obj, layout)
+        plts = _plt_sections(layout, config, session.kernel)
+        router = PltRouter(*(plts[k].plt if k in plts else None for k in ("core", "init")),
+                           layout.within_init, config.plt_algorithm)
+        counts, branches = _apply_all(obj, layout, plan, syms, mems, config, router)
+        for name, sec in plts.items():
+            p = layout.places[sec.index]
+            name, base = _region_at(layout, p.addr)
+            mems[name][0][p.addr - base:p.addr - base + sec.plt.size] = np.frombuffer(sec.plt.image(), dtype=np.uint8)
+        timings["relocate"] = time.perf_counter() - t
+        mod = _build_module(obj, layout, regions, syms, resolved, plan, counts, branches, plts, config, session)
+    except BaseException:
+        for r in layout.regions:
+            session.allocator.free(r.base)
+        if layout.percpu is not None:
+            session.allocator.free_percpu(layout.percpu.addr)
+        raise
+    mod.timings.update(timings)
+    # do_init_module frees the init allocation once init has run.
+    for r in layout.regions:
+        if r.init:
+            session.allocator.free(r.base)
+    return mod
+
+
+class _PltSec:
+    def __init__(self, index, plt):
+        self.index = index
+        self.plt = plt
+
+
+def _plt_sections(layout: Layout, config: KernelConfig, kernel: Kernel) -> dict[str, _PltSec]:
+    if not config.module_plts:
+        return {}
+    fixed: tuple[int, ...] = ()
+    if config.plt_algorithm == "v6" and config.dynamic_ftrace:
+        fixed = (_ftrace_addr(kernel, "ftrace_caller"), _ftrace_addr(kernel, "__gnu_mcount_nc"))
+    out = {}
+    names = (("core", ".plt"),) if config.plt_algorithm == "sorted" else (("core", ".plt"), ("init", ".init.plt"))
+    for key, sname in names:
+        idx = next((s.index for s in reversed(layout.sections) if s.name == sname), None)   # the last wins
+        if idx is None or idx not in layout.places:
+            continue
+        p = layout.places[idx]
+        out[key] = _PltSec(idx, PltSection(key, p.addr, p.size, config, fixed,
+                                           ("ftrace_caller", "__gnu_mcount_nc") if fixed else ()))
+    return out
+
+
+def _ftrace_addr(kernel: Kernel, name: str) -> int:
+    """FTRACE_ADDR / MCOUNT_ADDR: real when the kernel map knows them, else simulated."""
+    a = kernel.lookup_address(name)
+    if a is not None:
+        return a
+    e = kernel.find_export(name) or Export(name=name, addr=None)
+    return kernel.address_of(e, "func")[0]
+
+
+def _region_at(layout: Layout, addr: int) -> tuple[str, int]:
+    """(name, base) of the allocation holding `addr`; the per-cpu area otherwise."""
+    for r in layout.regions:
+        if r.base <= addr < r.base + r.size:
+            return r.name, r.base
+    if layout.percpu is not None and layout.percpu.addr <= addr <= layout.percpu.addr + layout.percpu.size:
+        return "percpu", layout.percpu.addr
+    for r in layout.regions:              # an empty section placed exactly at the end of its allocation
+        if addr == r.base + r.size:
+            return r.name, r.base
+    raise LayoutError(f"address {addr:#x} is in no allocation of this module")
+
+
+def _allocate_memory(obj: ObjectFile, layout: Layout):
+    """move_module(): zeroed allocations, ALLOC sections copied in (NOBITS stay zero)."""
+    mems: dict[str, tuple[np.ndarray, bytearray]] = {}
+    regions = []
+    for r in layout.regions:
+        buf = bytearray(r.size)
+        mems[r.name] = (np.frombuffer(buf, dtype=np.uint8), buf)
+        regions.append(MemRegion(r.name, r.base, r.size, buf, r.init))
+    if layout.percpu is not None:
+        size = (layout.percpu.size + 3) & ~3         # exact: modules' per-cpu areas may share a page
+        buf = bytearray(size)
+        mems["percpu"] = (np.frombuffer(buf, dtype=np.uint8), buf)
+        regions.append(MemRegion("percpu", layout.percpu.addr, size, buf, False))
+    for idx, p in layout.places.items():
+        sec = layout.sections[idx]
+        if sec.sh_type == SHT_NOBITS or p.size == 0:
+            continue
+        name, base = _region_at(layout, p.addr)
+        off = p.addr - base
+        mems[name][0][off:off + p.size] = np.frombuffer(obj.data, np.uint8, p.size, sec.sh_offset)
+    if layout.percpu is not None:
+        # percpu_modcopy() copies sh_size bytes from sh_addr in the temporary copy, NOBITS or not
+        # (elf.py checked that they lie in the file).
+        s = obj.sections[layout.percpu.index]
+        mems["percpu"][0][:s.sh_size] = np.frombuffer(obj.data, np.uint8, s.sh_size, s.sh_offset)
+    return mems, regions
+
+
+def _apply_all(obj, layout, plan, syms, mems, config, router):
+    counts: dict[int, int] = {}
+    branches = []
+    nsec = len(layout.sections)
+    nsec = obj.e_shnum                    # apply_relocations: sh_info >= e_shnum is "not a valid relocation section"
+    for sec in layout.sections:
+        if sec.sh_type not in (SHT_REL, SHT_RELA) or sec.sh_info >= nsec:
+            continue
+        dst = layout.sections[sec.sh_info]
+        if not (dst.sh_flags & SHF_ALLOC) or sec.sh_info not in layout.places:
+            continue
+        if sec.sh_type == SHT_RELA:
+            raise RelocationError(f"module {obj.name}: REL relocation unsupported (section {sec.index} "
+                                  f"{sec.name} is SHT_RELA; the ARM loader only takes SHT_REL)",
+                                  file=obj.path, section=sec.index, section_name=sec.name)
+        rel = obj.rels[sec.index]
+        order = plan.orders.get(sec.index)
+        if order is not None:
+            rel = rel[order]
+        p = layout.places[sec.sh_info]
+        rname, rbase = _region_at(layout, p.addr)
+        tgt = SectionTarget(dst.index, dst.name, p.addr, dst.sh_size, mems[rname][0],
+                            p.addr - rbase)
+        if has_overlaps(rel["r_offset"], rel["r_info"]):
+            parts = [(i, rel[i:i + 1]) for i in range(len(rel))]
+        else:
+            parts = [(0, rel)]
+        for base_i, part in parts:
+            res = apply_rel_section(obj.name, sec.index, sec.name, part["r_offset"], part["r_info"], tgt, syms,
+                                    obj.symcount, config, router, obj.path, index_base=base_i,
+                                    rows=None if order is None else order[base_i:base_i + len(part)])
+            for k, v in res.counts.items():
+                counts[k] = counts.get(k, 0) + v
+            for rows in res.branches:
+                arr = np.zeros(len(rows[0]), dtype=BRANCH_DTYPE)
+                arr["section"] = dst.index
+                for name, col in zip(("offset", "place", "rtype", "sym", "target", "plt"), rows):
+                    arr[name] = col
+                branches.append(arr)
+    br = np.concatenate(branches) if branches else np.zeros(0, dtype=BRANCH_DTYPE)
+    return counts, br
+
+
+def _read_u32(regions: list[MemRegion], addr: int) -> int | None:
+    for r in regions:
+        if r.base <= addr and addr + 4 <= r.end:
+            return struct.unpack_from("<I", r.data, addr - r.base)[0]
+    return None
+
+
+def _read_cstr(regions: list[MemRegion], addr: int, limit: int = 512) -> str | None:
+    for r in regions:
+        if r.base <= addr < r.end:
+            o = addr - r.base
+            end = r.data.find(b"\0", o, o + limit)
+            return bytes(r.data[o:end if end >= 0 else o + limit]).decode("utf-8", "replace")
+    return None
+
+
+def _build_module(obj, layout, regions, syms, resolved, plan, counts, branches, plts, config, session):
+    exports = _read_exports(obj, layout, regions, session)      # complete_formation may still refuse
+    sections = []
+    by_region = {r.name: r for r in regions}
+    for idx, p in sorted(layout.places.items(), key=lambda kv: kv[1].addr):
+        r = by_region[_region_at(layout, p.addr)[0]]
+        o = p.addr - r.base
+        sections.append(LoadedSection(idx, p.name, p.addr, p.size, p.flags, layout.sections[idx].sh_type,
+                                      p.mem, bytes(r.data[o:o + p.size])))
+    st = obj.symtab
+    names = obj.sym_names
+    shndx = st["st_shndx"].tolist()
+    info = st["st_info"].tolist()
+    sizes = st["st_size"].tolist()
+    vals = syms.value.tolist()
+    symbols = []
+    for i in range(1, obj.symcount):
+        if shndx[i] == SHN_UNDEF:
+            continue
+        stype = _STYPES.get(info[i] & 0xF, "notype")
+        if stype == "file":
+            continue
+        sec_name = obj.sections[shndx[i]].name if shndx[i] < len(obj.sections) else None
+        name = names[i] or (sec_name if stype == "section" else "")
+        symbols.append(ModuleSymbol(name, vals[i], sizes[i], stype, _BINDS.get(info[i] >> 4, "global"), sec_name))
+    # do_init_module() calls mod->init: the word at offsetof(struct module, init) of the relocated
+    # .gnu.linkonce.this_module (normally an ABS32 to init_module), whatever put it there.
+    init_addr = exit_addr = None
+    if obj.this_module_index and obj.this_module_index in layout.places:
+        base = layout.places[obj.this_module_index].addr
+        init_addr = _read_u32(regions, base + MODULE_INIT_OFF) or None
+        exit_addr = _read_u32(regions, base + MODULE_EXIT_OFF) or None
+    elif not obj.is_module:
+        # a plain object (--object) has no struct module: its init_module/cleanup_module symbols stand in
+        for s in symbols:
+            if s.name == "init_module":
+                init_addr = s.addr
+            elif s.name == "cleanup_module":
+                exit_addr = s.addr
+    plt_entries: list[PltEntry] = []
+    names_by_addr = {r.addr: n for n, r in resolved.items()}
+    for s in symbols:
+        if s.stype == "func":
+            names_by_addr.setdefault(s.addr, s.name)
+    for key in ("core", "init"):
+        if key in plts:
+            plt_entries.extend(plts[key].plt.entries(names_by_addr))
+    thumb = bool(len(branches) and np.isin(branches["rtype"], [R.R_ARM_THM_CALL, R.R_ARM_THM_JUMP24]).any()) \
+        or "thumb2" in (obj.modinfo.get("vermagic") or [""])[0]
+    return LoadedModule(
+        name=obj.name, path=obj.path, config=config, regions=regions, sections=sections, symbols=symbols,
+        resolved=resolved, sym_names=syms.names, branches=branches, plt_entries=plt_entries,
+        plt_counts=plan.counts, reloc_counts={reloc_name(k): v for k, v in sorted(counts.items())},
+        init_addr=init_addr, exit_addr=exit_addr, exports=exports, modinfo=obj.modinfo, thumb=thumb,
+        warnings=list(obj.warnings))
+
+
+def _check_export_versions(obj: ObjectFile, session: Session) -> None:
+    """check_module_license_and_versions(): with MODVERSIONS, exports need their CRC tables
+    (try_to_force_load fails without MODULE_FORCE_LOAD)."""
+    if not (session.modversions and obj.is_module):
+        return
+    for tab, crctab in (("__ksymtab", "__kcrctab"), ("__ksymtab_gpl", "__kcrctab_gpl")):
+        s = obj.find_sec(tab)
+        if s is not None and s.sh_size // KSYM_SIZE and obj.find_sec(crctab) is None:
+            raise ArmloadError(f"{obj.name}: no versions for exported symbols (section {s.index} {tab} without "
+                               f"{crctab}); a MODVERSIONS kernel refuses it without MODULE_FORCE_LOAD",
+                               file=obj.path, errno=-ENOEXEC, section=s.index)
+
+
+def _read_exports(obj: ObjectFile, layout: Layout, regions: list[MemRegion], session: Session) -> list[Export]:
+    """The module's __ksymtab(_gpl) after relocation (find_module_sections: section_objs), with
+    CRCs from __kcrctab(_gpl). verify_exported_symbols() then looks every name up."""
+    out: list[Export] = []
+    for tab, crctab, gpl in (("__ksymtab", "__kcrctab", False), ("__ksymtab_gpl", "__kcrctab_gpl", True)):
+        s = obj.find_sec(tab)
+        if s is None or s.index not in layout.places:
+            continue
+        base = layout.places[s.index].addr
+        n = s.sh_size // KSYM_SIZE
+        if not n:
+            continue
+        r = next(r for r in regions if r.base <= base < r.end)
+        words = np.frombuffer(r.data, "<u4", count=3 * n, offset=base - r.base).reshape(n, 3)
+        c = obj.find_sec(crctab)
+        cbase = layout.places[c.index].addr if c is not None and c.index in layout.places else None
+        # Entries up to the first NULL name only: non-NULL ones come from the file or its relocations,
+        # so a large zero-filled (NOBITS) table costs one vector scan.
+        null = np.flatnonzero(words[:, 1] == 0)
+        upto = int(null[0]) + 1 if len(null) else n
+        for k, (value, name_ptr, ns_ptr) in enumerate(words[:upto].tolist()):
+            name = _read_cstr(regions, name_ptr) if name_ptr else None
+            if name is None:
+                why = "NULL" if not name_ptr else f"{name_ptr:#x}, outside the module"
+                raise ArmloadError(f"{obj.name}: section {s.index} ({tab}) entry {k} at {base + k * KSYM_SIZE:#x}: "
+                                   f"symbol name pointer is {why}; 6.1's verify_exported_symbols dereferences it "
+                                   f"(a kernel oops, not a refusal)", file=obj.path, errno=-ENOEXEC,
+                                   section=s.index)
+            ns = _read_cstr(regions, ns_ptr) if ns_ptr else ""
+            crc = _read_u32(regions, cbase + 4 * k) if cbase is not None else None
+            out.append(Export(name=name, addr=value, crc=crc, owner=obj.name, gpl=gpl, namespace=ns or ""))
+    for e in out:
+        owner = None
+        k = session.kernel.exports.get(e.name)
+        if k is not None and k.owner == "vmlinux":
+            owner = "vmlinux"
+        else:
+            owner = next((t.module for t in session.export_tables if e.name in t.exports), None)
+        if owner:
+            raise ArmloadError(f"{obj.name}: exports duplicate symbol {e.name} (owned by {owner})",
+                               file=obj.path, errno=-ENOEXEC, symbol=e.name)
+    return out
+
+
+__all__ = ["Session", "load_module"]
