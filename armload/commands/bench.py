@@ -74,7 +74,7 @@ def run(args) -> int:
             if not args.json:
                 probes_bench.print_many(results["probes"]["many"])
     if args.what in ("coverage", "all"):
-        from ..emu import coverage
+        from ..bench import coverage
         results["coverage"] = coverage.run_benchmark()
         if not args.json:
             print()
