@@ -13,7 +13,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from armload.errors import ArmloadError  # noqa: E402
-from armload.kernel.kallsyms import format_benchmark, run_benchmark  # noqa: E402
+from armload.bench.kallsyms import format_benchmark, run_benchmark  # noqa: E402
 
 
 def main(argv=None) -> int:

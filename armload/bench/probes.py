@@ -19,7 +19,8 @@ import random
 import struct
 import time
 
-from ..probes.core import ProbeError, Probes
+from ..probes.base import ProbeError
+from ..probes.core import Probes
 from ..probes.ftrace import assemble
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -292,7 +293,7 @@ def _candidates(pr, mods, max_depth: int = 64):
 
 def run_many(n_modules: int = 300, n_register: int = 40000, n_enable: int = 20000, n_lookups: int = 200000,
              seed: int = 12, cache_slots: int = 256) -> dict:
-    from ..probes.core import Function
+    from ..probes.base import Function
     from ..probes.kprobe import Kprobe
     from ..probes.table import KprobeTable
     m, mods, t_load = _debian_machine(n_modules)

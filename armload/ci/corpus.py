@@ -840,5 +840,6 @@ def failing_apis(records: list[dict], top: int = 20) -> list[tuple[str, int, Cou
 # Kernel
 # --------------------------------------------------------------------------------------------
 def build_kernel(paths: list[str], config):
+    from ..emu.calls import known_names
     from ..kernel.provider import Kernel
-    return Kernel.from_files(list(paths), config)
+    return Kernel.from_files(list(paths), config, known=known_names() if not paths else frozenset())

@@ -6,8 +6,6 @@ import sys
 
 from ..kernel.config import PLT_ALGORITHMS, KernelConfig
 from ..errors import ArmloadError
-from ..kernel.provider import Kernel
-from ..loader.session import Session
 
 
 def parse_placement(s: str) -> str | int:
@@ -55,9 +53,18 @@ def config_from_args(args) -> KernelConfig:
                         module_unload=not args.no_unload, plt_algorithm=args.plt, layout=args.layout)
 
 
-def session_from_args(args) -> Session:
+def _known_names() -> frozenset:
+    """What the emulator simulates: the names the built-in kernel (no --kernel) may resolve."""
+    from ..emu.calls import known_names
+    return known_names()
+
+
+def session_from_args(args):
+    from ..kernel.provider import Kernel
+    from ..loader.session import Session
     config = config_from_args(args)
-    kernel = Kernel.from_files(args.kernel, config, simulate_all=getattr(args, "simulate_symbols", False))
+    kernel = Kernel.from_files(args.kernel, config, simulate_all=getattr(args, "simulate_symbols", False),
+                               known=_known_names() if not args.kernel else frozenset())
     kernel.vermagic = getattr(args, "vermagic", None)
     return Session(kernel, config, parse_placement(args.placement), modversions=not args.no_modversions)
 
@@ -87,13 +94,13 @@ def _counted(mod, config):
 
 
 def run(args) -> int:
-    from ..loader.debug_image import write_debug_image as write_image     # keeps .debug_* (relocated)
     from ..inspect.report import format_text, to_dict
     session = session_from_args(args)
     results = []
     for i, path in enumerate(args.modules):
         mod = session.load(path, object=args.object)
         if args.image:
+            from ..loader.debug_image import write_debug_image as write_image     # keeps .debug_* (relocated)
             out = args.image
             if len(args.modules) > 1:
                 stem, dot, ext = out.rpartition(".")

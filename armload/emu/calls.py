@@ -250,7 +250,7 @@ class CallTable:
 def known_names() -> frozenset:
     """Names the built-in kernel (no kernel file) may give invented addresses: the models, the
     fallbacks and the exact names of the real-code table, plus the boot-time data of boot.py."""
-    from .boot import CPU_MASKS
+    from .bootdata import CPU_MASKS
     from .models import default_library
     names = set(default_library().names())
     for pats in REAL_CODE.values():

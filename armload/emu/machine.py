@@ -30,6 +30,7 @@ from ..loader.model import LoadedModule
 from . import boot
 from .calls import CallTable
 from .clock import Clock
+from .cpu import ALL_REG_IDS, REG_IDS, REG_NAMES, SENTINEL, SENTINEL_PAGE
 from .errno import s32
 from .faults import ModelFault, Unmodelled
 from .heap import Heap
@@ -39,8 +40,6 @@ from .results import FALLBACK, MODEL, REAL, UNMODELLED, ZEROED, CallRecord, Faul
 PAGE = 0x1000
 SHF_WRITE, SHF_ALLOC, SHF_EXECINSTR = 0x1, 0x2, 0x4
 THREAD_SIZE = 0x2000
-SENTINEL = 0xFFFF0F00             # return address of every call: in the vectors page
-SENTINEL_PAGE = 0xFFFF0000
 STACK_BASE = 0xDF000000           # guard page at STACK_BASE, stack above it
 TASK_BASE = 0xDF100000            # the init task's task_struct (current)
 TASK_SIZE = 0x2000
@@ -63,15 +62,6 @@ ARM_MCOUNT = struct.pack("<III", 0xE1A0C00E, 0xE49DE004, 0xE12FFF1C)
 THUMB_MCOUNT = struct.pack("<HHHH", 0x46F4, 0xF85D, 0xEB04, 0x4760)
 EXCP_UDEF, EXCP_SWI, EXCP_BKPT = 1, 2, 7
 
-REG_NAMES = ["r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8", "r9", "r10", "r11", "r12",
-             "sp", "lr", "pc", "cpsr"]
-REG_IDS = {"r0": A.UC_ARM_REG_R0, "r1": A.UC_ARM_REG_R1, "r2": A.UC_ARM_REG_R2, "r3": A.UC_ARM_REG_R3,
-           "r4": A.UC_ARM_REG_R4, "r5": A.UC_ARM_REG_R5, "r6": A.UC_ARM_REG_R6, "r7": A.UC_ARM_REG_R7,
-           "r8": A.UC_ARM_REG_R8, "r9": A.UC_ARM_REG_R9, "r10": A.UC_ARM_REG_R10,
-           "r11": A.UC_ARM_REG_R11, "r12": A.UC_ARM_REG_R12, "sp": A.UC_ARM_REG_SP,
-           "lr": A.UC_ARM_REG_LR, "pc": A.UC_ARM_REG_PC, "cpsr": A.UC_ARM_REG_CPSR,
-           "ip": A.UC_ARM_REG_R12, "fp": A.UC_ARM_REG_R11}
-_ALL_REGS = [REG_IDS[n] for n in REG_NAMES]
 _ACCESS = {UCC.UC_MEM_READ_UNMAPPED: ("read", "unmapped"), UCC.UC_MEM_WRITE_UNMAPPED: ("write", "unmapped"),
            UCC.UC_MEM_FETCH_UNMAPPED: ("fetch", "unmapped"), UCC.UC_MEM_READ_PROT: ("read", "prot"),
            UCC.UC_MEM_WRITE_PROT: ("write", "prot"), UCC.UC_MEM_FETCH_PROT: ("fetch", "prot")}
@@ -874,7 +864,7 @@ class Machine:
         """Call emulated code from inside a model (a callback, or the kernel's own code):
         registers are saved and restored; a fault inside ends the whole run."""
         uc = self.uc
-        saved = uc.reg_read_batch(_ALL_REGS)
+        saved = uc.reg_read_batch(ALL_REG_IDS)
         sp = (saved[13] - 64) & ~7
         for i in range(4, 13):
             uc.reg_write(REG_IDS[f"r{i}"], 0)
@@ -898,7 +888,7 @@ class Machine:
         if self._report is not None:
             raise _Stop()
         r0 = uc.reg_read(A.UC_ARM_REG_R0)
-        uc.reg_write_batch(list(zip(_ALL_REGS, saved)))
+        uc.reg_write_batch(list(zip(ALL_REG_IDS, saved)))
         return r0
 
     def _invoke_done(self, err, entry) -> None:
@@ -915,7 +905,7 @@ class Machine:
 
     # --- fault reports -----------------------------------------------------------------
     def _regs(self) -> dict[str, int]:
-        return dict(zip(REG_NAMES, self.uc.reg_read_batch(_ALL_REGS)))
+        return dict(zip(REG_NAMES, self.uc.reg_read_batch(ALL_REG_IDS)))
 
     def _fault(self, kind: str, message: str, *, pc: int | None = None, access=None) -> FaultReport:
         regs = self._regs()

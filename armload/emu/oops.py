@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import struct
 
+from .cpu import REG_NAMES, SENTINEL
 from .unwind import Frame, UnwindError, kernel_table, module_table, unwind_frame
 
 MAX_FRAMES = 32
@@ -58,7 +59,6 @@ def _short(sym: str) -> str:
 
 
 def backtrace(machine, regs: dict) -> tuple[list[dict], str]:
-    from .machine import REG_NAMES, SENTINEL
     read32 = _read32(machine)
     frame = Frame([regs[n] for n in REG_NAMES[:16]])
     frames: list[dict] = []
@@ -133,7 +133,6 @@ def _trap_entry(machine, pc: int) -> int | None:
 
 def _frame(machine, where: int, frm: int | None, first: bool) -> dict:
     from .debuginfo import line_table
-    from .machine import SENTINEL
     d = {"pc": where, "sym": machine.symbolize(where), "from": frm,
          "from_sym": (machine.symbolize(frm) if frm not in (None, SENTINEL)
                       else "armload's top-level call" if frm == SENTINEL else None),

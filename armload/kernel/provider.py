@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 
 from .config import KernelConfig
 from ..errors import KernelFileError
-from ..loader.model import Export
 
 # Where simulated addresses go: functions in kernel text (in BL range of the module window),
 # data objects in a separate region with room for large structs.
@@ -27,6 +26,18 @@ _MAP_RE = re.compile(r"^([0-9a-fA-F]{8,16})\s+([A-Za-z?])\s+(\S+)(?:\s+\[(\S+)\]
 
 TEXT_TYPES = set("TtWw")
 DATA_TYPES = set("DdBbRrGgSsVv")
+
+
+@dataclass
+class Export:
+    """One exported symbol, as a kernel or module offers it to importers."""
+    name: str
+    addr: int | None            # None: no real address known (Module.symvers only)
+    crc: int | None = None
+    owner: str = "vmlinux"      # "vmlinux" or the exporting module's name
+    gpl: bool = False           # EXPORT_SYMBOL_GPL
+    kind: str = "unknown"       # "func", "data" or "unknown"
+    namespace: str = ""
 
 
 @dataclass
@@ -56,23 +67,24 @@ class Kernel:
 
     # --- construction --------------------------------------------------------
     @classmethod
-    def from_files(cls, paths: list[str], config: KernelConfig, *, simulate_all: bool = False) -> "Kernel":
+    def from_files(cls, paths: list[str], config: KernelConfig, *, simulate_all: bool = False,
+                   known: frozenset = frozenset()) -> "Kernel":
         if not paths:
-            return cls.builtin(config, simulate_all=simulate_all)
+            return cls.builtin(config, simulate_all=simulate_all, known=known)
         k = cls(config=config)
         for p in paths:
             k.add_file(p)
         return k
 
     @classmethod
-    def builtin(cls, config: KernelConfig, *, simulate_all: bool = True) -> "Kernel":
+    def builtin(cls, config: KernelConfig, *, simulate_all: bool = True, known: frozenset = frozenset()) -> "Kernel":
         """No kernel file, asked for explicitly: every undefined symbol gets an invented address
-        (`simulate_all=False`: only what armload simulates does; others are Unknown symbols,
-        as the CLI does without --kernel unless --simulate-symbols is given)."""
-        from ..emu.calls import known_names
+        (`simulate_all=False`: only the names in `known` do, the ones the emulator simulates,
+        `armload.emu.calls.known_names()`; others are Unknown symbols, as the CLI does without
+        --kernel unless --simulate-symbols is given). The emulator, a floor above, passes them in."""
         what = ("every undefined symbol gets an invented address (--simulate-symbols)" if simulate_all else
                 "symbols armload models get invented addresses; others are unknown")
-        return cls(config=config, default=True, simulate_all=simulate_all, known=known_names(),
+        return cls(config=config, default=True, simulate_all=simulate_all, known=frozenset(known),
                    sources=[f"built-in kernel: NO REAL KERNEL, {what}"])
 
     def add_file(self, path: str) -> None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..kernel.config import KernelConfig
+from ..kernel.provider import Export
 
 # Branch relocation sites after loading: one row per CALL/JUMP24/PC24/THM_CALL/THM_JUMP24.
 BRANCH_DTYPE = np.dtype([
@@ -41,18 +42,6 @@ class BranchSite:
     @property
     def via_plt(self) -> bool:
         return self.plt != 0
-
-
-@dataclass
-class Export:
-    """One exported symbol, as a kernel or module offers it to importers."""
-    name: str
-    addr: int | None            # None: no real address known (Module.symvers only)
-    crc: int | None = None
-    owner: str = "vmlinux"      # "vmlinux" or the exporting module's name
-    gpl: bool = False           # EXPORT_SYMBOL_GPL
-    kind: str = "unknown"       # "func", "data" or "unknown"
-    namespace: str = ""
 
 
 @dataclass

@@ -15,7 +15,8 @@ from ..errors import (EBUSY, EEXIST, ENOENT, ENOEXEC, ArmloadError, ElfFormatErr
                      RelocationError)
 from ..kernel.provider import Kernel
 from .layout import Layout, ModuleAllocator, layout_module
-from .model import (BRANCH_DTYPE, Export, LoadedModule, LoadedSection, MemRegion, ModuleSymbol, PltEntry)
+from ..kernel.provider import Export
+from .model import (BRANCH_DTYPE, LoadedModule, LoadedSection, MemRegion, ModuleSymbol, PltEntry)
 from .plt import PltSection, plan_plts
 from .relocate import PltRouter, SectionTarget, apply_rel_section, has_overlaps
 from .symbols import ExportTable, resolve_undefined, symbol_values

@@ -10,7 +10,8 @@ from ..constants import BRANCH_TYPES, SHN_COMMON, SHN_LORESERVE, SHN_UNDEF, STB_
 from .elf import SYM_DTYPE, ObjectFile
 from ..errors import EINVAL, ENOENT, ENOEXEC, SymbolError
 from ..kernel.provider import Kernel
-from .model import Export, ResolvedSymbol
+from ..kernel.provider import Export
+from .model import ResolvedSymbol
 from .relocate import SymbolValues
 
 GPL_COMPATIBLE = {"GPL", "GPL v2", "GPL and additional rights", "Dual BSD/GPL", "Dual MIT/GPL",

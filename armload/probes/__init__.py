@@ -7,9 +7,12 @@
     pr.ftrace_function("my_func", handler)    # bl ftrace_caller at the site
     pr.direct("my_func", entry=h1, exit=h2)   # bl to a per-function trampoline
 
-Modules: insn (encodings, the kprobes decoder), table (kprobe hash table, per-cpu cache),
-core (the subsystem, memory, traps, hits), ftrace, kprobe, kretprobe, direct, bench, cli.
+Modules: base (errno, refusals, a probed function), insn (encodings, the kprobes decoder), table
+(kprobe hash table, per-cpu cache), core (the subsystem, memory, traps, hits), ftrace, kprobe,
+kretprobe, direct. The benchmark is armload/bench/probes.py, the --probe option
+armload/commands/probe_options.py.
 """
-from .core import ProbeError, ProbeHit, Probes
+from .base import ProbeError
+from .core import ProbeHit, Probes
 
 __all__ = ["ProbeError", "ProbeHit", "Probes"]

@@ -21,24 +21,14 @@ from dataclasses import dataclass, field
 from unicorn import UC_PROT_EXEC, UC_PROT_READ, UC_PROT_WRITE
 from unicorn import arm_const as A
 
-from ..errors import ArmloadError
-from ..emu.errno import errno_name
-from . import insn as I
+from ..emu.cpu import REG_IDS, SENTINEL
+from .base import ENOENT, ENOMEM, Function, refuse
 from .table import KprobeTable
 
 PAGE = 0x1000
 PROBE_TEXT, PROBE_TEXT_SIZE = 0xDF300000, 0x00400000
 ARM_TRAP = struct.pack("<I", 0xE7F001F8)           # armload's handler traps: UDF in each state
 THUMB_TRAP = struct.pack("<H", 0xDE18)
-EINVAL, ENOENT, EEXIST, EILSEQ, ENOMEM, EOPNOTSUPP, EBUSY = 22, 2, 17, 84, 12, 95, 16
-
-
-class ProbeError(ArmloadError):
-    """A probe the kernel would refuse (errno is the kernel's return value)."""
-
-
-def refuse(what: str, errno: int, reason: str) -> ProbeError:
-    return ProbeError(f"{what} failed, returned -{errno} (-{errno_name(-errno)}): {reason}", errno=-errno)
 
 
 @dataclass
@@ -61,7 +51,6 @@ class ProbeHit:
 
     def set_reg(self, name: str, value: int) -> None:
         """Change a register before the probed code continues (pre-handlers)."""
-        from ..emu.machine import REG_IDS
         self.machine.uc.reg_write(REG_IDS[name], value & 0xFFFFFFFF)
 
     def format(self) -> str:
@@ -80,22 +69,6 @@ class ProbeHit:
                 "ret": self.ret, "caller": self.caller, "caller_sym": self.caller_sym,
                 "time_ns": self.time_ns, "insns": self.insns}
 
-
-@dataclass
-class Function:
-    module: object
-    name: str
-    start: int                    # without bit 0
-    size: int
-    thumb: bool
-
-
-def cond_passed(cond: int, cpsr: int) -> bool:
-    n, z, c, v = (cpsr >> 31) & 1, (cpsr >> 30) & 1, (cpsr >> 29) & 1, (cpsr >> 28) & 1
-    if cond >= 14:
-        return True
-    r = {0: z, 2: c, 4: n, 6: v, 8: c and not z, 10: n == v, 12: not z and n == v}[cond & ~1]
-    return bool(r) != bool(cond & 1)
 
 
 class Probes:
@@ -315,7 +288,6 @@ class Probes:
         return self.m.symbolize(addr)
 
     def _caller_sym(self, lr: int) -> str:
-        from ..emu.machine import SENTINEL
         if lr == SENTINEL:
             return "ret_from_initcall (sentinel)"
         a = lr & ~1

@@ -23,7 +23,7 @@ import struct
 
 from unicorn import arm_const as A
 
-from .core import EOPNOTSUPP, refuse
+from .base import EOPNOTSUPP, refuse
 from .ftrace import assemble, thumb_frame_code
 
 _ARM = """

@@ -21,7 +21,7 @@ import struct
 from keystone import KS_ARCH_ARM, KS_MODE_ARM, KS_MODE_THUMB, Ks
 
 from . import insn as I
-from .core import EBUSY, EINVAL, ProbeError, refuse
+from .base import EBUSY, EINVAL, ProbeError, refuse
 
 ENODEV = 19
 
@@ -109,7 +109,7 @@ class Ftrace:
                     return e.target
         a = self.m.kernel_symbol(name)
         if a is None and self.m.kernel is not None:
-            from ..loader.model import Export
+            from ..kernel.provider import Export
             a = self.m.kernel.address_of(self.m.kernel.find_export(name) or Export(name=name, addr=None), "func")[0]
         return a
 

@@ -20,7 +20,7 @@ import struct
 from unicorn import arm_const as A
 
 from . import insn as I
-from .core import EILSEQ, EINVAL, EOPNOTSUPP, Function, cond_passed, refuse
+from .base import EILSEQ, EINVAL, EOPNOTSUPP, cond_passed, refuse
 
 
 class Kprobe:

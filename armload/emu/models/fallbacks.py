@@ -6,7 +6,7 @@ runs each against the kernel's code on generated inputs.
 """
 from __future__ import annotations
 
-from ..boot import CTYPE
+from ..bootdata import CTYPE
 from ..errno import EINVAL, s64 as _s64
 from .base import ModelLibrary
 from .fmt import format_kernel_bytes as format_kernel

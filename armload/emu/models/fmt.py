@@ -3,7 +3,7 @@ no kernel image is mapped (with an image the kernel's own vsnprintf runs, every 
 included). tests/test_emu_differential.py checks it against the real vsnprintf."""
 from __future__ import annotations
 
-from ..boot import CTYPE as _CTYPE
+from ..bootdata import CTYPE as _CTYPE
 from ..errno import errno_name, s32 as _s32, s64 as _s64
 
 

@@ -223,7 +223,7 @@ def register(lib: ModelLibrary) -> None:
     def si_meminfo(call):
         # struct sysinfo: uptime, loads[3], totalram, freeram, sharedram, bufferram, totalswap,
         # freeswap, procs (u16) + pad, totalhigh, freehigh, mem_unit: counted in pages
-        from ..boot import RAM_PAGES
+        from ..bootdata import RAM_PAGES
         import struct
         call.write(call.arg(0) + 16, struct.pack("<IIIIII", RAM_PAGES, RAM_PAGES // 2, 0, 0, 0, 0))
         call.write(call.arg(0) + 44, struct.pack("<III", 0, 0, 4096))
