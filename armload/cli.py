@@ -1,7 +1,9 @@
 """Command-line interface: a thin layer over the library.
 
-Each subcommand lives in armload/commands/<name>.py and exposes
-`register(subparsers)`, which adds its parser and sets `func(args) -> int`.
+Each subcommand lives in armload/commands/<name>.py and exposes `register(subparsers)`, which adds
+its parser and sets `func(args) -> int`. Only the command being run is imported (all of them only
+for the top-level help or an unknown name), and a command imports the library inside `func`, so
+`armload load` never loads the emulator and `armload --help` loads neither.
 """
 from __future__ import annotations
 
@@ -17,7 +19,14 @@ from .errors import ArmloadError
 COMMANDS = ("load", "run", "verify", "disasm", "explain", "report", "check", "calls", "kallsyms", "bench")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def command_in(argv: list[str]) -> str | None:
+    """The subcommand named by argv (its first word that is not an option), if it is one of ours."""
+    word = next((a for a in argv if not a.startswith("-")), None)
+    return word if word in COMMANDS else None
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser with every subcommand, or with `only` that one."""
     p = argparse.ArgumentParser(
         prog="armload",
         description="Load 32-bit ARM/Thumb-2 Linux kernel modules exactly as the kernel's loader "
@@ -25,20 +34,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"armload {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for name in COMMANDS:
-        try:
-            mod = importlib.import_module(f"armload.commands.{name}")
-        except ModuleNotFoundError as e:
-            if e.name == f"armload.commands.{name}":
-                continue
-            raise
-        mod.register(sub)
+    for name in COMMANDS if only is None else (only,):
+        importlib.import_module(f"armload.commands.{name}").register(sub)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    # armload does no linear algebra: the thread pool OpenBLAS starts when numpy is imported only
+    # burns CPU (about half of `armload load`'s). Set before any command imports numpy; a value the
+    # user chose is kept, and --jobs workers inherit it.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    args = build_parser(command_in(argv)).parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except ArmloadError as e:

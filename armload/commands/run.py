@@ -76,7 +76,7 @@ def _int(s: str) -> int:
 
 
 def register(sub) -> None:
-    from ..emu.machine import DEFAULT_BUDGET, DEFAULT_TIMEOUT
+    from ..emu.limits import DEFAULT_BUDGET, DEFAULT_TIMEOUT
     p = sub.add_parser("run", help="run init_module in the emulator and verify every branch",
                        description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("modules", nargs="+", metavar="MODULE.ko [name=value ...]",

@@ -30,6 +30,7 @@ from ..loader.model import LoadedModule
 from . import boot
 from .calls import CallTable
 from .clock import Clock
+from .limits import DEFAULT_BUDGET, DEFAULT_DEFERRED_BUDGET, DEFAULT_TIMEOUT
 from .cpu import ALL_REG_IDS, REG_IDS, REG_NAMES, SENTINEL, SENTINEL_PAGE
 from .errno import s32
 from .faults import ModelFault, Unmodelled
@@ -44,9 +45,6 @@ STACK_BASE = 0xDF000000           # guard page at STACK_BASE, stack above it
 TASK_BASE = 0xDF100000            # the init task's task_struct (current)
 TASK_SIZE = 0x2000
 SCRATCH_BASE, SCRATCH_SIZE = 0xDF200000, 0x40000   # models' temporary buffers (not kmalloc)
-DEFAULT_BUDGET = 200_000_000      # instructions per call (kernel code included)
-DEFAULT_TIMEOUT = 120.0           # seconds: a safety net only, never a result
-DEFAULT_DEFERRED_BUDGET = 50_000_000
 DEFAULT_HZ = 250                  # Debian armmp CONFIG_HZ, used only when the image gives none
 REAL_RECORD_LIMIT = 256           # without --trace, calls to one real function are recorded up to this
 
