@@ -3,13 +3,15 @@
     from armload.emu import Machine
     res = Machine(module, kernel).run_init()      # RunResult: status, retval, calls, log, ...
 """
-from __future__ import annotations
+from .. import _lazy
 
-from .calls import CallTable, REAL_CODE
-from .machine import DEFAULT_BUDGET, DEFAULT_TIMEOUT, SENTINEL, Machine
-from .models import Call, ModelLibrary, default_library
-from .results import CallRecord, FaultReport, RunResult
-from .errno import errno_name
-
-__all__ = ["CallTable", "REAL_CODE", "Machine", "DEFAULT_BUDGET", "DEFAULT_TIMEOUT", "SENTINEL",
-           "Call", "ModelLibrary", "default_library", "CallRecord", "FaultReport", "RunResult", "errno_name"]
+_PUBLIC = {
+    "CallTable": ".calls", "REAL_CODE": ".calls",
+    "Machine": ".machine", "DEFAULT_BUDGET": ".limits", "DEFAULT_TIMEOUT": ".limits",
+    "SENTINEL": ".cpu",
+    "Call": ".models", "ModelLibrary": ".models", "default_library": ".models",
+    "CallRecord": ".results", "FaultReport": ".results", "RunResult": ".results",
+    "errno_name": ".errno",
+}
+__all__ = sorted(_PUBLIC)
+__getattr__, __dir__ = _lazy.exports(__name__, _PUBLIC)

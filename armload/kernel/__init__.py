@@ -5,3 +5,8 @@
     image      the vmlinuz/zImage parser: the decompressed Image, its sections and __ksymtab
     kallsyms/  the compressed symbol table: build, find and decode it, the lookup strategies
 """
+from .. import _lazy
+
+_PUBLIC = {"Kernel": ".provider", "Export": ".provider", "KernelConfig": ".config", "DEBIAN_ARMMP": ".config"}
+__all__ = sorted(_PUBLIC)
+__getattr__, __dir__ = _lazy.exports(__name__, _PUBLIC)

@@ -10,3 +10,8 @@
     verify     every branch site and PLT entry executed in isolation
     image, debug_image   the loaded image written back as ELF (objdump/gdb-compatible)
 """
+from .. import _lazy
+
+_PUBLIC = {"Session": ".session", "load_module": ".session", "LoadedModule": ".model"}
+__all__ = sorted(_PUBLIC)
+__getattr__, __dir__ = _lazy.exports(__name__, _PUBLIC)

@@ -12,7 +12,8 @@ Modules: base (errno, refusals, a probed function), insn (encodings, the kprobes
 kretprobe, direct. The benchmark is armload/bench/probes.py, the --probe option
 armload/commands/probe_options.py.
 """
-from .base import ProbeError
-from .core import ProbeHit, Probes
+from .. import _lazy
 
-__all__ = ["ProbeError", "ProbeHit", "Probes"]
+_PUBLIC = {"ProbeError": ".base", "ProbeHit": ".core", "Probes": ".core"}
+__all__ = sorted(_PUBLIC)
+__getattr__, __dir__ = _lazy.exports(__name__, _PUBLIC)
