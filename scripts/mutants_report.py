@@ -25,7 +25,7 @@ def main(path: str) -> int:
     if not per:
         print(f"no mutmut results in {path}", file=sys.stderr)
         return 1
-    print(f"{'module':<20} {'mutants':>7} {'checked':>7} {'killed':>7} {'survived':>8} {'no tests':>8} {'other':>6}"
+    print(f"{'module':<24} {'mutants':>7} {'checked':>7} {'killed':>7} {'survived':>8} {'no tests':>8} {'other':>6}"
           f" {'kill rate (checked)':>20}")
     for module in sorted(per):
         c = per[module]
@@ -34,7 +34,7 @@ def main(path: str) -> int:
         killed = c["killed"] + c["timeout"]
         other = checked - killed - c["survived"] - c["no tests"]
         rate = 100.0 * killed / checked if checked else 0.0
-        print(f"{module:<20} {total:>7} {checked:>7} {killed:>7} {c['survived']:>8} {c['no tests']:>8} {other:>6}"
+        print(f"{module:<24} {total:>7} {checked:>7} {killed:>7} {c['survived']:>8} {c['no tests']:>8} {other:>6}"
               f" {rate:>19.1f}%")
     for module in sorted(survivors):
         left = [s for s in survivors[module] if not s.endswith("(not checked)")]

@@ -13,7 +13,7 @@ import errno
 import pytest
 from conftest import devkit_line
 
-from armload.devkit.testing import ModuleOops
+from armload import ModuleOops
 
 DEVKIT = "sample_modules/devkit-arm-debug.ko"
 
