@@ -9,8 +9,9 @@ CROSS  ?= arm-linux-gnueabihf-
 .DEFAULT_GOAL := demo
 .PHONY: demo test test-inputs venv toolchain bench clean
 
-# Stage-specific rules (samples, corpus, kallsyms) live in mk/*.mk
--include mk/*.mk
+# Stage-specific rules (samples, corpus, kallsyms) live in mk/*.mk. samples.mk comes first: other
+# files (devtools.mk's `module`) name its variables as prerequisites, expanded as they are read.
+-include mk/samples.mk $(filter-out mk/samples.mk,$(sort $(wildcard mk/*.mk)))
 
 $(VENV)/.stamp: pyproject.toml setup.py armload/loader/_kernsort.c
 	$(PYTHON) -m venv $(VENV)
