@@ -1,5 +1,6 @@
-"""Module paths that moved in the 0.2 layout, kept importable only where the README, the lecture or
-the pytest plugin promised them. The old name is the same module object as the new one."""
+"""Module paths that moved when the package was split into folders, kept importable only where the
+README, the lecture or the pytest plugin promised them. The old name is the same module object as
+the new one."""
 from __future__ import annotations
 
 import importlib

@@ -53,18 +53,16 @@ def config_from_args(args) -> KernelConfig:
                         module_unload=not args.no_unload, plt_algorithm=args.plt, layout=args.layout)
 
 
-def _known_names() -> frozenset:
-    """What the emulator simulates: the names the built-in kernel (no --kernel) may resolve."""
-    from ..emu.calls import known_names
-    return known_names()
-
-
 def session_from_args(args):
     from ..kernel.provider import Kernel
     from ..loader.session import Session
     config = config_from_args(args)
+    known = frozenset()
+    if not args.kernel:                   # the built-in kernel resolves what the emulator simulates
+        from ..emu.calls import known_names
+        known = known_names()
     kernel = Kernel.from_files(args.kernel, config, simulate_all=getattr(args, "simulate_symbols", False),
-                               known=_known_names() if not args.kernel else frozenset())
+                               known=known)
     kernel.vermagic = getattr(args, "vermagic", None)
     return Session(kernel, config, parse_placement(args.placement), modversions=not args.no_modversions)
 
