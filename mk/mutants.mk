@@ -18,10 +18,12 @@ $(VENV)/.stamp-mutants: pyproject.toml | venv
 	$(VENV)/bin/pip install -q -e '.[test,mutants]'
 	touch $@
 
+# The compiled sort (built by make venv, ignored by git) is staged too: test_plt requires it, and the
+# editable install's finder only maps armload's direct children back to this tree, not armload.loader.*.
 mutants: $(VENV)/.stamp-mutants toolchain test-inputs
 	mkdir -p $(MUTANTS_DIR)
-	git ls-files --cached --others --exclude-standard armload tests sample_modules scripts benchmarks setup.py pyproject.toml \
-	  | tar -cf - -T - | tar -xf - -C $(MUTANTS_DIR)
+	{ git ls-files --cached --others --exclude-standard armload tests sample_modules scripts benchmarks setup.py pyproject.toml; \
+	  ls armload/loader/_kernsort*.so 2>/dev/null; } | tar -cf - -T - | tar -xf - -C $(MUTANTS_DIR)
 	cp mk/mutants.cfg $(MUTANTS_DIR)/setup.cfg
 	cd $(MUTANTS_DIR) && CACHE=$(abspath .cache) $(MUTMUT) run --max-children $(MUTANTS_JOBS) $(MUTANTS) \
 	  > mutmut-run.log 2>&1 || \
