@@ -840,6 +840,9 @@ def failing_apis(records: list[dict], top: int = 20) -> list[tuple[str, int, Cou
 # Kernel
 # --------------------------------------------------------------------------------------------
 def build_kernel(paths: list[str], config):
-    from ..emu.calls import known_names
     from ..kernel.provider import Kernel
-    return Kernel.from_files(list(paths), config, known=known_names() if not paths else frozenset())
+    known = frozenset()
+    if not paths:                         # the built-in kernel resolves what the emulator simulates
+        from ..emu.calls import known_names
+        known = known_names()
+    return Kernel.from_files(list(paths), config, known=known)

@@ -1,4 +1,5 @@
-"""What every probe kind shares: the kernel's errno values, the refusal error, a probed function.
+"""What every probe kind shares: the kernel's errno values (from emu/errno.py), the refusal error,
+a probed function.
 
 kprobe, kretprobe, ftrace and direct import this, never core.py (which imports them).
 """
@@ -6,11 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..emu.errno import errno_name
+from ..emu.errno import EBUSY, EEXIST, EILSEQ, EINVAL, ENOENT, ENOMEM, EOPNOTSUPP, errno_name
 from ..errors import ArmloadError
 
-# include/uapi/asm-generic/errno-base.h, errno.h
-EINVAL, ENOENT, EEXIST, EILSEQ, ENOMEM, EOPNOTSUPP, EBUSY = 22, 2, 17, 84, 12, 95, 16
+__all__ = ["EBUSY", "EEXIST", "EILSEQ", "EINVAL", "ENOENT", "ENOMEM", "EOPNOTSUPP", "ProbeError", "refuse",
+           "Function", "cond_passed"]
 
 
 class ProbeError(ArmloadError):
