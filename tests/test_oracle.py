@@ -1,6 +1,7 @@
 """Independent oracle: GNU ld links the same objects at the addresses armload chose, and every
 relocated byte must match (capstone decodes any difference for the failure message)."""
 import os
+import struct
 import subprocess
 
 import capstone
@@ -72,9 +73,35 @@ def link_like(mod, path, tmp_path, cross):
         return {s.name: (s["sh_addr"], s.data()) for s in elf.iter_sections() if s["sh_flags"] & SHF_ALLOC}
 
 
+ARM_FTRACE_NOP, THUMB_FTRACE_NOP = bytes.fromhex("0040bde8"), bytes.fromhex("5df804eb")
+
+
+def _ftrace_sites(mod, linked, md, thumb):
+    """Where ld's link holds `bl __gnu_mcount_nc` (capstone decodes it), armload must hold the NOP
+    ftrace_module_init writes (pop {lr}); returns those addresses, each checked."""
+    mcount = mod.resolved.get("__gnu_mcount_nc")
+    if mcount is None:
+        return set()
+    sites = set()
+    for name, (addr, data) in linked.items():
+        if name == "__mcount_loc":
+            for (a,) in struct.iter_unpack("<I", data[:len(data) // 4 * 4]):
+                sites.add(a & ~1)
+    for a in sites:
+        s = mod.section_at(a)
+        ld_addr, ld_data = linked[s.name]
+        insn = next(md.disasm(ld_data[a - ld_addr:a - ld_addr + 4], a))
+        assert insn.mnemonic == "bl" and int(insn.op_str.lstrip("#"), 0) == mcount.addr & ~1, \
+            f"{mod.name}: ld has {insn.mnemonic} {insn.op_str} at __mcount_loc site {a:#x}"
+        assert mod.read(a, 4) == (THUMB_FTRACE_NOP if thumb else ARM_FTRACE_NOP), f"{a:#x} not NOPed"
+    assert sorted(sites) == sorted(mod.finalized.ftrace_nops)
+    return sites
+
+
 def compare(mod, linked, thumb):
     md = capstone.Cs(capstone.CS_ARCH_ARM, capstone.CS_MODE_THUMB if thumb else capstone.CS_MODE_ARM)
     checked = 0
+    nops = {a + h for a in _ftrace_sites(mod, linked, md, thumb) for h in (0, 2)}   # halfwords they cover
     for s in mod.sections:
         if s.name in (".plt", ".init.plt") or s.name not in linked or s.sh_type == 8:
             continue
@@ -82,6 +109,8 @@ def compare(mod, linked, thumb):
         assert addr == s.addr, f"{s.name}: ld placed it at {addr:#x}, armload at {s.addr:#x}"
         for off in range(0, min(len(data), len(s.data)), 2):
             if data[off:off + 2] != s.data[off:off + 2]:
+                if s.addr + off in nops:
+                    continue
                 o = off & ~3 if not thumb else off & ~1
                 ours = " ".join(f"{i.mnemonic} {i.op_str}" for i in md.disasm(s.data[o:o + 4], s.addr + o))
                 theirs = " ".join(f"{i.mnemonic} {i.op_str}" for i in md.disasm(data[o:o + 4], s.addr + o))

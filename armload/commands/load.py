@@ -29,7 +29,7 @@ def add_common_args(p) -> None:
                         "every kernel call needs a PLT), or an address (default: window)")
     g.add_argument("--thumb2", action="store_true", help="CONFIG_THUMB2_KERNEL (Thumb-2 relocations allowed)")
     g.add_argument("--l1", type=int, choices=(32, 64), default=64, help="L1 cache line in bytes (PLT group size)")
-    g.add_argument("--no-ftrace", action="store_true", help="no CONFIG_DYNAMIC_FTRACE (no fixed PLT entries)")
+    g.add_argument("--no-ftrace", action="store_true", help="no CONFIG_DYNAMIC_FTRACE (no fixed PLT entries; mcount calls stay calls)")
     g.add_argument("--no-unload", action="store_true", help="no CONFIG_MODULE_UNLOAD (.exit.text goes to init)")
     g.add_argument("--plt-algorithm", dest="plt", choices=PLT_ALGORITHMS, default="v6",
                    help="PLT counting/emission rules: legacy (v4.0), sorted (2016 series), v6 (6.1, default)")

@@ -133,6 +133,7 @@ class LoadedModule:
     thumb: bool                          # the module was built for a Thumb-2 kernel
     timings: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    finalized: object | None = None      # loader.finalize.Finalized: what load_module wrote after relocation
     _sym_index: tuple | None = field(default=None, repr=False, compare=False)
 
     def branch_sites(self) -> list[BranchSite]:

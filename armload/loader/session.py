@@ -17,7 +17,8 @@ from ..kernel.provider import Kernel
 from .layout import Layout, ModuleAllocator, layout_module
 from ..kernel.provider import Export
 from .model import (BRANCH_DTYPE, LoadedModule, LoadedSection, MemRegion, ModuleSymbol, PltEntry)
-from .plt import PltSection, plan_plts
+from . import finalize
+from .plt import PltSection, heapsort_order, plan_plts
 from .relocate import PltRouter, SectionTarget, apply_rel_section, has_overlaps
 from .symbols import ExportTable, resolve_undefined, symbol_values
 
@@ -38,6 +39,10 @@ class Session:
         self.modversions = modversions
         self.modules: list[LoadedModule] = []
         self.export_tables: list[ExportTable] = []      # newest first
+        # kernel_word(addr) -> int | None: a word of the running kernel's memory (jump-label key
+        # state); the booted kernel sets its own reader, else the image's initial data answers.
+        self.kernel_word = _image_reader(self.kernel)
+        self.ftrace_disabled = False                    # ftrace_bug() kills ftrace for every later module
 
     def load(self, path: str, data: bytes | None = None, *, object: bool = False) -> LoadedModule:
         """Load one module. object=True also accepts a plain relocatable object (.o, no
@@ -153,6 +158,9 @@ def _load_object(obj: ObjectFile, session: Session) -> LoadedModule:
             name, base = _region_at(layout, p.addr)
             mems[name][0][p.addr - base:p.addr - base + sec.plt.size] = np.frombuffer(sec.plt.image(), dtype=np.uint8)
         timings["relocate"] = time.perf_counter() - t
+        t = time.perf_counter()
+        done = _finalize(obj, layout, regions, plts, config, session)
+        timings["finalize"] = time.perf_counter() - t
         mod = _build_module(obj, layout, regions, syms, resolved, plan, counts, branches, plts, config, session)
     except BaseException:
         for r in layout.regions:
@@ -161,6 +169,10 @@ def _load_object(obj: ObjectFile, session: Session) -> LoadedModule:
             session.allocator.free_percpu(layout.percpu.addr)
         raise
     mod.timings.update(timings)
+    mod.finalized = done
+    if done.ftrace_bug:
+        mod.warnings.append(f"------------[ ftrace bug ]------------\n{done.ftrace_bug}\n"
+                            f"ftrace is disabled for this and every later module (ftrace_kill)")
     # do_init_module frees the init allocation once init has run.
     for r in layout.regions:
         if r.init:
@@ -356,6 +368,66 @@ def _build_module(obj, layout, regions, syms, resolved, plan, counts, branches, 
         plt_counts=plan.counts, reloc_counts={reloc_name(k): v for k, v in sorted(counts.items())},
         init_addr=init_addr, exit_addr=exit_addr, exports=exports, modinfo=obj.modinfo, thumb=thumb,
         warnings=list(obj.warnings))
+
+
+def _first_alloc_section(obj: ObjectFile, layout: Layout, name: str):
+    """find_sec(): the first SHF_ALLOC section of that name, as (address, size) once placed."""
+    for s in obj.sections[1:]:
+        if s.sh_flags & SHF_ALLOC and s.name == name:
+            p = layout.places.get(s.index)
+            return (p.addr, s.sh_size) if p is not None else None
+    return None
+
+
+def _finalize(obj, layout, regions, plts, config, session) -> finalize.Finalized:
+    """post_relocation's extable sort, ftrace_module_init and the jump-label notifier, in order."""
+    out = finalize.Finalized()
+    mem = finalize.Memory([r for r in regions if r.name != "percpu"])
+    ex = _first_alloc_section(obj, layout, "__ex_table")
+    if ex:
+        out.extable_sorted = finalize.sort_extable(mem, *ex, heapsort_order)
+    mc = _first_alloc_section(obj, layout, "__mcount_loc")
+    if mc and config.dynamic_ftrace and not session.ftrace_disabled:
+        mcount = _ftrace_addr(session.kernel, "__gnu_mcount_nc")
+
+        def plt_slot(ip: int, val: int):
+            key = "init" if layout.within_init(np.array([ip]))[0] else "core"
+            sec = plts.get(key) or plts.get("core")
+            if sec is None or val not in sec.plt.lits:
+                return None
+            return sec.plt.slot(sec.plt.lits.index(val))
+        finalize.ftrace_nops(mem, *mc, mcount, config.thumb2, plt_slot, out)
+        session.ftrace_disabled = out.ftrace_bug is not None
+    jt = _first_alloc_section(obj, layout, "__jump_table")
+    if jt:
+        text = [(p.addr, p.addr + p.size) for p in layout.places.values() if p.flags & SHF_EXECINSTR]
+
+        def other_word(a: int):
+            for m in session.modules:
+                r = m.region_of(a)
+                if r is not None and a + 4 <= r.end:
+                    return struct.unpack_from("<I", r.data, a - r.base)[0]
+            return session.kernel_word(a) if session.kernel_word else None
+        finalize.jump_labels(mem, *jt, config.thumb2, layout.within_init,
+                             lambda a: any(lo <= a < hi for lo, hi in text), other_word, out)
+    return out
+
+
+def _image_reader(kernel: Kernel):
+    """Initial data of the kernel image (None outside it, or without an image)."""
+    if kernel is None or not kernel.image_path:
+        return None
+    cache = []
+
+    def word(a: int):
+        if not cache:
+            from ..kernel.image import load_image
+            cache.append(load_image(kernel.image_path))
+        img = cache[0]
+        if img.base <= a and a + 4 <= img.end:
+            return img.word(a)
+        return 0 if img.end <= a < img.bss_end else None
+    return word
 
 
 def _check_export_versions(obj: ObjectFile, session: Session) -> None:

@@ -12,6 +12,7 @@ symbol": the image bytes decide where the CPU actually goes.
 from __future__ import annotations
 
 import bisect
+import struct
 import time
 from dataclasses import dataclass, field
 
@@ -238,6 +239,13 @@ def verify_module(module: LoadedModule, kernel=None) -> VerifyResult:
 
     br = module.branches
     failures: list[BranchFailure] = []
+    # ftrace_module_init NOPed the mcount calls: the relocation is checked on the call it replaced,
+    # and the site must now hold the kernel's NOP.
+    fin = getattr(module, "finalized", None)
+    old = fin.ftrace_old if fin is not None else {}
+    nop = struct.pack("<HH", 0xF85D, 0xEB04) if thumb_kernel else struct.pack("<I", 0xE8BD4000)
+    for place, word in old.items():
+        st.uc.mem_write(place, word)
     n = len(br)
     via = 0
     names = module.sym_names
@@ -261,6 +269,16 @@ def verify_module(module: LoadedModule, kernel=None) -> VerifyResult:
             flags = _COND_FLAGS[word >> 28]
         exp_thumb = isa.is_thumb(target)
         expected = (target & ~1) | (1 if exp_thumb else 0)
+        if place in old:
+            try:
+                word = int.from_bytes(old[place], "little")
+                flags = 0 if thumb else _COND_FLAGS[word >> 28]
+                if module.read(place, 4) != nop:
+                    failures.append(BranchFailure(place, sym(place), rname, symname, target, None, plt,
+                                                  "ftrace site does not hold the ftrace NOP"))
+                    continue
+            except ValueError:
+                pass
         arrive, err, missed = st.through(place, thumb, plt, flags)
         via += bool(plt)
         if missed:

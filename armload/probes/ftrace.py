@@ -135,6 +135,8 @@ class Ftrace:
         return locs
 
     def module_init(self, mod) -> None:
+        fin = getattr(mod, "finalized", None)
+        loader_nops = set(fin.ftrace_nops) if fin is not None else set()
         for addr in self.find_sites(mod):
             if mod.region_of(addr) is None or self.p.owner(addr) is None:
                 continue                     # an init site whose memory is already freed
@@ -142,6 +144,8 @@ class Ftrace:
             reg = mod.region_of(addr)
             thumb = fn.thumb if fn is not None else self.thumb
             site = Site(mod, addr, thumb, fn.name if fn else f"{addr:#x}", bool(reg and reg.init))
+            if addr in loader_nops:          # the loader ran ftrace_module_init: already the NOP
+                site.state = "nop"
             self.sites[addr] = site
             if fn is not None:               # under every name of the function (init_module = x_init)
                 for name in self.p.function_names(mod, fn.start):
