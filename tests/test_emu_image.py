@@ -214,3 +214,19 @@ def test_cli_run_with_the_image(kernel):
     assert "call [real] _printk(0x" in p.stdout and "call [model] vprintk_emit(" in p.stdout
     assert "] hello: loaded, answer=42, greeting=world\n" in p.stdout
     assert "hello: 2 kernel call(s): _printk [real], vprintk_emit [model]" in p.stdout
+
+
+def test_a_dependency_without_init_frees_its_init_memory_and_the_next_module_runs(kernel):
+    """do_init_module with mod->init == NULL still makes the module live and frees its init memory:
+    xor-neon (no init) must not stop xor, whose memory reuses that init allocation."""
+    from armload.loader import session as loader
+    tree = os.path.join(os.path.dirname(os.path.dirname(DEBIAN_VMLINUZ)), "lib/modules/6.1.0-50-armmp/kernel")
+    s = loader.Session(kernel, kernel.config, "window")
+    neon = s.load(os.path.join(tree, "arch/arm/lib/xor-neon.ko"))
+    xor = s.load(os.path.join(tree, "crypto/xor.ko"))
+    assert neon.init_addr is None
+    m = Machine([neon, xor], kernel)
+    assert m.run_init(neon).status == "no-function"
+    r = m.run_init(xor)
+    assert (r.status, r.retval) == ("returned", 0), r.fault and r.fault.format()
+    assert any("xor: using function:" in line for line in r.log)

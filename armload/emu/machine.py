@@ -700,6 +700,10 @@ class Machine:
         """do_init_module: init, then (init returned 0) the timers/work it left, then free init memory."""
         m = self._find_module(module)
         if m.init_addr is None:
+            # do_init_module without mod->init: nothing to call, the module goes LIVE and its init
+            # memory is freed all the same (kernel/module/main.c)
+            if self.free_init:
+                self.free_init_memory(m)
             return self._no_function(m, "init_module")
         if id(m) in self._init_freed and any(r.init and r.base <= (m.init_addr & ~1) < r.end for r in m.regions):
             raise EmulationError(f"{m.name}: init_module is in init memory, which has been freed")
