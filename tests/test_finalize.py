@@ -219,3 +219,47 @@ def test_no_dynamic_ftrace_keeps_the_calls():
     calls = [b for b in mod.branch_sites() if b.symbol == "__gnu_mcount_nc"]
     assert calls and not mod.finalized.ftrace_nops
     assert all(F.arm_bl_target(struct.unpack("<I", mod.read(b.place, 4))[0], b.place) for b in calls)
+
+
+@pytest.mark.parametrize("ko", ["hello-arm.ko", "devkit-arm-debug.ko", "regdev-thumb2.ko"])
+def test_kallsyms_tables_hold_what_add_kallsyms_copies(ko):
+    """Core symtab/strtab/typetab and the init mod_kallsyms, read back from module memory, against
+    the .ko's own symbol table read with pyelftools (is_core_symbol: named, in an allocated
+    executable non-init section)."""
+    from elftools.elf.elffile import ELFFile
+    from armload.kernel.config import DEBIAN_ARMMP
+    from armload.kernel.provider import Kernel
+    from armload.loader.session import Session
+    from conftest import SYMVERS, sample
+    cfg = DEBIAN_ARMMP.with_(thumb2="thumb2" in ko)
+    s = Session(Kernel.from_files([SYMVERS], cfg), cfg)
+    mod = s.load(sample(ko))
+    with open(sample(ko), "rb") as f:
+        elf = ELFFile(f)
+        secs = list(elf.iter_sections())
+        want = []
+        for sym in elf.get_section_by_name(".symtab").iter_symbols():
+            ndx = sym["st_shndx"]
+            if not isinstance(ndx, int) or ndx == 0 or not sym.name:
+                continue
+            sec = secs[ndx]
+            if sec["sh_flags"] & 6 == 6 and not sec.name.startswith(".init"):
+                want.append((sym.name, sec.name, sym["st_value"]))
+    addr = {x.name: x.addr for x in mod.sections}
+    assert mod.finalized.kallsyms_core == len(want) + 1
+    core = [r for r in mod.regions if r.name == "core"][0]
+    n = len(want) + 1
+    # the core symtab is the first thing on the page after the data class (6.1 "whole core" align)
+    data_end = max(x.addr + x.size for x in mod.sections if x.mem == "data")
+    symoffs = (data_end + 0xFFF) & ~0xFFF
+    raw = np.frombuffer(mod.read(symoffs, 16 * n), dtype=[("st_name", "<u4"), ("st_value", "<u4"),
+                                                          ("st_size", "<u4"), ("info", "u1"), ("other", "u1"),
+                                                          ("shndx", "<u2")])
+    strs = mod.read(symoffs + 16 * n, sum(len(w[0]) + 1 for w in want) + 1)
+    got = []
+    for e in raw[1:]:
+        name = strs[e["st_name"]:strs.index(b"\0", e["st_name"])].decode()
+        got.append((name, int(e["st_value"])))
+    assert got == [(nm, addr[sec] + v) for nm, sec, v in want]
+    types = mod.read(symoffs + 16 * n + len(strs), n)
+    assert types[1:] == b"t" * len(want) and core.base <= symoffs < core.end

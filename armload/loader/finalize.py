@@ -38,6 +38,7 @@ class Finalized:
     extable_sorted: int = 0                                    # entries in __ex_table
     jump_entries: int = 0
     jump_patched: list[int] = field(default_factory=list)      # sites rewritten at load
+    kallsyms_core: int = 0                                     # symbols kept in the core symtab
 
 
 class Memory:
@@ -215,3 +216,70 @@ def _patch_jump(mem: Memory, code: int, target: int, jmp: bool, thumb2: bool) ->
         mem.put_halves(code, (thumb_branch(code, target) or (0, 0)) if jmp else THUMB_JUMP_NOP)
     else:
         mem.put32(code, (arm_branch(code, target) or 0) if jmp else ARM_JUMP_NOP)
+
+
+# --- kallsyms (kernel/module/kallsyms.c) -----------------------------------------------------------
+SHN_UNDEF, SHN_LORESERVE, SHN_ABS = 0, 0xFF00, 0xFFF1
+STB_WEAK, STT_OBJECT = 2, 1
+SHF_WRITE, SHF_ALLOC, SHF_EXECINSTR = 0x1, 0x2, 0x4
+SHT_NOBITS = 8
+
+
+def elf_types(syms: np.ndarray, flags: np.ndarray, nobits: np.ndarray, debug: np.ndarray, pcpu: int) -> bytes:
+    """elf_type() for every symbol: the nm letter /proc/kallsyms shows (ARCH_SHF_SMALL is 0 on ARM)."""
+    out = bytearray()
+    for info, shndx in zip(syms["st_info"].tolist(), syms["st_shndx"].tolist()):
+        if info >> 4 == STB_WEAK:
+            c = "v" if info & 0xF == STT_OBJECT else "w"
+        elif shndx == SHN_UNDEF:
+            c = "U"
+        elif shndx == SHN_ABS or shndx == pcpu:
+            c = "a"
+        elif shndx >= SHN_LORESERVE:
+            c = "?"
+        elif flags[shndx] & SHF_EXECINSTR:
+            c = "t"
+        elif flags[shndx] & SHF_ALLOC and not nobits[shndx]:
+            c = "d" if flags[shndx] & SHF_WRITE else "r"
+        elif nobits[shndx]:
+            c = "b"
+        elif debug[shndx]:
+            c = "n"
+        else:
+            c = "?"
+        out += c.encode()
+    return bytes(out)
+
+
+def add_kallsyms(mem: Memory, places: dict[str, int], syms: np.ndarray, strtab: bytes, types: bytes,
+                 core: np.ndarray, strtab_section: bytes) -> int:
+    """add_kallsyms(): mod_kallsyms and the type table in init data (the full symtab and strtab were
+    copied there, symbols simplified), then the cut-down core symtab, strtab and types. `syms` holds
+    the simplified values; `core` is is_core_symbol() per symbol (entry 0 always kept)."""
+    n = len(syms)
+    init = {"symtab": places["init_symtab"], "strtab": places["init_strtab"], "types": places["init_typeoffs"]}
+    _write(mem, init["symtab"], syms.tobytes())          # move_module's copy, simplify_symbols' values
+    _write(mem, init["strtab"], strtab_section)
+    _write(mem, places["mod_kallsyms"], struct.pack("<4I", init["symtab"], n, init["strtab"], init["types"]))
+    _write(mem, init["types"], types)
+    keep = np.flatnonzero(core | (np.arange(n) == 0))
+    dst = syms[keep].copy()
+    names = bytearray()
+    for j, i in enumerate(keep.tolist()):
+        off = int(syms["st_name"][i])
+        end = strtab.find(b"\0", off)
+        dst["st_name"][j] = len(names)
+        names += strtab[off:end if end >= 0 else len(strtab)] + b"\0"
+    _write(mem, places["symoffs"], dst.tobytes())
+    _write(mem, places["stroffs"], bytes(names))
+    _write(mem, places["core_typeoffs"], bytes(types[i] for i in keep.tolist()))
+    return len(keep)
+
+
+def _write(mem: Memory, addr: int, data: bytes) -> None:
+    if not data:
+        return
+    r, o = mem._at(addr, len(data))
+    if r is None:
+        raise ValueError(f"kallsyms table at {addr:#x}+{len(data):#x} outside the module's memory")
+    r.data[o:o + len(data)] = data

@@ -87,6 +87,8 @@ class Layout:
     regions: list[Region]
     percpu: SectionPlace | None = None
     percpu_index: int = 0                   # find_pcpusec(); 0: none
+    kallsyms: dict[str, int] | None = None  # layout_symtab's places: symoffs, stroffs, core_typeoffs (core);
+    #                                         init_symtab, init_strtab, mod_kallsyms, init_typeoffs (init)
 
     def addr_of(self, index: int) -> int:
         """Final sh_addr: placed sections, per-cpu, or the temporary copy for the rest."""
@@ -263,12 +265,25 @@ def layout_module(obj: ObjectFile, config: KernelConfig, plt_sizes: dict[str, in
     strsec = secs[symsec.sh_link]
     ncore, core_str = _core_symbols(obj, secs, init_idx, kallsyms_all=False)
     nsrc = obj.symcount
-    d = align(sizes.get("data", 0), symsec.sh_addralign)
+    # 6.1's layout_sections ends each pass with "whole core"/"whole init": strict_align() of the
+    # allocation so far, so the symbol tables start on a fresh page under STRICT_MODULE_RWX
+    # (6.4's per-type allocations append them directly).
+    whole = page_align if config.layout == "6.1" and config.strict_rwx else (lambda x: x)
+    d = align(whole(sizes.get("data", 0)), symsec.sh_addralign)
+    ks = {"symoffs": d, "stroffs": d + ncore * SYM_DTYPE.itemsize}
+    ks["core_typeoffs"] = ks["stroffs"] + core_str
     d += ncore * SYM_DTYPE.itemsize + core_str + ncore
     sizes["data"] = d
-    i = align(sizes.get("init_data", 0), symsec.sh_addralign) + symsec.sh_size
-    i = align(i, strsec.sh_addralign) + strsec.sh_size
-    i = align(i, 4) + MOD_KALLSYMS_SIZE + nsrc
+    i = align(whole(sizes.get("init_data", 0)), symsec.sh_addralign)
+    ks["init_symtab"] = i
+    i += symsec.sh_size
+    i = align(i, strsec.sh_addralign)
+    ks["init_strtab"] = i
+    i += strsec.sh_size
+    i = align(i, 4)
+    ks["mod_kallsyms"] = i
+    ks["init_typeoffs"] = i + MOD_KALLSYMS_SIZE
+    i += MOD_KALLSYMS_SIZE + nsrc
     sizes["init_data"] = i
     for cls, sz in sizes.items():
         # The kernel sums in unsigned int: past 4 GiB its layout wraps and sections overlap.
@@ -334,5 +349,8 @@ def layout_module(obj: ObjectFile, config: KernelConfig, plt_sizes: dict[str, in
                               f"{pc.index} .data..percpu, sh_addralign {pc.sh_addralign}: {e})",
                               file=obj.path, errno=-ENOMEM, section=pc.index) from None
         percpu = SectionPlace(pc.index, pc.name, addr, pc.sh_size, "percpu", pc.sh_flags, pc.sh_type == SHT_NOBITS)
+    kallsyms = {k: v + class_base["init_data" if k.startswith(("init_", "mod_")) else "data"]
+                for k, v in ks.items()}
+    kallsyms["ncore"] = ncore
     return Layout(sections=secs, places=places, regions=regions, percpu=percpu,
-                  percpu_index=obj.percpu_index)
+                  percpu_index=obj.percpu_index, kallsyms=kallsyms)

@@ -159,7 +159,7 @@ def _load_object(obj: ObjectFile, session: Session) -> LoadedModule:
             mems[name][0][p.addr - base:p.addr - base + sec.plt.size] = np.frombuffer(sec.plt.image(), dtype=np.uint8)
         timings["relocate"] = time.perf_counter() - t
         t = time.perf_counter()
-        done = _finalize(obj, layout, regions, plts, config, session)
+        done = _finalize(obj, layout, regions, plts, config, session, syms, resolved)
         timings["finalize"] = time.perf_counter() - t
         mod = _build_module(obj, layout, regions, syms, resolved, plan, counts, branches, plts, config, session)
     except BaseException:
@@ -379,10 +379,13 @@ def _first_alloc_section(obj: ObjectFile, layout: Layout, name: str):
     return None
 
 
-def _finalize(obj, layout, regions, plts, config, session) -> finalize.Finalized:
-    """post_relocation's extable sort, ftrace_module_init and the jump-label notifier, in order."""
+def _finalize(obj, layout, regions, plts, config, session, syms, resolved) -> finalize.Finalized:
+    """post_relocation's extable sort and add_kallsyms, ftrace_module_init and the jump-label
+    notifier, in the kernel's order."""
     out = finalize.Finalized()
     mem = finalize.Memory([r for r in regions if r.name != "percpu"])
+    if layout.kallsyms is not None and obj.symtab_index:
+        out.kallsyms_core = _kallsyms(obj, layout, mem, syms, resolved)
     ex = _first_alloc_section(obj, layout, "__ex_table")
     if ex:
         out.extable_sorted = finalize.sort_extable(mem, *ex, heapsort_order)
@@ -411,6 +414,37 @@ def _finalize(obj, layout, regions, plts, config, session) -> finalize.Finalized
         finalize.jump_labels(mem, *jt, config.thumb2, layout.within_init,
                              lambda a: any(lo <= a < hi for lo, hi in text), other_word, out)
     return out
+
+
+def _kallsyms(obj, layout, mem, syms, resolved) -> int:
+    """What add_kallsyms copies: simplified symbols (an unresolved weak keeps its file value)."""
+    st = obj.symtab.copy()
+    vals = syms.value[:len(st)].astype(np.uint32)
+    names = obj.sym_names
+    undef = st["st_shndx"] == SHN_UNDEF
+    for i in np.flatnonzero(undef).tolist():
+        if i and names[i] not in resolved:
+            vals[i] = st["st_value"][i]
+    st["st_value"] = vals
+    st["st_value"][0] = obj.symtab["st_value"][0]
+    secs = layout.sections
+    flags = np.array([s.sh_flags for s in secs], dtype=np.int64)
+    flags[obj.symtab_index] |= SHF_ALLOC                  # layout_symtab
+    flags[secs[obj.symtab_index].sh_link] |= SHF_ALLOC
+    nobits = np.array([s.sh_type == SHT_NOBITS for s in secs])
+    debug = np.array([s.name.startswith(".debug") for s in secs])
+    in_init = np.zeros(len(secs), dtype=bool)
+    for i, p in layout.places.items():
+        in_init[i] = p.mem.startswith("init_")
+    in_init[obj.symtab_index] = in_init[secs[obj.symtab_index].sh_link] = True
+    shndx = st["st_shndx"].astype(np.int64)
+    idx = np.where(shndx < len(secs), shndx, 0)
+    core = ((shndx != SHN_UNDEF) & (shndx < len(secs)) & (st["st_name"] != 0) & ((flags[idx] & SHF_ALLOC) != 0)
+            & ((flags[idx] & SHF_EXECINSTR) != 0) & ~in_init[idx])       # is_core_symbol, !KALLSYMS_ALL
+    types = finalize.elf_types(st, flags, nobits, debug, obj.percpu_index)
+    strsec = secs[secs[obj.symtab_index].sh_link]
+    return finalize.add_kallsyms(mem, layout.kallsyms, st, obj.strtab, types, core,
+                                 obj.data[strsec.sh_offset:strsec.sh_offset + strsec.sh_size])
 
 
 def _image_reader(kernel: Kernel):
