@@ -91,7 +91,7 @@ def test_hello_prints_through_the_real_printk(kernel):
     assert [(x.text, x.level) for x in m.log.records] == [("hello: loaded, answer=42, greeting=world", 6)]
     assert r.log == ["hello: loaded, answer=42, greeting=world"]
     # the module's calls run real code; _printk's own code reaches the vprintk_emit model. The mcount
-    # call is not among them: ftrace_module_init made it the NOP `pop {lr}` at load, as 6.1 does.
+    # call is not among them: ftrace_module_init made it the NOP `add sp, sp, #4` at load, as 6.1 does.
     assert [(c.name, c.cls) for c in r.calls] == [("_printk", "real"), ("vprintk_emit", "model")]
     assert r.calls[0].caller_sym.startswith("hello_init+") and r.calls[0].args[1] == 42
     assert not r.calls[1].caller_sym.endswith("[hello]")        # called by the kernel, not the module

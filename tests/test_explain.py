@@ -96,7 +96,7 @@ def test_rows_match_readelf_and_bytes_match_objdump(ko, placement, binutils, tmp
             continue
         P = ex.row.place
         if P in ctx.mod.finalized.ftrace_old:     # ftrace_module_init replaced the call: memory holds the NOP
-            nop = bytes.fromhex("5df804eb" if ctx.mod.config.thumb2 else "0040bde8")
+            nop = bytes.fromhex("0df1040d" if ctx.mod.config.thumb2 else "04d08de2")
             assert bytes(mem[P + k] for k in range(4)) == nop and "ftrace NOP" in format_explanation(ex)
             assert ex.after == ctx.mod.finalized.ftrace_old[P]
             md = capstone.Cs(capstone.CS_ARCH_ARM, capstone.CS_MODE_THUMB if ctx.mod.config.thumb2

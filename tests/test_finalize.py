@@ -263,3 +263,11 @@ def test_kallsyms_tables_hold_what_add_kallsyms_copies(ko):
     assert got == [(nm, addr[sec] + v) for nm, sec, v in want]
     types = mod.read(symoffs + 16 * n + len(strs), n)
     assert types[1:] == b"t" * len(want) and core.base <= symoffs < core.end
+
+
+def test_ftrace_sorts_the_mcount_table_in_module_memory():
+    mcount = BASE + 0x400
+    sites = [BASE + 0x30, BASE + 0x10, 0, BASE + 0x20]
+    mem, locs = _ftrace_mem(sites, {a: _arm_bl(a, mcount) for a in sites if a})
+    F.ftrace_nops(mem, locs, 16, mcount, False, lambda ip, v: None, F.Finalized())
+    assert [mem.u32(locs + 4 * i) for i in range(4)] == [0, BASE + 0x10, BASE + 0x20, BASE + 0x30]

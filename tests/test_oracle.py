@@ -73,12 +73,12 @@ def link_like(mod, path, tmp_path, cross):
         return {s.name: (s["sh_addr"], s.data()) for s in elf.iter_sections() if s["sh_flags"] & SHF_ALLOC}
 
 
-ARM_FTRACE_NOP, THUMB_FTRACE_NOP = bytes.fromhex("0040bde8"), bytes.fromhex("5df804eb")
+ARM_FTRACE_NOP, THUMB_FTRACE_NOP = bytes.fromhex("04d08de2"), bytes.fromhex("0df1040d")   # add sp, sp, #4
 
 
 def _ftrace_sites(mod, linked, md, thumb):
     """Where ld's link holds `bl __gnu_mcount_nc` (capstone decodes it), armload must hold the NOP
-    ftrace_module_init writes (pop {lr}); returns those addresses, each checked."""
+    ftrace_module_init writes (add sp, sp, #4); returns those addresses, each checked."""
     mcount = mod.resolved.get("__gnu_mcount_nc")
     if mcount is None:
         return set()

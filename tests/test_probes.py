@@ -74,8 +74,8 @@ def test_ftrace_sites_nop_call_and_verify(thumb, placement):
     assert not pr.ftrace.errors
     site = pr.ftrace.site_of(pr.function("armload_sample_add"))
     nop = pr.read(site.addr, 4)
-    # the kernel's `pop {lr}` (an LDM) / `pop.w {lr}` (an LDR post-indexed), as capstone spells them
-    assert _dis(nop, site.addr, thumb) == [("ldr", "lr, [sp], #4") if thumb else ("ldm", "sp!, {lr}")]
+    # the kernel's NOP drops the pushed lr: `add sp, sp, #4` / `add.w sp, sp, #4`, as capstone spells them
+    assert _dis(nop, site.addr, thumb) == [("add.w", "sp, sp, #4") if thumb else ("add", "sp, sp, #4")]
     hits = []
     ops = pr.ftrace_function("armload_sample_add", hits.append)
     new = pr.read(site.addr, 4)
@@ -437,7 +437,7 @@ def test_disasm_shows_patched_sites(thumb):
     assert "bl\t" in lines[0] and "ftrace call -> ftrace_caller" in lines[0]
     assert "udf" in lines[1] and "kprobe breakpoint (was " in lines[1]
     nop = subprocess.run(cmd + ["--patched"], capture_output=True, text=True, cwd=ROOT)
-    assert "patched: ftrace nop (pop {lr})" in nop.stdout
+    assert "patched: ftrace nop (add sp, sp, #4)" in nop.stdout
 
 
 @pytest.mark.parametrize("thumb", [False, True])

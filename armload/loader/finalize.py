@@ -2,9 +2,12 @@
 
 One pass per table, in the kernel's order (kernel/module/main.c load_module):
 * post_relocation -> sort_extable: `__ex_table` sorted by instruction address with lib/sort.c;
-* ftrace_module_init (kernel/trace/ftrace.c): every `__mcount_loc` site, checked to hold
+* ftrace_module_init (kernel/trace/ftrace.c): `__mcount_loc` sorted in place, then every site,
+  checked to hold
   `bl __gnu_mcount_nc` (directly or through the module's PLT, arch/arm/kernel/ftrace.c
-  ftrace_make_nop), becomes the NOP `pop {lr}` (`ldr.w lr, [sp], #4` in a Thumb-2 kernel);
+  ftrace_make_nop), becomes the NOP `add sp, sp, #4` (`add.w sp, sp, #4` in a Thumb-2 kernel),
+  which drops the lr the `push {lr}` before the call saved (since v5.17 "ARM: ftrace: use ADD not
+  POP to counter PUSH at entry"; the booted 6.1 kernel writes exactly this word);
 * prepare_coming_module -> jump_label_add_module (kernel/jump_label.c): `__jump_table` sorted by
   (key, code), the init bit set on entries in init text, the module's own keys pointed at their
   first entry, and sites of outside keys whose state differs from their initial type patched
@@ -21,8 +24,8 @@ import numpy as np
 
 from .model import MemRegion
 
-ARM_FTRACE_NOP = 0xE8BD4000          # pop {lr}                 (arch/arm/kernel/ftrace.c NOP)
-THUMB_FTRACE_NOP = (0xF85D, 0xEB04)  # ldr.w lr, [sp], #4       (the Thumb-2 kernel's NOP)
+ARM_FTRACE_NOP = 0xE28DD004          # add sp, sp, #4           (arch/arm/kernel/ftrace.c NOP)
+THUMB_FTRACE_NOP = (0xF10D, 0x0D04)  # add.w sp, sp, #4         (the Thumb-2 kernel's NOP)
 ARM_JUMP_NOP = 0xE1A00000            # mov r0, r0               (asm/insn.h arm_gen_nop)
 THUMB_JUMP_NOP = (0xF3AF, 0x8000)    # nop.w
 JUMP_TYPE_MASK, JUMP_TYPE_TRUE = 3, 1
@@ -140,7 +143,8 @@ def ftrace_nops(mem: Memory, addr: int, size: int, mcount: int, thumb2: bool, pl
     locs = mem.block(addr, n * 4) if n else None
     if locs is None:
         return
-    for ip in sorted(int(a) & ~1 for a in locs if a):       # ftrace_call_adjust; NULL entries skipped
+    locs[:] = np.sort(locs)          # ftrace_process_locs sorts a module's table in place (ftrace_cmp_ips)
+    for ip in (int(a) & ~1 for a in locs if a):             # ftrace_call_adjust; NULL entries skipped
         if not mem.contains(ip):
             out.ftrace_bug = f"ftrace faulted on modifying [<{ip:08x}>] {symbolize(ip)}"
             return

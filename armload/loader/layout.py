@@ -87,6 +87,7 @@ class Layout:
     regions: list[Region]
     percpu: SectionPlace | None = None
     percpu_index: int = 0                   # find_pcpusec(); 0: none
+    temp_base: int = TEMP_COPY_BASE         # info->hdr: where the temporary copy of the file is
     kallsyms: dict[str, int] | None = None  # layout_symtab's places: symoffs, stroffs, core_typeoffs (core);
     #                                         init_symtab, init_strtab, mod_kallsyms, init_typeoffs (init)
 
@@ -99,7 +100,7 @@ class Layout:
             return self.percpu.addr
         if index and index == self.percpu_index:
             return 0                       # an empty per-cpu section: mod_percpu(mod) is NULL
-        return TEMP_COPY_BASE + self.sections[index].sh_offset
+        return self.temp_base + self.sections[index].sh_offset
 
     def within_init(self, addrs: np.ndarray) -> np.ndarray:
         """within_module_init() for an array of addresses."""
@@ -238,7 +239,7 @@ def _wrap(obj: ObjectFile, cls: str, s: Section) -> LayoutError:
 
 
 def layout_module(obj: ObjectFile, config: KernelConfig, plt_sizes: dict[str, int],
-                  allocator: ModuleAllocator) -> Layout:
+                  allocator: ModuleAllocator, temp_base: int = TEMP_COPY_BASE) -> Layout:
     secs = prepare_sections(obj, config, plt_sizes)
     places: dict[int, SectionPlace] = {}
     # Offsets within each memory class, five rows, index order within a row.
@@ -353,4 +354,4 @@ def layout_module(obj: ObjectFile, config: KernelConfig, plt_sizes: dict[str, in
                 for k, v in ks.items()}
     kallsyms["ncore"] = ncore
     return Layout(sections=secs, places=places, regions=regions, percpu=percpu,
-                  percpu_index=obj.percpu_index, kallsyms=kallsyms)
+                  percpu_index=obj.percpu_index, temp_base=temp_base, kallsyms=kallsyms)

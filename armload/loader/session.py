@@ -14,7 +14,7 @@ from .elf import MODULE_EXIT_OFF, MODULE_INIT_OFF, ObjectFile, Section, read_obj
 from ..errors import (EBUSY, EEXIST, ENOENT, ENOEXEC, ArmloadError, ElfFormatError, LayoutError, PltError,
                      RelocationError)
 from ..kernel.provider import Kernel
-from .layout import Layout, ModuleAllocator, layout_module
+from .layout import TEMP_COPY_BASE, Layout, ModuleAllocator, layout_module
 from ..kernel.provider import Export
 from .model import (BRANCH_DTYPE, LoadedModule, LoadedSection, MemRegion, ModuleSymbol, PltEntry)
 from . import finalize
@@ -42,6 +42,9 @@ class Session:
         # kernel_word(addr) -> int | None: a word of the running kernel's memory (jump-label key
         # state); the booted kernel sets its own reader, else the image's initial data answers.
         self.kernel_word = _image_reader(self.kernel)
+        # info->hdr of the next load: where the kernel's temporary copy of the .ko lies (symbols of
+        # unallocated sections keep addresses in it); the booted kernel sets its real buffer.
+        self.temp_copy_base = TEMP_COPY_BASE
         self.ftrace_disabled = False                    # ftrace_bug() kills ftrace for every later module
 
     def load(self, path: str, data: bytes | None = None, *, object: bool = False) -> LoadedModule:
@@ -137,7 +140,8 @@ def _load_object(obj: ObjectFile, session: Session) -> LoadedModule:
     timings["plt_count"] = time.perf_counter() - t
 
     t = time.perf_counter()
-    layout = layout_module(obj, config, plan.sizes if config.module_plts else {}, session.allocator)
+    layout = layout_module(obj, config, plan.sizes if config.module_plts else {}, session.allocator,
+                           session.temp_copy_base)
     timings["layout"] = time.perf_counter() - t
     try:
         t = time.perf_counter()

@@ -243,7 +243,7 @@ def verify_module(module: LoadedModule, kernel=None) -> VerifyResult:
     # and the site must now hold the kernel's NOP.
     fin = getattr(module, "finalized", None)
     old = fin.ftrace_old if fin is not None else {}
-    nop = struct.pack("<HH", 0xF85D, 0xEB04) if thumb_kernel else struct.pack("<I", 0xE8BD4000)
+    nop = struct.pack("<HH", 0xF10D, 0x0D04) if thumb_kernel else struct.pack("<I", 0xE28DD004)
     for place, word in old.items():
         st.uc.mem_write(place, word)
     n = len(br)

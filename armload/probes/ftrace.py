@@ -2,7 +2,7 @@
 
 At module load ftrace_module_init visits every __mcount_loc entry (each `bl __gnu_mcount_nc`
 the compiler emitted after `push {lr}`) and ftrace_make_nop replaces the call by the NOP
-(`pop {lr}`, or `pop.w {lr}` in a Thumb-2 kernel), after checking that the site holds exactly
+(`add sp, sp, #4`, or `add.w sp, sp, #4` in a Thumb-2 kernel), after checking that the site holds exactly
 the call it expects: `bl MCOUNT_ADDR` directly, or through the module's fixed PLT entry when the
 kernel is out of `bl` range (get_module_plt). Enabling a function (ftrace_make_call) writes
 `bl ftrace_caller`, through the fixed FTRACE_ADDR PLT entry when out of range; disabling
@@ -291,7 +291,7 @@ class Ftrace:
     def patched_sites(self) -> list[dict]:
         out = []
         for s in self.sites.values():
-            what = {"nop": "ftrace nop (pop {lr})", "call": f"ftrace call -> "
+            what = {"nop": "ftrace nop (add sp, sp, #4)", "call": f"ftrace call -> "
                     f"{'ftrace_caller' if s.target == self.ftrace_addr else self.p.symbolize(s.target & ~1)}"
                     + (" via PLT" if s.via_plt else "")}.get(s.state)
             if what:

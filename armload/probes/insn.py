@@ -1,7 +1,7 @@
 """Instruction facts the probes need: the kernel's patch encodings and the kprobes decoder.
 
-Encodings (arch/arm): the ftrace NOP that replaces `bl __gnu_mcount_nc` (`pop {lr}` in ARM,
-`pop.w {lr}` = 0xf85deb04 in Thumb-2), `bl` as arm_gen_branch_link builds it (ARM: +-32 MiB,
+Encodings (arch/arm): the ftrace NOP that replaces `bl __gnu_mcount_nc` (`add sp, sp, #4` in
+ARM, `add.w sp, sp, #4` = 0xf10d0d04 in Thumb-2: it drops the lr pushed before the call), `bl` as arm_gen_branch_link builds it (ARM: +-32 MiB,
 Thumb-2: +-16 MiB), and the kprobe breakpoints (KPROBE_ARM_BREAKPOINT_INSTRUCTION 0x07f001f8
 with the probed instruction's condition, KPROBE_THUMB16_BREAKPOINT_INSTRUCTION 0xde18,
 KPROBE_THUMB32_BREAKPOINT_INSTRUCTION 0xf7f0a018).
@@ -19,8 +19,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-ARM_FTRACE_NOP = 0xE8BD4000           # pop {lr}
-THUMB_FTRACE_NOP = 0xF85DEB04         # pop.w {lr} (opcode order: first halfword high)
+ARM_FTRACE_NOP = 0xE28DD004           # add sp, sp, #4 (arch/arm/kernel/ftrace.c NOP, since v5.17)
+THUMB_FTRACE_NOP = 0xF10D0D04         # add.w sp, sp, #4 (opcode order: first halfword high)
 KPROBE_ARM_BREAKPOINT_INSTRUCTION = 0x07F001F8
 KPROBE_THUMB16_BREAKPOINT_INSTRUCTION = 0xDE18
 KPROBE_THUMB32_BREAKPOINT_INSTRUCTION = 0xF7F0A018
