@@ -271,3 +271,28 @@ def test_ftrace_sorts_the_mcount_table_in_module_memory():
     mem, locs = _ftrace_mem(sites, {a: _arm_bl(a, mcount) for a in sites if a})
     F.ftrace_nops(mem, locs, 16, mcount, False, lambda ip, v: None, F.Finalized())
     assert [mem.u32(locs + 4 * i) for i in range(4)] == [0, BASE + 0x10, BASE + 0x20, BASE + 0x30]
+
+
+def test_pv_table_stubs_get_the_boards_offset_by_rotation():
+    """`add r2, r2, #0x81000000` / `add r2, r2, #0x810000` (the compiled __PV_BITS) become
+    offset<31:24> / offset<23:20> (phys2virt.S); entries are `.long insn - .`."""
+    mem = _mem()
+    table = BASE + 0x300
+    stubs = {BASE + 0x40: 0xE2822481, BASE + 0x44: 0xE2822881, BASE + 0x48: 0xE2411481}   # add, add, sub
+    for i, a in enumerate(stubs):
+        mem.put32(a, stubs[a])
+        mem.put32(table + 4 * i, (a - (table + 4 * i)) & 0xFFFFFFFF)
+    out = F.Finalized()
+    F.fixup_pv_table(mem, table, 12, 0x80000000, out)           # RAM at 0x40000000, PAGE_OFFSET 0xc0000000
+    assert [mem.u32(a) for a in stubs] == [0xE2822480, 0xE2822800, 0xE2411480]
+    assert next(ARM.disasm(struct.pack("<I", mem.u32(BASE + 0x40)), BASE)).op_str == "r2, r2, #128, #8"   # 0x80 ror 8
+    assert out.pv_patched == list(stubs)
+    F.fixup_pv_table(mem, table, 12, 0x3F300000 - 0xC0000000 & 0xFFFFFFFF, out)   # offset 0x7f300000
+    assert [mem.u32(a) for a in stubs] == [0xE282247F, 0xE2822830, 0xE241147F]
+
+
+def test_pv_table_entry_outside_module_memory_is_refused():
+    mem = _mem()
+    mem.put32(BASE + 0x300, 0x10000000)
+    with pytest.raises(ValueError, match="outside the module's memory"):
+        F.fixup_pv_table(mem, BASE + 0x300, 4, 0x80000000, F.Finalized())

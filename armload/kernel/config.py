@@ -30,6 +30,7 @@ class KernelConfig:
     text_offset: int = 0x8000
     highmem: bool = True
     lowmem_size: int = 760 * SZ_1M    # decides high_memory, hence VMALLOC_START
+    phys_offset: int = 0x40000000     # PHYS_OFFSET: RAM start of the board (QEMU's and armload's virt)
 
     def __post_init__(self):
         if self.plt_algorithm not in PLT_ALGORITHMS:
@@ -66,6 +67,11 @@ class KernelConfig:
     @property
     def vmalloc_end(self) -> int:
         return 0xFF800000
+
+    @property
+    def pv_offset(self) -> int:
+        """__pv_offset (ARM_PATCH_PHYS_VIRT): PHYS_OFFSET - PAGE_OFFSET, 32 bits."""
+        return (self.phys_offset - self.page_offset) & 0xFFFFFFFF
 
     @property
     def plt_stride(self) -> int:

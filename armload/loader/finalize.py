@@ -2,6 +2,8 @@
 
 One pass per table, in the kernel's order (kernel/module/main.c load_module):
 * post_relocation -> sort_extable: `__ex_table` sorted by instruction address with lib/sort.c;
+* post_relocation -> module_finalize -> fixup_pv_table (arch/arm/kernel/phys2virt.S,
+  ARM_PATCH_PHYS_VIRT): every `.pv_table` stub gets the board's PHYS_OFFSET - PAGE_OFFSET;
 * ftrace_module_init (kernel/trace/ftrace.c): `__mcount_loc` sorted in place, then every site,
   checked to hold
   `bl __gnu_mcount_nc` (directly or through the module's PLT, arch/arm/kernel/ftrace.c
@@ -42,6 +44,7 @@ class Finalized:
     jump_entries: int = 0
     jump_patched: list[int] = field(default_factory=list)      # sites rewritten at load
     kallsyms_core: int = 0                                     # symbols kept in the core symtab
+    pv_patched: list[int] = field(default_factory=list)        # phys/virt stubs given the real offset
 
 
 class Memory:
@@ -287,3 +290,22 @@ def _write(mem: Memory, addr: int, data: bytes) -> None:
     if r is None:
         raise ValueError(f"kallsyms table at {addr:#x}+{len(data):#x} outside the module's memory")
     r.data[o:o + len(data)] = data
+
+
+# --- phys/virt stubs (arch/arm/kernel/phys2virt.S __fixup_a_pv_table, ARM, non-LPAE) --------------
+PV_IMM8_MASK, PV_IMMR_MSB = 0xFF, 0x800
+
+
+def fixup_pv_table(mem: Memory, addr: int, size: int, pv_offset: int, out: Finalized) -> None:
+    """Each `.pv_table` word is `.long insn - .`; the `add/sub <rd>, <rn>, #imm, ror #n` stub there
+    gets offset<31:24> in its imm8 when the rotation field is below 8, else offset<23:20>."""
+    hi, mid = (pv_offset >> 24) & 0xFF, (pv_offset >> 16) & 0xF0
+    for i in range(size // 4):
+        at = addr + 4 * i
+        insn = (at + mem.u32(at)) & 0xFFFFFFFF
+        word = mem.u32(insn)
+        if word is None:
+            raise ValueError(f".pv_table entry {i} points at {insn:#x}, outside the module's memory")
+        word = (word & ~PV_IMM8_MASK) | (mid if word & PV_IMMR_MSB else hi)
+        mem.put32(insn, word)
+        out.pv_patched.append(insn)

@@ -393,6 +393,16 @@ def _finalize(obj, layout, regions, plts, config, session, syms, resolved) -> fi
     ex = _first_alloc_section(obj, layout, "__ex_table")
     if ex:
         out.extable_sorted = finalize.sort_extable(mem, *ex, heapsort_order)
+    pv = _first_alloc_section(obj, layout, ".pv_table")      # module_finalize: the first one, by name
+    if pv:
+        if config.thumb2:
+            obj.warnings.append(f"{obj.name}: .pv_table stubs not patched: armload implements "
+                                f"__fixup_a_pv_table's ARM encodings only")
+        else:
+            try:
+                finalize.fixup_pv_table(mem, *pv, config.pv_offset, out)
+            except ValueError as e:
+                raise LayoutError(f"{obj.name}: {e}; fixup_pv_table would write there", file=obj.path) from None
     mc = _first_alloc_section(obj, layout, "__mcount_loc")
     if mc and config.dynamic_ftrace and not session.ftrace_disabled:
         mcount = _ftrace_addr(session.kernel, "__gnu_mcount_nc")
