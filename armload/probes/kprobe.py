@@ -7,8 +7,9 @@ writes the breakpoint (arch_arm_kprobe); disarming writes the original instructi
 
 A hit (the machine's breakpoint dispatch) looks the probe up in the kprobe table (get_kprobe,
 table.py), runs the pre-handler, then the instruction: simulated here if the decoder says the
-kernel simulates it (branches, literal loads, adr, mrs, hints), otherwise executed out of line
-from an instruction slot `insn; ldr pc, =next` (with a post-handler: `insn; trap`, the trap
+kernel simulates it (branches, literal loads, adr, mrs, hints, ldm/stm naming pc), emulated
+with rewritten registers if it reads pc (as decode_regs + emulate_* do), otherwise executed out
+of line from an instruction slot `insn; ldr pc, =next` (with a post-handler: `insn; trap`, the trap
 runs the post-handler and resumes after the probe). The kernel's exception entry and
 kprobe_handler are Python here: they retire no emulated instructions. Several kprobes on one
 address share one breakpoint and slot, as register_aggr_kprobe does (pre-handlers in order).
@@ -104,6 +105,8 @@ class Kprobe:
                          f"out-of-line slot never returns to the probe)")
         if d.outcome == I.OUT_OF_LINE:
             self._make_slot()
+        elif d.outcome == I.EMULATE:
+            self._make_emulation_slot()
         p.table.add(self)
         self.registered = True
 
@@ -155,6 +158,34 @@ class Kprobe:
         if self.post is not None:
             p.m.breakpoints[slot + self.size] = self._on_post
         self.slot = slot
+
+    def _make_emulation_slot(self) -> None:
+        """The kernel's emulate_* for an instruction reading pc: decode_regs rewrote the register
+        nibbles to stand-ins loaded with pc + 8 (str_pc_offset on ARMv7); here two registers the
+        instruction does not name stand in, saved before and restored after (the trap after the
+        rewritten instruction); a pc destination becomes the second stand-in, then a BX-style
+        jump (load_write_pc / alu_write_pc interwork on ARMv7)."""
+        reads, dest = self.decoded.pc_fields
+        op, self.rs, self.rd = I.arm_rewrite(self.opcode, list(reads), dest)
+        slot = self.p.alloc_text(8)
+        self.p.write_code(slot, struct.pack("<II", op, 0xE7F001F8))
+        self.p.m.breakpoints[slot + 4] = self._on_emulated
+        self.slot = slot
+        self.rewritten = op
+
+    def _emulate(self) -> None:
+        self._saved = [(r, self._reg(r, 0)) for r in (self.rs, self.rd) if r is not None]
+        self._set(self.rs, self.addr + 8)
+        if self.rd is not None:
+            self._set(self.rd, self.addr + 4)        # the condition failing leaves pc at the next insn
+        self.p.set_pc(self.slot)
+
+    def _on_emulated(self, machine, at) -> None:
+        target = self._reg(self.rd, 0) if self.rd is not None else self.addr + 4
+        for r, v in self._saved:
+            self._set(r, v)
+        self._posts()
+        self.p.set_pc(target)
 
     @property
     def post_slot(self) -> bool:
@@ -225,6 +256,9 @@ class Kprobe:
         if self.decoded.outcome == I.OUT_OF_LINE:
             p.set_pc(self.slot | (1 if self.thumb else 0))
             return
+        if self.decoded.outcome == I.EMULATE:
+            self._emulate()
+            return
         self._simulate()
         self._posts()
 
@@ -253,6 +287,29 @@ class Kprobe:
     def _load(self, ea: int, size: int) -> int:
         return int.from_bytes(self.p.m.read(ea, size), "little")
 
+    def _ldmstm(self) -> None:
+        """simulate_ldm1stm1 / simulate_stm1_pc / simulate_ldm1pc (actions-common.c): LDM/STM
+        naming pc, one register at a time; a stored pc is the probe address + 8 (str_pc_offset)."""
+        op, a, m = self.opcode, self.addr, self.p.m
+        rn, regs = (op >> 16) & 0xF, [i for i in range(16) if op >> i & 1]
+        base = self._reg(rn, a + 8)
+        n = 4 * len(regs)
+        lo = (base + (4 if op & (1 << 24) else 0)) if op & (1 << 23) else (base - n + (0 if op & (1 << 24) else 4))
+        newpc = a + 4
+        for k, r in enumerate(regs):
+            ea = (lo + 4 * k) & 0xFFFFFFFF
+            if op & (1 << 20):
+                v = self._load(ea, 4)
+                if r == 15:
+                    newpc = v
+                else:
+                    self._set(r, v)
+            else:
+                m.write(ea, struct.pack("<I", self._reg(r, a + 8)))
+        if op & (1 << 21) and rn != 15:
+            self._set(rn, base + n if op & (1 << 23) else base - n)
+        self.p.set_pc(newpc)
+
     def _simulate(self) -> None:
         """The kernel's simulate_* for the instruction at the probe (INSN_GOOD_NO_SLOT)."""
         p, op, a, sim = self.p, self.opcode, self.addr, self.decoded.sim
@@ -279,6 +336,8 @@ class Kprobe:
         elif sim == "t32-mrs":
             self._set((op >> 8) & 0xF, uc.reg_read(A.UC_ARM_REG_CPSR) & 0xF8FF03DF)
             p.set_pc(nxt)
+        elif sim == "ldmstm":
+            self._ldmstm()
         elif sim == "mov-ip-sp":
             self._set(12, uc.reg_read(A.UC_ARM_REG_SP))
             p.set_pc(nxt)
