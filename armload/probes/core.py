@@ -22,7 +22,7 @@ from unicorn import UC_PROT_EXEC, UC_PROT_READ, UC_PROT_WRITE
 from unicorn import arm_const as A
 
 from ..emu.cpu import REG_IDS, SENTINEL
-from .base import ENOENT, ENOMEM, Function, refuse
+from .base import EINVAL, ENOENT, ENOMEM, Function, refuse
 from .table import KprobeTable
 
 PAGE = 0x1000
@@ -95,6 +95,9 @@ class Probes:
         self._func_index: dict[int, tuple] = {}
         self._names_index: dict[int, dict] = {}
         self._owner_key, self._owner_idx = None, None
+        self._active = None                          # the kprobe whose handlers are running (kprobe_running)
+        from .ktext import KernelText
+        self.ktext = KernelText(machine.image) if machine.image is not None else None
         for mod in machine._all_modules:
             machine.map_module(mod)
         self.ftrace = Ftrace(self)
@@ -219,12 +222,42 @@ class Probes:
 
     # --- functions ---------------------------------------------------------------------------
     def function(self, name: str) -> Function:
-        for mod in reversed(self.m.modules):
-            for s in mod.symbols:
-                if s.name == name and s.stype == "func" and s.section and mod.region_of(s.addr & ~1):
-                    return Function(mod, name, s.addr & ~1, s.size, bool(s.addr & 1))
-        raise refuse("register_kprobe", ENOENT, f"no function {name!r} in the loaded modules "
-                     f"({', '.join(m.name for m in self.m.modules)})")
+        """A function by name: `FUNC` (modules first, newest first, then the kernel image) or
+        `MODULE:FUNC` (`vmlinux:FUNC` for the image)."""
+        modname = None
+        if ":" in name:
+            modname, name = name.split(":", 1)
+        if modname != "vmlinux":
+            for mod in reversed(self.m.modules):
+                if modname is not None and mod.name != modname:
+                    continue
+                for s in mod.symbols:
+                    if s.name == name and s.stype == "func" and s.section and mod.region_of(s.addr & ~1):
+                        return Function(mod, name, s.addr & ~1, s.size, bool(s.addr & 1))
+        if self.ktext is not None and modname in (None, "vmlinux"):
+            f = self.ktext.function(name)
+            if f is not None:
+                return f
+        where = ", ".join(m.name for m in self.m.modules) + (" and the kernel image" if self.ktext else "")
+        if modname is not None and modname != "vmlinux" and not any(m.name == modname for m in self.m.modules):
+            raise refuse("register_kprobe", ENOENT, f"no module {modname!r} loaded ({where})")
+        raise refuse("register_kprobe", ENOENT, f"no function {name!r} in "
+                     f"{modname if modname else where}")
+
+    def resolve(self, spec: str) -> tuple[Function | None, int]:
+        """A probe point as kprobe_events writes it: `FUNC`, `FUNC+OFF`, `MODULE:FUNC[+OFF]` or an
+        address (`0xc05d4c44`): (function or None, address)."""
+        spec = spec.strip()
+        try:
+            if spec.lower().startswith("0x"):
+                a = int(spec, 16)
+                return self.function_at(a), a
+            name, _, off = spec.partition("+")
+            o = int(off, 0) if off else 0
+        except ValueError:
+            raise refuse("register_kprobe", EINVAL, f"{spec!r}: expected FUNC[+OFF], MODULE:FUNC[+OFF] or 0xADDR")
+        f = self.function(name)
+        return f, f.start + o
 
     def function_names(self, mod, start: int) -> list[str]:
         idx = self._names_index.get(id(mod))
@@ -236,7 +269,14 @@ class Probes:
         return idx.get(start, [])
 
     def owner(self, addr: int):
-        """Machine._in_module through a sorted index of live regions (rebuilt when they change)."""
+        """Machine._in_module through a sorted index of live regions (rebuilt when they change);
+        the KernelText for the image's text."""
+        mod = self._module_owner(addr)
+        if mod is None and self.ktext is not None and self.ktext.contains(addr):
+            return self.ktext
+        return mod
+
+    def _module_owner(self, addr: int):
         key = (len(self.m.modules), len(self.m._init_freed))
         if self._owner_key != key:
             regs = sorted((r.base, r.end, mod) for mod in self.m.modules for r in self.m._live_regions(mod) if r.size)
@@ -251,6 +291,8 @@ class Probes:
         mod = self.owner(addr)
         if mod is None:
             return None
+        if mod is self.ktext:
+            return mod.function_at(addr)
         idx = self._func_index.get(id(mod))
         if idx is None:
             funcs = sorted(((s.addr & ~1), -i, s) for i, s in enumerate(mod.symbols)
@@ -302,7 +344,14 @@ class Probes:
         if kp is None:
             from ..emu.faults import ModelFault
             raise ModelFault(f"kprobe: breakpoint at {addr:#010x} with no kprobe registered", "bug")
-        kp.handle()
+        if self._active is not None:          # reenter_kprobe: a probe hit inside a handler
+            kp.missed()
+            return
+        self._active = kp
+        try:
+            kp.handle()
+        finally:
+            self._active = None
 
     def kretprobe_trampoline(self) -> int:
         """__kretprobe_trampoline: the image's address when mapped, else probe text."""
@@ -324,8 +373,15 @@ class Probes:
 
     # --- probe kinds ---------------------------------------------------------------------------
     def kprobe(self, target, offset: int = 0, pre=None, post=None, enable: bool = True, addr: int | None = None):
-        """register_kprobe on FUNC+offset (target a name or Function), or on a raw `addr`."""
+        """register_kprobe on FUNC+offset (target a name, a `resolve` spec or a Function), or on a raw
+        `addr`."""
         from .kprobe import Kprobe
+        if isinstance(target, str) and addr is None:
+            f, a = self.resolve(target)
+            if f is None:
+                addr = a
+            else:
+                target, offset = f, a - f.start + offset
         p = Kprobe(self, target, offset, pre, post, addr=addr)
         p.register()
         if enable:

@@ -47,6 +47,8 @@ class Kprobe:
         self.leader = None               # the kprobe holding the breakpoint at this address
         self.members = [self]            # on a leader: every kprobe at its address (aggr_kprobe)
         self.armed = False
+        self.nhit = 0                    # hits that ran the handlers (kprobe_events' hit count)
+        self.nmissed = 0                 # kprobes_inc_nmissed_count: hits while another probe ran
 
     # --- register_kprobe --------------------------------------------------------------------
     def register(self) -> None:
@@ -60,6 +62,16 @@ class Kprobe:
         sec = f.module.section_at(a)
         if sec is None or not (sec.flags & 0x4) or p.owner(a) is None:
             raise refuse(what, EINVAL, f"{self.name}: {a:#010x} is not in kernel or module text")
+        if f.module is p.ktext:                      # check_kprobe_address_safe on core kernel text
+            why = p.ktext.blacklisted(a)
+            if why is not None:
+                raise refuse(what, EINVAL, f"{self.name}: {a:#010x} is within the kprobe blacklist ({why})")
+            if any(k in p.m._entries for k in range(f.start, f.start + 12, 2)):
+                raise refuse("armload kprobe", EOPNOTSUPP, f"{self.name}: armload models {f.name} (a trap "
+                             f"replaces its code), so its instructions never run")
+            if p.ktext.is_mcount_site(a):
+                raise refuse(what, EINVAL, f"{self.name}: {a:#010x} is an ftrace location "
+                             f"(ARM has no CONFIG_KPROBES_ON_FTRACE)")
         if p.ftrace.is_site(a):
             raise refuse(what, EINVAL, f"{self.name}: {a:#010x} is an ftrace location "
                          f"(ARM has no CONFIG_KPROBES_ON_FTRACE)")
@@ -245,13 +257,24 @@ class Kprobe:
                  "what": f"kprobe breakpoint (was {self.orig.hex()})"}]
 
     # --- a hit --------------------------------------------------------------------------------
-    def handle(self) -> None:
+    def missed(self) -> None:
+        """reenter_kprobe while a handler runs: kprobes_inc_nmissed_count, the instruction is
+        single-stepped without handlers."""
+        for k in self.members:
+            if k.enabled:
+                k.nmissed += 1
+        self.handle(handlers=False)
+
+    def handle(self, handlers: bool = True) -> None:
         p = self.p
         if self.thumb and self.decoded.sim in ("t16-bcond",) and not self._cc(((self.opcode >> 8) & 0xF)):
             p.set_pc((self.addr + self.size) | 1)      # condition failed: skipped, no handlers
             return
+        self._handlers = handlers
         for k in self.members:           # aggr_pre_handler: every enabled member, in order
-            if k.enabled and k.pre is not None:
+            if k.enabled and handlers:
+                k.nhit += 1
+            if k.enabled and k.pre is not None and handlers:
                 k.pre(p.hit(k.kind, k.name, k.addr))
         if self.decoded.outcome == I.OUT_OF_LINE:
             p.set_pc(self.slot | (1 if self.thumb else 0))
@@ -263,6 +286,8 @@ class Kprobe:
         self._posts()
 
     def _posts(self) -> None:
+        if not getattr(self, "_handlers", True):
+            return
         for k in self.members:
             if k.enabled and k.post is not None:
                 k.post(self.p.hit("kprobe-post", k.name, k.addr))

@@ -1,0 +1,127 @@
+"""Probes on the kernel image's own text (the Debian Image mapped by the emulator), the kernel's
+kprobe blacklist, the probe-point forms, changes during a run and per-probe hit/miss counts."""
+import os
+import struct
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from conftest import SAMPLES, SYMVERS  # noqa: E402
+from emu_fixtures import DEBIAN_VMLINUZ  # noqa: E402
+
+from armload.emu import Machine  # noqa: E402
+from armload.kernel.config import DEBIAN_ARMMP  # noqa: E402
+from armload.kernel.provider import Kernel  # noqa: E402
+from armload.loader.session import Session  # noqa: E402
+from armload.probes import ProbeError, Probes  # noqa: E402
+
+COMM = 0x780                     # offsetof(struct task_struct, comm): `add r0, r4, #0x780` in __set_task_comm
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    assert os.path.exists(DEBIAN_VMLINUZ), "the Debian kernel image is an input: make test-inputs"
+    return Kernel.from_files([SYMVERS, DEBIAN_VMLINUZ], DEBIAN_ARMMP)
+
+
+def _machine(kernel):
+    mod = Session(kernel, DEBIAN_ARMMP, "window").load(os.path.join(SAMPLES, "exporter-arm.ko"))
+    m = Machine(mod, kernel)
+    return m, Probes(m)
+
+
+def _rename(m, pr, name=b"renamed"):
+    q = m.heap.alloc(32, zero=True, kind="test: name")
+    m.write(q, name + b"\0")
+    r = m.call(pr.function("__set_task_comm").start, [m.current, q, 0], name="__set_task_comm")
+    assert r.status == "returned", r.summary()
+    return m.read_cstring(m.current + COMM, 16)
+
+
+def test_kprobe_on_a_kernel_function_runs_and_counts(kernel):
+    m, pr = _machine(kernel)
+    assert _rename(m, pr, b"before") == b"before"
+    hits = []
+    f = pr.function("__set_task_comm")
+    assert f.module is pr.ktext and f.size == 0x9C
+    entry = pr.kprobe("__set_task_comm", pre=hits.append)
+    mid = pr.kprobe("vmlinux:__set_task_comm+0x10")          # mov r0, r7
+    assert _rename(m, pr) == b"renamed"
+    assert [h.function for h in hits] == ["__set_task_comm+0x0"] and hits[0].args[0] == m.current
+    assert (entry.nhit, mid.nhit, entry.nmissed) == (1, 1, 0)
+    entry.disable()
+    assert pr.read(f.start, 4) == struct.pack("<I", 0xE92D41F0)   # push {r4-r8, lr}: the original word
+    assert _rename(m, pr, b"again") == b"again" and entry.nhit == 1 and mid.nhit == 2
+    by_addr = pr.kprobe(f"{f.start + 0x10:#x}")               # an address form joins the kprobe there
+    assert by_addr.name == "__set_task_comm+0x10"
+
+
+@pytest.mark.parametrize("spec,why", [
+    ("do_undefinstr", "NOKPROBE_SYMBOL(do_undefinstr) in _kprobe_blacklist"),
+    ("notify_die", "NOKPROBE_SYMBOL(notify_die)"),
+    ("get_kprobe", "NOKPROBE_SYMBOL(get_kprobe)"),
+    ("kprobe_trap_handler", ".kprobes.text"),
+    ("__kretprobe_trampoline", ".kprobes.text"),
+    ("__und_svc", "entry text"),
+    ("__set_task_comm+0x8", "ftrace location"),
+])
+def test_kernel_blacklist_is_refused_with_einval(kernel, spec, why):
+    m, pr = _machine(kernel)
+    with pytest.raises(ProbeError, match=r"returned -22 \(-EINVAL\)") as e:
+        pr.kprobe(spec)
+    assert why in str(e.value)
+
+
+def test_blacklist_bounds_both_sides(kernel):
+    m, pr = _machine(kernel)
+    kt = pr.ktext
+    assert len(kt.blacklist_table) >= 20 and kt.blacklist_at is not None
+    s, e = m.image.symbols["__kprobes_text_start"], m.image.symbols["__kprobes_text_end"]
+    assert ".kprobes.text" in kt.blacklisted(s) and ".kprobes.text" in kt.blacklisted(e - 4)
+    assert ".kprobes.text" not in (kt.blacklisted(e) or "") and ".kprobes.text" not in (kt.blacklisted(s - 4) or "")
+    f = kt.function("do_undefinstr")
+    assert "do_undefinstr" in kt.blacklisted(f.start + f.size - 4)
+    assert "do_undefinstr" not in (kt.blacklisted(f.start + f.size) or "")
+    ok = pr.kprobe("__set_task_comm+0xc")                    # an ordinary function: accepted
+    assert ok.registered
+
+
+def test_probe_point_forms_and_bad_ones(kernel):
+    m, pr = _machine(kernel)
+    a = pr.kprobe("exporter:armload_sample_add")
+    assert a.func.module.name == "exporter"
+    for spec, pat in (("nosuch:armload_sample_add", r"-2 .*no module 'nosuch'"),
+                      ("exporter:__set_task_comm", r"-2 .*no function '__set_task_comm' in exporter"),
+                      ("__set_task_comm+zz", r"-22 .*expected FUNC\[\+OFF\]"),
+                      ("__set_task_comm+0x200", r"-22 .*beyond the function"),
+                      ("0x00001000", r"-22 .*not in kernel or module text")):
+        with pytest.raises(ProbeError, match=pat):
+            pr.kprobe(spec)
+
+
+def test_enable_disable_unregister_during_a_run_and_nmissed(kernel):
+    m, pr = _machine(kernel)
+    f = pr.function("armload_sample_add")
+    seen = []
+    later = pr.kprobe(f, f.size - 4, pre=lambda h: seen.append("later"))
+
+    def first(h):
+        seen.append("first")
+        later.disable()                  # disarmed before execution reaches it
+    kp = pr.kprobe(f, 0, pre=first)
+    assert m.call("armload_sample_add", [2, 3]).retval == 5
+    assert seen == ["first"] and later.nhit == 0
+    later.enable()
+    kp.unregister()                      # gone: only `later` fires now
+    seen.clear()
+    assert m.call("armload_sample_add", [2, 3]).retval == 5 and seen == ["later"]
+
+    # a handler running probed code: the inner hit is missed (reenter_kprobe), the code still runs
+    inner = []
+
+    def reenter(h):
+        inner.append(m.invoke(f.start, [10, 20]))
+    rk = pr.kprobe(f, 0, pre=reenter)
+    assert m.call("armload_sample_add", [1, 1]).retval == 2
+    assert inner == [30] and rk.nhit == 1 and rk.nmissed == 1 and later.nmissed == 1 and later.nhit == 2
