@@ -125,3 +125,68 @@ def test_enable_disable_unregister_during_a_run_and_nmissed(kernel):
     rk = pr.kprobe(f, 0, pre=reenter)
     assert m.call("armload_sample_add", [1, 1]).retval == 2
     assert inner == [30] and rk.nhit == 1 and rk.nmissed == 1 and later.nmissed == 1 and later.nhit == 2
+
+
+# --- kretprobes ---------------------------------------------------------------------------------
+def test_kretprobe_runs_the_images_trampoline(kernel):
+    m, pr = _machine(kernel)
+    base = m.call("armload_sample_add", [40, 2])
+    rets = []
+    rp = pr.kretprobe("armload_sample_add", lambda h: rets.append((h.ret, h.caller)))
+    r = m.call("armload_sample_add", [40, 2])
+    assert r.retval == 42 and rets and rets[0][0] == 42 and rp.nhit == 1 and rp.free == rp.maxactive == 10
+    # the Image's __kretprobe_trampoline runs as instructions: sub, push, mov, bl, mov, pop, add, mov pc
+    # (the entry kprobe's own instruction runs out of line: its slot adds `ldr pc, =next`), and the
+    # two trapping instructions retire: the breakpoint and the one standing for trampoline_handler
+    assert r.instructions - base.instructions == 8 + 1 + 2
+    tramp = m.image.symbols["__kretprobe_trampoline"]
+    assert pr.kretprobe_trampoline() == tramp
+
+
+def test_kretprobe_maxactive_and_nmissed():
+    import sys as _s
+    _s.path.insert(0, os.path.dirname(__file__))
+    from emu_fixtures import build_module
+    mod, k = build_module({"f": """
+        push {r4, lr}
+        subs r4, r0, #1
+        movlt r0, #0
+        poplt {r4, pc}
+        mov r0, r4
+        bl {f}
+        add r0, r0, #1
+        pop {r4, pc}
+    """}, init="f")
+    m = Machine(mod, k)
+    pr = Probes(m)
+    seen = []
+    rp = pr.kretprobe("f", lambda h: seen.append(h.ret), maxactive=3)
+    assert m.call("f", [6]).retval == 6
+    # the 3 outermost calls took the 3 instances; the 4 deeper ones were missed
+    assert (rp.nmissed, rp.nhit, rp.free) == (4, 3, 3) and seen == [4, 5, 6]
+    rp2 = pr.kretprobe("f", maxactive=0)
+    assert rp2.maxactive == 10                          # max(10, 2 * num_possible_cpus())
+    assert pr.kret_instances() == [] and pr.kret_instances(0x1234) == []    # per task, all returned
+
+
+def test_oops_backtrace_through_the_kretprobe_trampoline_finds_the_real_caller(kernel):
+    from armload.emu.params import apply_params
+    mod = Session(kernel, DEBIAN_ARMMP).load(os.path.join(SAMPLES, "devkit-arm-debug.ko"))
+    m = Machine([mod], kernel)
+    m.map_module(mod)
+    pr = Probes(m)
+    pr.kretprobe("devkit_peek")
+    assert apply_params(m, mod, "crash=1").ok
+    f = m.run_init(mod).fault
+    names = [x["sym"].split("+")[0] for x in f.backtrace]
+    assert names == ["devkit_peek", "devkit_crash"], names
+    # without the fix-up (kretprobe_find_ret_addr) the walk stops in the trampoline
+    m2 = Machine([Session(kernel, DEBIAN_ARMMP).load(os.path.join(SAMPLES, "devkit-arm-debug.ko"))], kernel)
+    mod2 = m2._all_modules[0] if hasattr(m2, "_all_modules") else None
+    m2.map_module(mod2)
+    pr2 = Probes(m2)
+    pr2.kretprobe("devkit_peek")
+    m2.unwind_fixup = None
+    assert apply_params(m2, mod2, "crash=1").ok
+    names2 = [x["sym"].split("+")[0] for x in m2.run_init(mod2).fault.backtrace]
+    assert "devkit_crash" not in names2 and any("kretprobe_trampoline" in n for n in names2), names2

@@ -86,7 +86,8 @@ class Probes:
         self._text_end = PROBE_TEXT
         self._near: dict[int, int] = {}             # module id -> next free address near it
         self._kretprobe_tramp = None
-        self._kret_stack: list = []                  # the task's kretprobe instances, innermost last
+        self._kret_tasks: dict[int, list] = {}       # task -> its kretprobe instances, innermost last
+        machine.unwind_fixup = self._unwind_fixup
         self.probes: list = []
         self.code_names: list[tuple[int, int, str]] = []    # (start, end, name) of probe code
         self._batch, self._dirty = 0, False
@@ -354,22 +355,61 @@ class Probes:
             self._active = None
 
     def kretprobe_trampoline(self) -> int:
-        """__kretprobe_trampoline: the image's address when mapped, else probe text."""
+        """__kretprobe_trampoline. With the Image mapped it is the Image's own code, run as
+        ordinary instructions (sub sp; push {r0-r11}; mov r0, sp; bl trampoline_handler; mov lr,
+        r0; pop {r0-r11}; add sp; mov pc, lr), and only trampoline_handler (the C of
+        kretprobe_trampoline_handler) is Python, a trap at its address. Without the Image, a
+        trap at a probe-text address stands for the whole trampoline."""
         if self._kretprobe_tramp is None:
             th = bool(self.m.config.thumb2)
-            a = self.m.kernel_function("__kretprobe_trampoline") if self.m.image is not None else None
-            a = (a & ~1) if a is not None else self.alloc_text(4)
+            img = self.m.image
+            a = self.m.kernel_function("__kretprobe_trampoline") if img is not None else None
+            h = img.symbols.get("trampoline_handler") if img is not None else None
+            if a is not None and h is not None and not th:
+                def on_handler(machine, at):               # r0 = the saved registers (r0-r11)
+                    uc = self.uc
+                    regs = uc.reg_read(A.UC_ARM_REG_R0)
+                    r0 = struct.unpack("<I", self.read(regs, 4))[0]
+                    uc.reg_write(A.UC_ARM_REG_R0, self._kretprobe_return(r0))
+                    self.set_pc(uc.reg_read(A.UC_ARM_REG_LR))
+                self.trap(h & ~1, False, on_handler)
+                self._kretprobe_tramp = a & ~1
+                return self._kretprobe_tramp
+            a = self.alloc_text(4)
 
             def on_return(machine, at):
-                if not self._kret_stack:
-                    from ..emu.faults import ModelFault
-                    raise ModelFault("kretprobe trampoline reached with no instance", "bug")
-                rp = self._kret_stack.pop()
-                self.set_pc(rp.returned())
+                self.set_pc(self._kretprobe_return(self.uc.reg_read(A.UC_ARM_REG_R0)))
             self.trap(a, th, on_return)
             self.name_code(a, 4, "__kretprobe_trampoline")
             self._kretprobe_tramp = a | (1 if th else 0)
         return self._kretprobe_tramp
+
+    def kret_instances(self, task: int | None = None) -> list:
+        """The task's kretprobe instances, innermost last (current->kretprobe_instances)."""
+        return self._kret_tasks.setdefault(self.m.current if task is None else task, [])
+
+    def _kretprobe_return(self, r0: int) -> int:
+        """kretprobe_trampoline_handler: the current task's innermost instance, its handler with
+        the return value, the real return address (the instance goes back to its pool)."""
+        inst = self.kret_instances()
+        if not inst:
+            from ..emu.faults import ModelFault
+            raise ModelFault("kretprobe trampoline reached with no instance for this task", "bug")
+        rp, ret, args = inst.pop()
+        return rp.returned(ret, args, r0)
+
+    def _unwind_fixup(self):
+        """For the oops unwinder (Machine.unwind_fixup): a frame returning to the trampoline
+        returns to its instance's real address, innermost first (kretprobe_find_ret_addr, as
+        arch/arm/kernel/stacktrace.c's unwind_frame does)."""
+        inst = list(self.kret_instances())
+        tramp = (self._kretprobe_tramp or 0) & ~1
+
+        def fix(frame):
+            if tramp and (frame.pc & ~1) == tramp and inst:
+                frame.regs[15] = inst.pop()[1]
+            return frame
+        return fix
 
     # --- probe kinds ---------------------------------------------------------------------------
     def kprobe(self, target, offset: int = 0, pre=None, post=None, enable: bool = True, addr: int | None = None):
@@ -389,9 +429,11 @@ class Probes:
         self.probes.append(p)
         return p
 
-    def kretprobe(self, target, handler=None, entry_handler=None, enable: bool = True):
+    def kretprobe(self, target, handler=None, entry_handler=None, enable: bool = True, maxactive: int = 0):
         from .kretprobe import Kretprobe
-        p = Kretprobe(self, target, handler, entry_handler)
+        if isinstance(target, str):
+            target = self.function(target)
+        p = Kretprobe(self, target, handler, entry_handler, maxactive)
         p.register()
         if enable:
             p.enable()
