@@ -190,3 +190,87 @@ def test_oops_backtrace_through_the_kretprobe_trampoline_finds_the_real_caller(k
     assert apply_params(m2, mod2, "crash=1").ok
     names2 = [x["sym"].split("+")[0] for x in m2.run_init(mod2).fault.backtrace]
     assert "devkit_crash" not in names2 and any("kretprobe_trampoline" in n for n in names2), names2
+
+
+# --- ftrace: several users, filters, function_graph ----------------------------------------------
+def _sample(kernel, name):
+    mod = Session(kernel, DEBIAN_ARMMP, "window").load(os.path.join(SAMPLES, name))
+    m = Machine(mod, kernel)
+    return m, mod, Probes(m)
+
+
+def test_several_ftrace_users_of_one_function_and_filters(kernel):
+    m, mod, pr = _sample(kernel, "exporter-arm.ko")
+    site = pr.ftrace.site_of(pr.function("armload_sample_add"))
+    nop = pr.read(site.addr, 4)
+    a, b = [], []
+    oa = pr.ftrace_function("armload_sample_add", lambda h: a.append(h.args[:2]))
+    ob = pr.ftrace_function("armload_sample_add", lambda h: b.append(h.args[:2]))     # the kernel allows it
+    assert m.call("armload_sample_add", [1, 2]).retval == 3 and a == b == [[1, 2]]
+    oa.disable()
+    assert site.state == "call"                   # still used by ob
+    assert m.call("armload_sample_add", [3, 4]).retval == 7 and a == [[1, 2]] and b == [[1, 2], [3, 4]]
+    ob.disable()
+    assert site.state == "nop" and pr.read(site.addr, 4) == nop
+    # an ops with no filter traces every traceable function; set_filter narrows it
+    seen = []
+    every = pr.ftrace_function(None, lambda h: seen.append(h.function))
+    assert {s.state for s in pr.ftrace.traceable()} == {"call"}
+    m.call("armload_sample_add", [1, 1])
+    every.set_filter(["exporter_init"])
+    assert site.state == "nop"
+    m.call("armload_sample_add", [1, 1])
+    assert seen == ["armload_sample_add"] and every.nhit == 1
+    # armload's direct trampoline (an extension) cannot share a site with ftrace users, either way
+    every.set_filter(["armload_sample_add"])
+    with pytest.raises(ProbeError, match="-16"):
+        pr.direct("armload_sample_add", entry=lambda h: None)
+    every.disable()
+    d = pr.direct("armload_sample_add", entry=lambda h: None)
+    with pytest.raises(ProbeError, match=r"-16 .*taken by armload's fentry trampoline"):
+        pr.ftrace_function("armload_sample_add")
+    d.disable()
+
+
+@pytest.mark.parametrize("with_image", [False, True])
+def test_function_graph_entries_and_returns_nest(kernel, with_image):
+    k = kernel if with_image else Kernel.from_files([SYMVERS], DEBIAN_ARMMP)
+    m, mod, pr = _sample(k, "initcore-arm.ko")
+    base = m.run_init(mod)
+    m, mod, pr = _sample(k, "initcore-arm.ko")
+    rets = []
+    pr.kretprobe("core_sum", lambda h: rets.append(h.ret))
+    ev, stack = [], []
+
+    def entry(h):
+        stack.append(h.function)
+        ev.append((">", h.function))
+
+    def ret(h):
+        assert stack.pop() == h.function and h.depth == len(stack)
+        ev.append(("<", h.function, h.ret))
+    g = pr.ftrace.graph(entry=entry, ret=ret)
+    r = m.run_init(mod)
+    assert r.status == base.status == "returned" and r.retval == base.retval
+    assert not stack and g.nhit == len([e for e in ev if e[0] == ">"]) > 10 and g.nmissed == 0
+    assert ev[0] == (">", "initcore_init") and ev[-1][:2] == ("<", "initcore_init")
+    assert ("<", "core_sum", rets[0]) in ev                   # the same return value a kretprobe sees
+    if with_image:
+        assert pr.ftrace.return_to_handler() == m.image.symbols["return_to_handler"]
+    g.disable()
+    assert {s.state for s in pr.ftrace.traceable()} == {"nop"}
+
+
+def test_function_graph_depth_limit_and_filter(kernel):
+    m, mod, pr = _sample(kernel, "initcore-arm.ko")
+    ev = []
+    g = pr.ftrace.graph(ret=lambda h: ev.append(h.function), functions=["core_sum"])
+    assert m.run_init(mod).status == "returned"
+    assert ev == ["core_sum"] and g.nhit == 1
+    from armload.probes.ftrace import FTRACE_RETFUNC_DEPTH
+    assert FTRACE_RETFUNC_DEPTH == 50
+    m, mod, pr = _sample(kernel, "initcore-arm.ko")
+    full = pr.ftrace.ret_stack()
+    full.extend([None] * FTRACE_RETFUNC_DEPTH)               # a task already 50 deep
+    g = pr.ftrace.graph(ret=lambda h: ev.append(h.function), functions=["initcore_init"])
+    assert m.run_init(mod).status == "returned" and g.nmissed == 1 and g.nhit == 0
