@@ -274,3 +274,70 @@ def test_function_graph_depth_limit_and_filter(kernel):
     full.extend([None] * FTRACE_RETFUNC_DEPTH)               # a task already 50 deep
     g = pr.ftrace.graph(ret=lambda h: ev.append(h.function), functions=["initcore_init"])
     assert m.run_init(mod).status == "returned" and g.nmissed == 1 and g.nhit == 0
+
+
+def test_fentry_is_not_supported_on_32bit_arm(kernel):
+    m, pr = _machine(kernel)
+    with pytest.raises(ProbeError, match=r"returned -524 \(-ENOTSUPP\).*arch_prepare_bpf_trampoline \(the Image's "
+                                         r"weak stub at 0x[0-9a-f]+\)") as e:
+        pr.bpf_trampoline("armload_sample_add")
+    assert e.value.errno == -524
+    from armload.probes.direct import EXTENSION
+    assert "extension" in EXTENSION and "-ENOTSUPP" in EXTENSION
+
+
+# --- OPTPROBES ----------------------------------------------------------------------------------
+def test_optprobe_after_the_optimizer_delay(kernel):
+    m, pr = _machine(kernel)
+    f = pr.function("armload_sample_add")
+    base = m.call("armload_sample_add", [1, 2])
+    seen = []
+    kp = pr.kprobe(f, 0, pre=lambda h: seen.append(h.args[:2]))
+    delay = kp.OPTIMIZE_DELAY * 1_000_000_000 // m.clock.hz
+    assert kp.OPTIMIZE_DELAY == 5                          # kernel/kprobes.c OPTIMIZE_DELAY (jiffies)
+    kp.armed_ns = m.clock.ns() - delay + 10**6              # the optimizer has not run yet
+    trap = m.call("armload_sample_add", [1, 2])
+    assert not kp.optimized and trap.retval == 3
+    kp.armed_ns = m.clock.ns() - delay                      # now it has: this hit optimizes
+    m.call("armload_sample_add", [1, 2])
+    assert kp.optimized and pr.read(f.start, 4)[3] == 0xEA  # `b detour` (cond AL) over the probe
+    r = m.call("armload_sample_add", [5, 6])
+    assert r.retval == 11 and seen[-1] == [5, 6] and kp.nhit == 3
+    # the detour's instructions are emulated: push, mov, bl, (trap), pop, the instruction, b back
+    assert r.instructions - base.instructions == 7 - 1 + 1
+    assert pr.model_counts == {"kprobe": 2, "optprobe": 1}
+    kp.disable()
+    assert pr.read(f.start, 4) == kp.orig and not kp.optimized
+    assert m.call("armload_sample_add", [5, 6]).retval == 11 and kp.nhit == 3
+
+
+def test_optprobe_is_not_used_with_a_post_handler_or_thumb(kernel):
+    m, pr = _machine(kernel)
+    f = pr.function("armload_sample_add")
+    posts = []
+    a = pr.kprobe(f, 0, post=posts.append)                   # kprobe_optready: a post_handler: no
+    assert pr.run_optimizer() == 0 and not a.optimized
+    b = pr.kprobe(f, 0)                                      # joins the aggregate: still not
+    assert pr.run_optimizer() == 0 and not b.optimized
+    assert m.call("armload_sample_add", [1, 2]).retval == 3 and len(posts) == 1
+    a.unregister()
+    assert pr.run_optimizer() == 1 and (b.leader or b).optimized
+    m2, mod2, pr2 = None, None, None
+    from armload.probes.core import Probes as P
+    from armload.kernel.config import DEBIAN_ARMMP as D
+    cfg = D.with_(thumb2=True)
+    k2 = Kernel.from_files([SYMVERS], cfg)
+    mod2 = Session(k2, cfg, "window").load(os.path.join(SAMPLES, "exporter-thumb2.ko"))
+    pr2 = P(Machine(mod2, k2))
+    t = pr2.kprobe("armload_sample_add")
+    assert not pr2.optprobes and pr2.run_optimizer() == 0 and not t.optimized
+
+
+def test_optprobe_on_kernel_text_and_handler_register_changes(kernel):
+    m, pr = _machine(kernel)
+    kp = pr.kprobe("__set_task_comm", pre=lambda h: None)
+    assert pr.run_optimizer() == 1 and kp.detour < m.config.page_offset     # module_alloc memory
+    assert _rename(m, pr, b"opt") == b"opt" and kp.nhit == 1
+    add = pr.kprobe("armload_sample_add", pre=lambda h: h.set_reg("r1", 100))
+    pr.run_optimizer()
+    assert add.optimized and m.call("armload_sample_add", [1, 2]).retval == 101

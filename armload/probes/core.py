@@ -74,7 +74,8 @@ class ProbeHit:
 class Probes:
     """The probe subsystem of one machine."""
 
-    def __init__(self, machine, *, cache: bool = False, record: bool = True, on_hit=None):
+    def __init__(self, machine, *, cache: bool = False, record: bool = True, on_hit=None, optprobes: bool = True):
+        from . import cost
         from .ftrace import Ftrace
         self.m = machine
         self.uc = machine.uc
@@ -97,6 +98,10 @@ class Probes:
         self._names_index: dict[int, dict] = {}
         self._owner_key, self._owner_idx = None, None
         self._active = None                          # the kprobe whose handlers are running (kprobe_running)
+        self.optprobes = optprobes and not machine.config.thumb2     # CONFIG_OPTPROBES: ARM kernels only
+        self.cost = cost.model(machine.image)        # modelled instructions of the kernel's C steps
+        self.model_insns = 0
+        self.model_counts: dict[str, int] = {}
         from .ktext import KernelText
         self.ktext = KernelText(machine.image) if machine.image is not None else None
         for mod in machine._all_modules:
@@ -321,6 +326,40 @@ class Probes:
             self.on_hit(h)
         return h
 
+    def charge(self, step: str) -> None:
+        """A kernel step armload runs in Python: its modelled instructions (cost.py)."""
+        self.model_insns += self.cost[step]
+        self.model_counts[step] = self.model_counts.get(step, 0) + 1
+
+    def alloc_kernel_near(self, n: int) -> int:
+        """get_optinsn_slot for kernel text: module_alloc memory, within a branch of the Image
+        (the top of the module area, growing down)."""
+        a = getattr(self, "_kernel_near", None)
+        if a is None:
+            a = self.m.config.page_offset - 0x100000
+        a = (a + 15) & ~15
+        pages = {pg: UC_PROT_READ | UC_PROT_EXEC for pg in range(a & ~(PAGE - 1), (a + n + PAGE - 1) & ~(PAGE - 1), PAGE)
+                 if pg not in self.m._perm}
+        for pg in range(a & ~(PAGE - 1), (a + n + PAGE - 1) & ~(PAGE - 1), PAGE):
+            if pg not in pages and self.m._perm.get(pg) != UC_PROT_READ | UC_PROT_EXEC:
+                raise refuse("get_optinsn_slot", ENOMEM, "no free memory near the kernel text")
+        if pages:
+            self.m._map_pages(pages)
+            self._regions = None
+        self._kernel_near = a + n
+        return a
+
+    def run_optimizer(self) -> int:
+        """kprobe_optimizer, as if OPTIMIZE_DELAY had passed: every ready kprobe becomes a branch
+        to its detour buffer. Returns how many were optimized."""
+        from .kprobe import Kprobe
+        n = 0
+        with self.batch():
+            for p in self.table.all():
+                if isinstance(p, Kprobe) and p.try_optimize():
+                    n += 1
+        return n
+
     def name_code(self, start: int, size: int, name: str) -> None:
         self.code_names.append((start & ~1, (start & ~1) + size, name))
 
@@ -345,9 +384,11 @@ class Probes:
         if kp is None:
             from ..emu.faults import ModelFault
             raise ModelFault(f"kprobe: breakpoint at {addr:#010x} with no kprobe registered", "bug")
+        self.charge("kprobe")
         if self._active is not None:          # reenter_kprobe: a probe hit inside a handler
             kp.missed()
             return
+        kp.maybe_optimize()                   # the optimizer ran if OPTIMIZE_DELAY passed since arming
         self._active = kp
         try:
             kp.handle()
@@ -396,6 +437,7 @@ class Probes:
             from ..emu.faults import ModelFault
             raise ModelFault("kretprobe trampoline reached with no instance for this task", "bug")
         rp, ret, args = inst.pop()
+        self.charge("kretprobe-return")
         return rp.returned(ret, args, r0)
 
     def _unwind_fixup(self):
@@ -447,7 +489,13 @@ class Probes:
         self.probes.append(p)
         return p
 
+    def bpf_trampoline(self, target, kind: str = "fentry"):
+        """fentry/fexit as 32-bit ARM 6.1 has them: refused with -ENOTSUPP (direct.bpf_trampoline)."""
+        from .direct import bpf_trampoline
+        return bpf_trampoline(self, target, kind)
+
     def direct(self, target, entry=None, exit=None, enable: bool = True, entry_code: int | None = None):
+        """armload's own fentry/fexit-style trampoline: an extension (direct.EXTENSION)."""
         from .direct import DirectTrampoline
         p = DirectTrampoline(self, target, entry, exit, entry_code=entry_code)
         if enable:

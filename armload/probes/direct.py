@@ -1,4 +1,12 @@
-"""Direct trampolines (fentry/fexit style) on the ftrace site of a module function.
+"""armload's own direct trampolines (fentry/fexit style) on the ftrace site of a module function:
+an EXTENSION, not a 32-bit ARM 6.1 feature.
+
+On 32-bit ARM 6.1 BPF fentry/fexit do not exist: bpf_trampoline_update calls
+arch_prepare_bpf_trampoline, which on ARM is only the weak stub of kernel/bpf/trampoline.c
+returning -ENOTSUPP (the Debian Image holds just that stub), and ARM has no
+DYNAMIC_FTRACE_WITH_DIRECT_CALLS. `bpf_trampoline()` says so, as the kernel would; what follows
+is armload's design, offered for comparison and labelled as such wherever it is printed. On
+ARM the kernel's way to see returns is function_graph (ftrace.py) or a kretprobe.
 
 The site's NOP becomes `bl tramp` (range permitting: the trampoline is allocated next to the
 module, as the kernel allocates trampolines with module_alloc; the module's fixed PLT entries
@@ -23,7 +31,23 @@ import struct
 
 from unicorn import arm_const as A
 
-from .base import EOPNOTSUPP, refuse
+from .base import ENOTSUPP, EOPNOTSUPP, refuse
+
+EXTENSION = "armload extension: 32-bit ARM 6.1 has no BPF trampoline (arch_prepare_bpf_trampoline: -ENOTSUPP)"
+
+
+def bpf_trampoline(probes, target, kind: str = "fentry"):
+    """BPF_TRACE_FENTRY/FEXIT attach on 32-bit ARM 6.1: bpf_trampoline_update ->
+    arch_prepare_bpf_trampoline, the weak stub, -ENOTSUPP (524). Raises that refusal, naming the
+    Image's stub when it is mapped."""
+    f = probes.function(target) if isinstance(target, str) else target
+    img = probes.m.image
+    where = ""
+    if img is not None and "arch_prepare_bpf_trampoline" in img.symbols:
+        where = f" (the Image's weak stub at {img.symbols['arch_prepare_bpf_trampoline']:#010x})"
+    raise refuse(f"bpf_trampoline_update for {kind}:{f.name}", ENOTSUPP,
+                 f"arch_prepare_bpf_trampoline{where} is not implemented on 32-bit ARM; armload's own "
+                 f"trampolines (Probes.direct) are an extension")
 from .ftrace import assemble, thumb_frame_code
 
 _ARM = """

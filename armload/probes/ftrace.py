@@ -330,6 +330,7 @@ class Ftrace:
         site = self.sites.get(ip)
         if site is None or not isinstance(site.owner, Users):
             return
+        self.p.charge("ftrace")
         sp = self.p.uc.reg_read(A.UC_ARM_REG_SP)
         args = list(struct.unpack("<4I", self.p.read(sp, 16)))     # the saved r0-r3
         for ops in list(self.users):
@@ -445,6 +446,7 @@ class Ftrace:
             from ..emu.faults import ModelFault
             raise ModelFault("return_to_handler reached with an empty return stack", "bug")
         ops, site, real, args, depth = stack.pop()
+        self.p.charge("graph-return")
         h = self.p.hit("graph-return", site.function, site.addr, ret=r0, args=args, caller=real)
         h.depth = depth
         if ops.ret is not None:

@@ -47,6 +47,9 @@ class Kprobe:
         self.leader = None               # the kprobe holding the breakpoint at this address
         self.members = [self]            # on a leader: every kprobe at its address (aggr_kprobe)
         self.armed = False
+        self.optimized = False           # CONFIG_OPTPROBES: `b detour` instead of the breakpoint
+        self.armed_ns = 0
+        self.detour = 0
         self.nhit = 0                    # hits that ran the handlers (kprobe_events' hit count)
         self.nmissed = 0                 # kprobes_inc_nmissed_count: hits while another probe ran
 
@@ -235,6 +238,8 @@ class Kprobe:
     def _rearm(self) -> None:
         """arm_kprobe / disarm_kprobe: the breakpoint is there while any member is enabled."""
         want = any(m.enabled for m in self.members)
+        if self.optimized and (not want or not self._optimizable()):
+            self._unoptimize()
         if want and not self.armed:
             if self.thumb:
                 bp = (I.thumb_bytes(I.KPROBE_THUMB32_BREAKPOINT_INSTRUCTION, 4) if self.size == 4
@@ -244,13 +249,99 @@ class Kprobe:
             self.p.write_code(self.addr, bp)
             self.p.m.breakpoints[self.addr] = self.p._kprobe_trap
             self.armed = True
+            self.armed_ns = self.p.m.clock.ns()
         elif not want and self.armed:
             if self.p.owner(self.addr) is not None:      # init text may be freed already
                 self.p.write_code(self.addr, self.orig)
             self.p.m.breakpoints.pop(self.addr, None)
             self.armed = False
 
+    # --- OPTPROBES (arch/arm/probes/kprobes/opt-arm.c, kernel/kprobes.c) ---------------------------
+    OPTIMIZE_DELAY = 5                   # jiffies: kprobe_optimizer runs this long after arming
+
+    def _optimizable(self) -> bool:
+        """kprobe_optready (no post_handler on any aggregated kprobe) and can_optimize (the stack
+        checker found no unknown or too large stack use). armload optimizes only instructions it
+        runs unchanged out of line; the kernel's optimized_callback also single-steps the
+        simulated ones (those stay traps here)."""
+        return (self.p.optprobes and not self.thumb and self.decoded.outcome == I.OUT_OF_LINE
+                and all(m.post is None for m in self.members if m.registered))
+
+    def maybe_optimize(self) -> None:
+        if self.optimized or not self.armed or not self._optimizable():
+            return
+        clock = self.p.m.clock
+        if clock.ns() - self.armed_ns >= self.OPTIMIZE_DELAY * 1_000_000_000 // clock.hz:
+            self.try_optimize()
+
+    def try_optimize(self) -> bool:
+        """arch_prepare_optimized_kprobe + arch_optimize_kprobes: a detour buffer within a branch
+        (-ERANGE otherwise: the kprobe stays a trap), then `b detour` over the breakpoint."""
+        if self.optimized or not self.armed or not self._optimizable():
+            return False
+        p = self.p
+        if not self.detour:
+            try:
+                d = p.alloc_kernel_near(32) if self.func.module is p.ktext else p.alloc_near(self.func.module, 32)
+            except Exception:
+                return False
+            if I.arm_bl(d + 20, self.addr + 4) is None or I.arm_bl(self.addr, d) is None:
+                return False                           # -ERANGE
+            back = I.arm_bl(d + 20, self.addr + 4) & ~0x01000000              # b, not bl
+            p.write_code(d, struct.pack("<4I", 0xE92D500F, 0xE1A0000D, 0xEB000003, 0xE8BD500F)
+                         + self.orig + struct.pack("<I", back))
+            p.trap(d + 28, False, self._opt_callback)
+            p.name_code(d, 32, f"optprobe[{self.name}]")
+            self.detour = d
+        p.write_code(self.addr, struct.pack("<I", I.arm_bl(self.addr, self.detour) & ~0x01000000))
+        p.m.breakpoints.pop(self.addr, None)
+        self.optimized = True
+        return True
+
+    def _unoptimize(self) -> None:
+        """arch_unoptimize_kprobes: the breakpoint again (or the original, when disarming)."""
+        self.optimized = False
+        if self.armed:
+            self.armed = False
+            self.p.write_code(self.addr, self.orig)
+            self.p.m.breakpoints.pop(self.addr, None)
+
+    def _opt_callback(self, machine, at) -> None:
+        """optimized_callback(op, regs): the detour pushed {r0-r3, r12, lr}; the handlers see
+        the registers as at the probe and may change them (they are written back to the frame)."""
+        p, uc = self.p, self.p.uc
+        sp = uc.reg_read(A.UC_ARM_REG_SP)
+        frame = list(struct.unpack("<6I", p.read(sp, 24)))
+        p.charge("optprobe")
+        if p._active is not None:                   # kprobes_inc_nmissed_count
+            for k in self.members:
+                if k.enabled:
+                    k.nmissed += 1
+            p.set_pc(self.detour + 12)
+            return
+        ids = [A.UC_ARM_REG_R0, A.UC_ARM_REG_R1, A.UC_ARM_REG_R2, A.UC_ARM_REG_R3, A.UC_ARM_REG_R12,
+               A.UC_ARM_REG_LR]
+        for r, v in zip(ids, frame):
+            uc.reg_write(r, v)
+        uc.reg_write(A.UC_ARM_REG_SP, sp + 24)
+        p._active = self
+        try:
+            for k in self.members:                  # opt_pre_handler: every enabled member's pre
+                if k.enabled:
+                    k.nhit += 1
+                    if k.pre is not None:
+                        k.pre(p.hit(k.kind, k.name, k.addr))
+        finally:
+            p._active = None
+        out = [uc.reg_read(r) for r in ids]
+        uc.reg_write(A.UC_ARM_REG_SP, sp)
+        p.uc.mem_write(sp, struct.pack("<6I", *out))
+        p.set_pc(self.detour + 12)
+
     def sites(self) -> list[dict]:
+        if self.optimized:
+            return [{"addr": self.addr, "size": 4, "thumb": False, "module": self.func.module.name,
+                     "what": f"optimized kprobe: b detour (was {self.orig.hex()})"}]
         if not self.armed:
             return []
         return [{"addr": self.addr, "size": self.size, "thumb": self.thumb, "module": self.func.module.name,

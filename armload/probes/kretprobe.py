@@ -60,6 +60,7 @@ class Kretprobe:
     def _entry(self, hit) -> None:
         """pre_handler_kretprobe."""
         uc = self.p.uc
+        self.p.charge("kretprobe-entry")
         if self.free == 0:               # no free instance: the return is not probed
             self.nmissed += 1
             return

@@ -95,6 +95,9 @@ class KprobeTable:
     def __len__(self) -> int:
         return sum(len(h) for h in self.heads)
 
+    def all(self) -> list:
+        return [p for h in self.heads for p in h]
+
     def add(self, probe) -> None:
         h = hash_ptr(probe.addr, self.bits)
         self.addrs[h].insert(0, probe.addr)                   # hlist_add_head_rcu
