@@ -341,3 +341,22 @@ def test_optprobe_on_kernel_text_and_handler_register_changes(kernel):
     add = pr.kprobe("armload_sample_add", pre=lambda h: h.set_reg("r1", 100))
     pr.run_optimizer()
     assert add.optimized and m.call("armload_sample_add", [1, 2]).retval == 101
+
+
+# --- seed 003 ------------------------------------------------------------------------------------
+def test_task_rename_bench_is_deterministic_and_reproduces_the_ordering():
+    from armload.bench.attach import run_task_rename
+    a = run_task_rename(events=30, min_time=0.0)
+    b = run_task_rename(events=30, min_time=0.0)
+    key = lambda res: [(r["mode"], r["insns_per_event"], r["emulated_per_event"], r["traps_per_event"])
+                       for r in res["rows"]]
+    assert key(a) == key(b) and a["verdict"] == b["verdict"]
+    by = {r["mode"]: r for r in a["rows"]}
+    # run_task_rename raises unless the program ran once per event (0 for base) and comm was renamed
+    assert by["base"]["modelled_per_event"] == 0 and by["raw_tp"]["modelled_per_event"] == 0
+    assert by["raw_tp"]["traps_per_event"] == 0 and by["kprobe"]["traps_per_event"] == 1
+    assert by["kretprobe"]["traps_per_event"] == 2
+    assert by["base"]["insns_per_event"] < by["raw_tp"]["insns_per_event"] < by["kprobe-opt"]["insns_per_event"] \
+        < by["kprobe"]["insns_per_event"] < by["kretprobe"]["insns_per_event"]
+    assert a["verdict"]["reproduced"]
+    assert {k: u["errno"] for k, u in a["unsupported"].items()} == {"fentry": -524, "fexit": -524}

@@ -19,6 +19,7 @@ once); the path itself is 6.1's:
   optimized kprobe optimized_callback + opt_pre_handler (the detour buffer is emulated)
   ftrace call      arch_ftrace_ops_list_func (ftrace_caller is emulated)
   graph return     ftrace_return_to_handler (return_to_handler is the Image's, emulated)
+  BPF on a kprobe  kprobe_dispatcher + kprobe_perf_func + trace_call_bpf (kretprobe_* likewise)
 
 Without an Image the same functions' sizes from Debian 6.1.0-50-armmp are used (FALLBACK).
 A handler's own body (the BPF program or the user's callback) is not in the model: the
@@ -36,11 +37,14 @@ PATHS = {
     "optprobe": ("optimized_callback", "opt_pre_handler"),
     "ftrace": ("arch_ftrace_ops_list_func",),
     "graph-return": ("ftrace_return_to_handler",),
+    "kprobe-bpf": ("kprobe_dispatcher", "kprobe_perf_func", "trace_call_bpf"),
+    "kretprobe-bpf": ("kretprobe_dispatcher", "kretprobe_perf_func", "trace_call_bpf"),
 }
 FALLBACK = {"__und_svc": 23, "__und_fault": 4, "do_undefinstr": 113, "kprobe_trap_handler": 103, "get_kprobe": 23,
             "pre_handler_kretprobe": 162, "trampoline_handler": 13, "__kretprobe_trampoline_handler": 89,
             "optimized_callback": 37, "opt_pre_handler": 32, "arch_ftrace_ops_list_func": 122,
-            "ftrace_return_to_handler": 107}
+            "ftrace_return_to_handler": 107, "kprobe_dispatcher": 24, "kprobe_perf_func": 133,
+            "trace_call_bpf": 101, "kretprobe_dispatcher": 36, "kretprobe_perf_func": 128}
 
 
 def function_sizes(image) -> dict[str, int]:

@@ -453,6 +453,19 @@ class Ftrace:
             ops.ret(h)
         return real
 
+    def kernel_nop(self, name: str) -> bool:
+        """ftrace_init for one function of the Image: its `bl __gnu_mcount_nc` becomes the NOP
+        (`pop {lr}`), as the booted kernel has it. True if there was a call to replace."""
+        kt = self.p.ktext
+        f = kt.function(name) if kt is not None else None
+        if f is None:
+            return False
+        for a in range(f.start, min(f.start + 16, f.start + f.size), 4):
+            if kt.is_mcount_site(a):
+                self.p.write_code(a, struct.pack("<I", I.ARM_FTRACE_NOP))
+                return True
+        return False
+
     # --- lookups --------------------------------------------------------------------------------
     def site_of(self, func) -> Site:
         sites = self.by_function.get((id(func.module), func.name))
