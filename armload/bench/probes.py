@@ -235,7 +235,7 @@ def print_attach(res: dict) -> None:
 
 
 # --- many probes ---------------------------------------------------------------------------------
-def _debian_machine(n_modules: int):
+def _debian_machine(n_modules: int, vmlinuz: str | None = None):
     from ..kernel.config import DEBIAN_ARMMP
     from ..ci.corpus import plan_order, scan_tree
     from ..emu import Machine
@@ -244,7 +244,7 @@ def _debian_machine(n_modules: int):
     from ..loader.session import Session
     if not os.path.isdir(DEBIAN) or not os.path.exists(DEBIAN_SYMVERS):
         raise ProbeError(f"bench probes --many: the Debian corpus is missing ({DEBIAN}; make corpus)")
-    kernel = Kernel.from_files([DEBIAN_SYMVERS], DEBIAN_ARMMP)
+    kernel = Kernel.from_files([DEBIAN_SYMVERS] + ([vmlinuz] if vmlinuz else []), DEBIAN_ARMMP)
     plan = plan_order(scan_tree(DEBIAN))
     s = Session(kernel, DEBIAN_ARMMP, "vmalloc")
     loaded, failed = [], set()
@@ -301,6 +301,32 @@ def _candidates(pr, mods, max_depth: int = 64):
         depth += 1
 
 
+def _kernel_candidates(pr, max_depth: int = 64):
+    """(function, offset) pairs on the Image's text, round robin like _candidates; mcount sites
+    skipped (blacklisted and modelled functions are left to register_kprobe to refuse)."""
+    from ..probes.base import Function
+    kt = pr.ktext
+    if kt is None:
+        return []
+    per = []
+    for a in kt.starts:
+        size = kt.size_of(a)
+        if size < 4:
+            continue
+        f = Function(kt, kt.names[a][0], a, size, False)
+        per.append((f, [o for o in range(0, min(size, 4 * max_depth), 4) if not kt.is_mcount_site(a + o)]))
+    out, depth = [], 0
+    while True:
+        added = False
+        for f, offs in per:
+            if depth < len(offs):
+                added = True
+                out.append((f, offs[depth]))
+        if not added:
+            return out
+        depth += 1
+
+
 def _zipf(rng, addrs, k):
     """k hit addresses over `addrs`: a few hot probes and a long tail (deterministic)."""
     if not addrs:
@@ -315,7 +341,8 @@ BUCKETS = {"mainline": 6, "seed": 12}      # KPROBE_HASH_BITS: 64 lists, the see
 
 
 def run_many(n_modules: int = 300, n_register: int = 40000, n_enable: int = 20000, n_lookups: int = 200000,
-             seed: int = 12, cache_slots: int = 256, step: int = 2000, hits_per_step: int = 10000) -> dict:
+             seed: int = 12, cache_slots: int = 256, step: int = 2000, hits_per_step: int = 10000,
+             n_kernel: int = 10000, vmlinuz: str | None = None) -> dict:
     """Seed 004: 40k kprobes registered, 20k enabled in steps of `step`, each step followed by
     `hits_per_step` hits; 64 and 4,096 lists, without and with the per-cpu cache. Deterministic
     measures: list nodes walked per lookup, cache hits, modelled data-cache misses in get_kprobe
@@ -323,29 +350,45 @@ def run_many(n_modules: int = 300, n_register: int = 40000, n_enable: int = 2000
     from ..probes.base import Function
     from ..probes.kprobe import Kprobe
     from ..probes.table import KprobeTable, LineModel
-    m, mods, t_load = _debian_machine(n_modules)
+    if vmlinuz is None and n_kernel:
+        vmlinuz = os.path.join(ROOT, ".cache", "linux-image-6.1.0-50-armmp", "boot", "vmlinuz-6.1.0-50-armmp")
+    m, mods, t_load = _debian_machine(n_modules, vmlinuz if n_kernel else None)
     t0 = time.perf_counter()
     pr = Probes(m, record=False)
     t_ftrace = time.perf_counter() - t0
-    cands = _candidates(pr, mods)
+    kcands = _kernel_candidates(pr) if n_kernel else []
+    cands = [(mod, Function(mod, s.name, s.addr, s.size, False), off) for mod, s, off in _candidates(pr, mods)]
     refused: dict[str, int] = {}
     probes = []
+    n_kernel_probes = 0
     t0 = time.perf_counter()
     with pr.batch():
-        for mod, s, off in cands:
+        ki = iter(kcands)
+        queue, k_added = [], 0
+        for k in range(len(cands)):          # a kernel candidate every 3rd place (refusals allowed for)
+            if k % 3 == 0 and k_added < 2 * n_kernel:
+                kc = next(ki, None)
+                if kc is not None:
+                    queue.append((pr.ktext, kc[0], kc[1]))
+                    k_added += 1
+            queue.append(cands[k])
+        for mod, fn, off in queue:
             if len(probes) >= n_register:
                 break
-            kp = Kprobe(pr, Function(mod, s.name, s.addr, s.size, False), off, pre=None)
+            if mod is pr.ktext and n_kernel_probes >= n_kernel:
+                continue
+            kp = Kprobe(pr, fn, off, pre=None)
             try:
                 kp.register()
             except ProbeError as e:
                 import re
                 hit = (re.search(r"instruction [0-9a-f]+ \((.*)\) is rejected", str(e))
                        or re.search(r"instruction [0-9a-f]+ \((.*)\):", str(e)))
-                key = f"{e.errno}: " + (hit.group(1) if hit else str(e).split(": ")[-1])[:100]
+                key = f"{e.errno}: " + re.sub(r"0x[0-9a-f]+ ", "", hit.group(1) if hit else str(e).split(": ")[-1])[:100]
                 refused[key] = refused.get(key, 0) + 1
                 continue
             probes.append(kp)
+            n_kernel_probes += mod is pr.ktext
     t_register = time.perf_counter() - t0
     enabled = probes[::max(1, len(probes) // n_enable)][:n_enable]
     configs = []
@@ -399,7 +442,8 @@ def run_many(n_modules: int = 300, n_register: int = 40000, n_enable: int = 2000
                 for kp in enabled:
                     kp.disable()
     return {"modules": len(mods), "load_s": t_load, "ftrace_init_s": t_ftrace, "ftrace_sites": len(pr.ftrace.sites),
-            "candidates": len(cands), "registered": len(probes), "refused": refused, "register_s": t_register,
+            "candidates": len(cands) + len(kcands), "registered": len(probes), "kernel_probes": n_kernel_probes,
+            "refused": refused, "register_s": t_register,
             "enabled": len(enabled), "configs": configs, "seed": seed, "cache_slots": cache_slots, "step": step,
             "hits_per_step": hits_per_step}
 
@@ -411,8 +455,9 @@ SEED_004 = {"miss_share_get_kprobe": (0.68, 0.05), "enable_s": (2934, 2025)}
 def print_many(res: dict) -> None:
     print(f"\nmany probes (seed 004): {res['modules']} Debian modules in one machine (loaded in {res['load_s']:.1f} s; "
           f"{res['ftrace_sites']:,} mcount sites made NOPs)")
-    print(f"  registered {res['registered']:,} kprobes on function entries and offsets "
-          f"({res['candidates']:,} candidates, {res['register_s']:.1f} s); refused by the kernel's rules:")
+    print(f"  registered {res['registered']:,} kprobes on function entries and offsets, "
+          f"{res.get('kernel_probes', 0):,} of them in the kernel Image's text ({res['candidates']:,} candidates, "
+          f"{res['register_s']:.1f} s); refused by the kernel's rules:")
     for k, v in sorted(res["refused"].items(), key=lambda kv: -kv[1])[:6]:
         print(f"    {v:>6,}  {k}")
     print(f"  {res['enabled']:,} enabled in steps of {res['step']:,}, {res['hits_per_step']:,} Zipf-like hits after "
