@@ -1,14 +1,15 @@
 """`armload run --probe KIND:TARGET`: attach probes to a machine and print every hit.
 
 TARGET is FUNC, MODULE:FUNC (vmlinux:FUNC for the kernel image) and, for a kprobe, FUNC+OFF or an
-address 0xADDR, as kprobe_events takes them. fentry/fexit are armload's own trampolines: 32-bit
+address 0xADDR, as kprobe_events takes them. graph:FUNC is the function_graph tracer on FUNC
+(its entry and its return value). fentry/fexit are armload's own trampolines: 32-bit
 ARM 6.1 has no BPF trampoline (arch_prepare_bpf_trampoline is the weak stub returning
 -ENOTSUPP), so they are an extension, and say so."""
 from __future__ import annotations
 
 from ..errors import ArmloadError
 
-KINDS = ("kprobe", "kretprobe", "ftrace", "fentry", "fexit")
+KINDS = ("kprobe", "kretprobe", "ftrace", "graph", "fentry", "fexit")
 
 
 def parse_spec(spec: str) -> tuple[str, str]:
@@ -55,6 +56,8 @@ def attach(machine, specs, say, report: dict):
             pr.kretprobe(func, lambda h: None)
         elif kind == "ftrace":
             pr.ftrace_function(func, lambda h: None)
+        elif kind == "graph":                   # function_graph: entry and return of FUNC
+            pr.ftrace.graph(entry=lambda h: None, ret=lambda h: None, functions=[func])
         else:
             directs.setdefault(func, []).append(kind)
     for func, kinds in directs.items():        # fentry and fexit on one function share a trampoline

@@ -114,7 +114,8 @@ def register(sub) -> None:
     p.add_argument("--no-verify", action="store_true", help="skip branch-reach verification")
     p.add_argument("--probe", dest="probes", action="append", default=[], metavar="KIND:FUNC[+OFF]",
                    help="probe a module or (with --kernel vmlinuz) kernel function (repeatable): "
-                        "kprobe:FUNC[+OFF], kprobe:MODULE:FUNC, kprobe:0xADDR, kretprobe:FUNC, ftrace:FUNC, and "
+                        "kprobe:FUNC[+OFF], kprobe:MODULE:FUNC, kprobe:0xADDR, kretprobe:FUNC, ftrace:FUNC, "
+                        "graph:FUNC (function_graph), and "
                         "armload's own fentry:FUNC/fexit:FUNC trampolines (an extension: 32-bit ARM 6.1 has none); "
                         "each hit is printed with its arguments or return value and simulated time")
     p.add_argument("--json", action="store_true", help="machine-readable result on stdout")

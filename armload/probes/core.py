@@ -56,7 +56,7 @@ class ProbeHit:
     def format(self) -> str:
         a = ", ".join(f"{x:#x}" for x in self.args)
         s = f"[{self.kind}] {self.function} @ {self.addr:#010x}"
-        if self.kind in ("kretprobe", "fexit"):
+        if self.kind in ("kretprobe", "fexit", "graph-return"):
             r = self.ret if self.ret is not None else 0
             sv = r - (1 << 32) if r & 0x80000000 else r
             s += f" returned {sv} ({r:#x})"
