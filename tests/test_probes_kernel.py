@@ -379,3 +379,42 @@ def test_cli_graph_and_module_forms():
         assert p.returncode == 1 and msg in p.stderr and "Traceback" not in p.stderr, p.stderr
     p = subprocess.run(base + ["--probe", "fentry:core_sum"], capture_output=True, text=True, cwd=ROOT)
     assert p.returncode == 0 and "is armload's own trampoline (an extension)" in p.stdout
+
+
+def test_ftrace_and_graph_on_a_kernel_function(kernel):
+    m, pr = _machine(kernel)
+    f = pr.function("__set_task_comm")
+    site_addr = f.start + 8
+    assert pr.ktext.is_mcount_site(site_addr)
+    ev = []
+    o = pr.ftrace_function("__set_task_comm", lambda h: ev.append(("ftrace", h.args[0])))
+    site = pr.ftrace.site_of(f)
+    assert site.addr == site_addr and site.state == "call"
+    g = pr.ftrace.graph(ret=lambda h: ev.append(("ret", h.caller)), functions=["__set_task_comm"])
+    assert _rename(m, pr, b"traced") == b"traced"
+    assert ev[0] == ("ftrace", m.current) and ev[1][0] == "ret"
+    o.disable()
+    g.disable()
+    assert site.state == "nop" and pr.read(site_addr, 4) == struct.pack("<I", 0xE8BD4000)   # pop {lr}
+    with pytest.raises(ProbeError, match="ftrace location"):
+        pr.kprobe("__set_task_comm+0x8")
+
+
+def test_handlers_may_be_emulated_code(kernel):
+    m, pr = _machine(kernel)
+    counter = m.heap.alloc(4, zero=True, kind="test: counter")
+    code = pr.alloc_text(32)
+    pr.write_code(code, struct.pack("<6I", 0xE59F000C, 0xE5901000, 0xE2811001, 0xE5801000, 0xE12FFF1E, counter))
+    pr.kprobe("armload_sample_add", pre=code)
+    pr.kretprobe("armload_sample_add", code)
+    pr.ftrace_function("armload_sample_add", code)
+    assert m.call("armload_sample_add", [2, 3]).retval == 5
+    assert struct.unpack("<I", m.read(counter, 4))[0] == 3
+    with pytest.raises(TypeError, match="callable or a code address"):
+        pr.kprobe("armload_sample_add", pre="nope")
+
+
+def test_a_kernel_function_armload_traps_is_refused_as_armloads_limit(kernel):
+    m, pr = _machine(kernel)
+    with pytest.raises(ProbeError, match=r"-95 \(-EOPNOTSUPP\).*armload traps calls to _raw_spin_lock"):
+        pr.kprobe("_raw_spin_lock")

@@ -457,8 +457,15 @@ def print_many(res: dict) -> None:
           f"{res['ftrace_sites']:,} mcount sites made NOPs)")
     print(f"  registered {res['registered']:,} kprobes on function entries and offsets, "
           f"{res.get('kernel_probes', 0):,} of them in the kernel Image's text ({res['candidates']:,} candidates, "
-          f"{res['register_s']:.1f} s); refused by the kernel's rules:")
-    for k, v in sorted(res["refused"].items(), key=lambda kv: -kv[1])[:6]:
+          f"{res['register_s']:.1f} s); refused (-22: the kernel's rules, -95: armload's limits):")
+    import re
+    groups: dict[str, int] = {}
+    for k, v in res["refused"].items():
+        k = re.sub(r"armload (models|traps calls to) \S+ .*", "armload traps calls to the function (a model, or a "
+                   "stop at an unmodelled call)", k)
+        k = re.sub(r"NOKPROBE_SYMBOL\(\S+?\).*", "NOKPROBE_SYMBOL: the Image's _kprobe_blacklist)", k)
+        groups[k] = groups.get(k, 0) + v
+    for k, v in sorted(groups.items(), key=lambda kv: -kv[1])[:9]:
         print(f"    {v:>6,}  {k}")
     print(f"  {res['enabled']:,} enabled in steps of {res['step']:,}, {res['hits_per_step']:,} Zipf-like hits after "
           f"each step; then {res['configs'][0]['lookups']:,} hits over all enabled probes")

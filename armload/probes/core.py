@@ -454,6 +454,15 @@ class Probes:
         return fix
 
     # --- probe kinds ---------------------------------------------------------------------------
+    def _handler(self, h):
+        """A handler: a Python callable, or the address of emulated ARM/Thumb code called with the
+        hit's r0-r3 (m.invoke), as a JIT-ed BPF program would be."""
+        if h is None or callable(h):
+            return h
+        if isinstance(h, int):
+            return lambda hit, _code=h: self.m.invoke(_code, hit.args)
+        raise TypeError(f"a probe handler is a callable or a code address, not {type(h).__name__}")
+
     def kprobe(self, target, offset: int = 0, pre=None, post=None, enable: bool = True, addr: int | None = None):
         """register_kprobe on FUNC+offset (target a name, a `resolve` spec or a Function), or on a raw
         `addr`."""
@@ -464,7 +473,7 @@ class Probes:
                 addr = a
             else:
                 target, offset = f, a - f.start + offset
-        p = Kprobe(self, target, offset, pre, post, addr=addr)
+        p = Kprobe(self, target, offset, self._handler(pre), self._handler(post), addr=addr)
         p.register()
         if enable:
             p.enable()
@@ -475,7 +484,7 @@ class Probes:
         from .kretprobe import Kretprobe
         if isinstance(target, str):
             target = self.function(target)
-        p = Kretprobe(self, target, handler, entry_handler, maxactive)
+        p = Kretprobe(self, target, self._handler(handler), entry_handler, maxactive)
         p.register()
         if enable:
             p.enable()
@@ -483,7 +492,7 @@ class Probes:
         return p
 
     def ftrace_function(self, target, handler=None, enable: bool = True):
-        p = self.ftrace.ops(target, handler)
+        p = self.ftrace.ops(target, self._handler(handler))
         if enable:
             p.enable()
         self.probes.append(p)

@@ -115,7 +115,7 @@ class DirectTrampoline:
 
     def _build(self) -> None:
         p, th = self.p, self.thumb
-        t = p.alloc_near(self.func.module, TRAMP_SIZE)
+        t = p.alloc_kernel_near(TRAMP_SIZE) if self.func.module is p.ktext else p.alloc_near(self.func.module, TRAMP_SIZE)
         call = self.entry_code if self.entry_code is not None and self.exit is None else t + ENTRY_OFF
         if th:
             code = thumb_frame_code(t, call, struct.pack("<H", 0x4668))     # mov r0, sp

@@ -453,6 +453,22 @@ class Ftrace:
             ops.ret(h)
         return real
 
+    def _kernel_site(self, func) -> None:
+        """ftrace_init for one function of the Image, on first use: its mcount call (the Image's
+        __mcount_loc is init data kallsyms does not name; the call is found at the prologue)
+        becomes the NOP and an ftrace record."""
+        kt = self.p.ktext
+        for a in range(func.start, min(func.start + 16, func.start + func.size), 4):
+            if a in self.sites:
+                self.by_function.setdefault((id(kt), func.name), []).append(self.sites[a])
+                return
+            if kt.is_mcount_site(a):
+                site = Site(kt, a, False, func.name, False)
+                self.sites[a] = site
+                self.by_function.setdefault((id(kt), func.name), []).append(site)
+                self.make_nop(site)
+                return
+
     def kernel_nop(self, name: str) -> bool:
         """ftrace_init for one function of the Image: its `bl __gnu_mcount_nc` becomes the NOP
         (`pop {lr}`), as the booted kernel has it. True if there was a call to replace."""
@@ -468,6 +484,8 @@ class Ftrace:
 
     # --- lookups --------------------------------------------------------------------------------
     def site_of(self, func) -> Site:
+        if func.module is self.p.ktext and (id(func.module), func.name) not in self.by_function:
+            self._kernel_site(func)
         sites = self.by_function.get((id(func.module), func.name))
         if not sites:
             raise refuse("register_ftrace_function", ENODEV,

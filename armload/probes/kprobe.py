@@ -70,8 +70,8 @@ class Kprobe:
             if why is not None:
                 raise refuse(what, EINVAL, f"{self.name}: {a:#010x} is within the kprobe blacklist ({why})")
             if any(k in p.m._entries for k in range(f.start, f.start + 12, 2)):
-                raise refuse("armload kprobe", EOPNOTSUPP, f"{self.name}: armload models {f.name} (a trap "
-                             f"replaces its code), so its instructions never run")
+                raise refuse("armload kprobe", EOPNOTSUPP, f"{self.name}: armload traps calls to {f.name} (a "
+                             f"model, or a stop at an unmodelled call), so its instructions never run")
             if p.ktext.is_mcount_site(a):
                 raise refuse(what, EINVAL, f"{self.name}: {a:#010x} is an ftrace location "
                              f"(ARM has no CONFIG_KPROBES_ON_FTRACE)")

@@ -37,6 +37,7 @@ class KernelText:
     """The Image's text, looked at as kprobes look at it."""
 
     name = "vmlinux"
+    plt_entries = ()                                 # the Image reaches ftrace_caller with a plain bl
 
     def __init__(self, image):
         self.image = image
