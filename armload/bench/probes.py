@@ -1,16 +1,21 @@
-"""`armload bench probes`: the attach benchmark, and many probes on Debian modules.
+"""`armload bench probes`: the attach benchmark on a module function, and seed 004 (--many).
+
+Seed 003 itself (task_rename on the Image's __set_task_comm) is bench/attach.py.
 
 Attach: exporter's armload_sample_add(a, b) is called in a loop by an emitted driver routine,
-with nothing, a kprobe, a kretprobe, ftrace, a direct trampoline (fentry) and fentry+fexit on
-it, each running the same tiny handler. Two handler flavours: a Python callable (the library
+with nothing, a kprobe, a kretprobe, ftrace, armload's own direct trampoline (fentry: an
+extension, 32-bit ARM 6.1 has none) and fentry+fexit on it, each running the same tiny handler.
+The verdict on the ordering is decided on emulated + modelled instructions (probes/cost.py). Two handler flavours: a Python callable (the library
 API: every handler is reached through a trap) and an emulated ARM handler that increments a
 counter in memory (trampolines and ftrace_call reach it with `bl`, without a trap; kprobes and
 kretprobes still trap, then call it). Emulated instructions per event are deterministic
 (Machine.clock); host events per second are this host's, shown for the ordering only.
 
-Many: a few hundred Debian modules in one machine, 40,000 kprobes registered on their
-functions (entries and offsets), 20,000 enabled, hits at probed addresses driven through the
-kprobe table (hash lists of KPROBE_TABLE_SIZE as in 6.1) without and with a per-cpu cache.
+Many (seed 004): 300 Debian modules and the Image in one machine, 40,000 kprobes registered on
+module and kernel functions (entries and offsets), 20,000 enabled in steps of 2,000 with hits
+after each step, hits at probed addresses driven through the kprobe table with 64 (mainline)
+and 4,096 (the seed's) lists, without and with a per-cpu cache; list nodes walked, cache hits
+and a cache-line model of get_kprobe's misses (table.LineModel) are the deterministic measures.
 """
 from __future__ import annotations
 
