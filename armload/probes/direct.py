@@ -79,39 +79,16 @@ class DirectTrampoline:
         self.tramp = 0
 
     def _return_slot(self) -> int:
-        """Offset from the trampoline's sp (at the entry trap) of the word holding the return address."""
+        """Offset from the trampoline's sp (at the entry trap) of the word holding the return
+        address: the trampoline's frame is ftrace_caller's (stmdb sp!, {r0-r3, lr}), so it is where
+        prepare_ftrace_return would find the lr (Ftrace._parent_slot)."""
         p, f, s = self.p, self.func, self.site
-        if self.thumb:
-            if p.read_original(s.addr - 2, 2) == struct.pack("<H", 0xB500):
-                push_at = s.addr - 2
-            elif p.read_original(s.addr - 4, 4) == struct.pack("<HH", 0xF84D, 0xED04):
-                push_at = s.addr - 4
-            else:
-                push_at = None
-        else:
-            push_at = s.addr - 4 if p.read_original(s.addr - 4, 4) == struct.pack("<I", 0xE52DE004) else None
-        if push_at is not None:
-            if push_at == f.start:
-                return 20                   # the `push {lr}` word
-            pro = p.read_original(f.start, push_at - f.start)
-            n = None
-            if not self.thumb and len(pro) == 4:
-                w = struct.unpack("<I", pro)[0]
-                if w & 0xFFFF4000 == 0xE92D4000 and not w & 0x8000:
-                    n = bin(w & 0xFFFF).count("1")
-            elif self.thumb and len(pro) == 2:
-                h = struct.unpack("<H", pro)[0]
-                if h & 0xFF00 == 0xB500:
-                    n = bin(h & 0xFF).count("1") + 1
-            elif self.thumb and len(pro) == 4:
-                h1, h2 = struct.unpack("<HH", pro)
-                if h1 == 0xE92D and h2 & 0xC000 == 0x4000:
-                    n = bin(h2).count("1")
-            if n is not None:
-                return 24 + 4 * (n - 1)
-        raise refuse("register_fexit", EOPNOTSUPP, f"{self.name}: armload cannot find where the function "
-                     f"keeps its return address at the ftrace site (prologue "
-                     f"{p.read_original(f.start, max(0, s.addr - f.start)).hex()})")
+        off = p.ftrace._parent_slot(s, 0)
+        if off is None:
+            raise refuse("register_fexit", EOPNOTSUPP, f"{self.name}: armload cannot find where the function "
+                         f"keeps its return address at the ftrace site (prologue "
+                         f"{p.read_original(f.start, max(0, s.addr - f.start)).hex()})")
+        return off
 
     def _build(self) -> None:
         p, th = self.p, self.thumb
