@@ -322,7 +322,6 @@ def test_optprobe_is_not_used_with_a_post_handler_or_thumb(kernel):
     assert m.call("armload_sample_add", [1, 2]).retval == 3 and len(posts) == 1
     a.unregister()
     assert pr.run_optimizer() == 1 and (b.leader or b).optimized
-    m2, mod2, pr2 = None, None, None
     from armload.probes.core import Probes as P
     from armload.kernel.config import DEBIAN_ARMMP as D
     cfg = D.with_(thumb2=True)

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import os
 import struct
-import time
 
 from ..probes.base import ProbeError
 
@@ -178,13 +177,8 @@ def run_task_rename(events: int = 2000, min_time: float = 0.3, vmlinuz: str = VM
     b = TaskRename(vmlinuz)
     m, pr = b.m, b.pr
     b.build_driver(events)
-    traps = [0]
-    dispatch = m._breakpoint
-
-    def counting(addr):
-        traps[0] += 1
-        return dispatch(addr)
-    m._breakpoint = counting
+    from .probes import count_traps, host_rate, uncount_traps
+    traps = count_traps(m)
     rows = []
     for mode in MODES:
         attached = []
@@ -215,21 +209,15 @@ def run_task_rename(events: int = 2000, min_time: float = 0.3, vmlinuz: str = VM
         if m.read_cstring(m.current + 0x780, 16) != b"bench-rename":
             raise ProbeError(f"bench task-rename: {mode}: current->comm is not the new name")
         n_traps = traps[0]
-        runs, t0 = 0, time.perf_counter()
-        while True:
-            m.call(b.driver, budget=0)
-            runs += 1
-            dt = time.perf_counter() - t0
-            if dt >= min_time:
-                break
+        eps = host_rate(m, b.driver, events, min_time)
         rows.append({"mode": mode, "events": events, "emulated_per_event": r.instructions / events,
                      "modelled_per_event": model / events, "insns_per_event": (r.instructions + model) / events,
-                     "traps_per_event": n_traps / events, "events_per_s": runs * events / dt})
+                     "traps_per_event": n_traps / events, "events_per_s": eps})
         for a in attached:
             a.unregister()
         if mode == "raw_tp":
             b.raw_tp(False)
-    m._breakpoint = dispatch
+    uncount_traps(m)
     base = rows[0]["insns_per_event"]
     for r in rows:
         r["extra_insns"] = r["insns_per_event"] - base

@@ -58,6 +58,34 @@ loop:
 _HANDLER = struct.pack("<6I", 0xE59F000C, 0xE5901000, 0xE2811001, 0xE5801000, 0xE12FFF1E, 0)
 
 
+def count_traps(m) -> list:
+    """Count breakpoint dispatches on `m` (the returned one-item list); uncount_traps undoes it."""
+    traps = [0]
+    dispatch = m._breakpoint
+
+    def counting(addr):
+        traps[0] += 1
+        return dispatch(addr)
+    m._breakpoint = counting
+    m._bench_dispatch = dispatch
+    return traps
+
+
+def uncount_traps(m) -> None:
+    m._breakpoint = m._bench_dispatch
+
+
+def host_rate(m, driver: int, events: int, min_time: float) -> float:
+    """Host events per second: the driver run again for at least min_time (beside, never deciding)."""
+    runs, t0 = 0, time.perf_counter()
+    while True:
+        m.call(driver, budget=0)
+        runs += 1
+        dt = time.perf_counter() - t0
+        if dt >= min_time:
+            return runs * events / dt
+
+
 def _machine(placement="window"):
     from ..kernel.config import DEBIAN_ARMMP
     from ..emu import Machine
@@ -86,13 +114,7 @@ def run_attach(events: int = 5000, min_time: float = 0.3) -> dict:
     pr.write_code(hcode, _HANDLER[:20] + struct.pack("<I", counter))
     hcode_ft = pr.alloc_text(32)                 # the same handler within bl range of ftrace_call
     pr.write_code(hcode_ft, _HANDLER[:20] + struct.pack("<I", counter))
-    traps = [0]
-    dispatch = m._breakpoint
-
-    def counting(addr):
-        traps[0] += 1
-        return dispatch(addr)
-    m._breakpoint = counting
+    traps = count_traps(m)
     py_count = [0]
 
     def tiny(_hit):                       # the Python handler: count the event
@@ -132,13 +154,7 @@ def run_attach(events: int = 5000, min_time: float = 0.3) -> dict:
                 raise ProbeError(f"bench probes: {mode}: {r.summary()}")
             handled = py_count[0] + read_counter()
             n_traps = traps[0]
-            runs, t0 = 0, time.perf_counter()            # host rate: repeat for at least min_time
-            while True:
-                m.call(drv, budget=0)
-                runs += 1
-                dt = time.perf_counter() - t0
-                if dt >= min_time:
-                    break
+            eps = host_rate(m, drv, events, min_time)
             per = {"base": 0, "fentry+fexit": 2}.get(mode, 1)
             if handled != per * events:
                 raise ProbeError(f"bench probes: {mode} ({flavour}): the handler ran {handled} times "
@@ -146,7 +162,7 @@ def run_attach(events: int = 5000, min_time: float = 0.3) -> dict:
             rows.append({"flavour": flavour, "mode": mode, "events": events,
                          "insns_per_event": r.instructions / events, "traps_per_event": n_traps / events,
                          "modelled_per_event": model / events, "cost_per_event": (r.instructions + model) / events,
-                         "handler_runs_per_event": per, "events_per_s": runs * events / dt})
+                         "handler_runs_per_event": per, "events_per_s": eps})
             for a in attached:
                 for x in (a,):
                     if hasattr(x, "unregister"):
@@ -157,7 +173,7 @@ def run_attach(events: int = 5000, min_time: float = 0.3) -> dict:
                 pr.ftrace.set_tracer(None)
             if mode in ("fentry", "fentry+fexit"):
                 pr.probes = [p for p in pr.probes if p not in attached]
-    m._breakpoint = dispatch
+    uncount_traps(m)
     base = {f: next(r for r in rows if r["flavour"] == f and r["mode"] == "base") for f in ("python", "emulated")}
     for r in rows:
         b = base[r["flavour"]]
@@ -493,8 +509,8 @@ def print_many(res: dict) -> None:
         print(f"    {c['buckets']:>5} lists, cache {'on ' if c['cache'] else 'off'}: {row}")
     by = {(c["buckets"], c["cache"]): c for c in res["configs"]}
     small, big = min(b for b, _ in by), max(b for b, _ in by)
-    print(f"  the seed: 68% -> 5% of a workload's hardware cache misses were in get_kprobe with the cache; enabling "
-          f"2,934 -> 2,025 s.")
+    print("  the seed: 68% -> 5% of a workload's hardware cache misses were in get_kprobe with the cache; enabling "
+          "2,934 -> 2,025 s.")
     print(f"  here: modelled misses per get_kprobe, {small} lists {by[small, False]['misses_per_lookup']:.2f} -> "
           f"{by[small, True]['misses_per_lookup']:.2f} with the cache, {big:,} lists "
           f"{by[big, False]['misses_per_lookup']:.2f} -> {by[big, True]['misses_per_lookup']:.2f}: at the seed's "
