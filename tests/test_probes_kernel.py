@@ -394,7 +394,8 @@ def test_ftrace_and_graph_on_a_kernel_function(kernel):
     assert ev[0] == ("ftrace", m.current) and ev[1][0] == "ret"
     o.disable()
     g.disable()
-    assert site.state == "nop" and pr.read(site_addr, 4) == struct.pack("<I", 0xE8BD4000)   # pop {lr}
+    from armload.probes.insn import ARM_FTRACE_NOP
+    assert site.state == "nop" and pr.read(site_addr, 4) == struct.pack("<I", ARM_FTRACE_NOP)
     with pytest.raises(ProbeError, match="ftrace location"):
         pr.kprobe("__set_task_comm+0x8")
 

@@ -470,8 +470,8 @@ class Ftrace:
                 return
 
     def kernel_nop(self, name: str) -> bool:
-        """ftrace_init for one function of the Image: its `bl __gnu_mcount_nc` becomes the NOP
-        (`pop {lr}`), as the booted kernel has it. True if there was a call to replace."""
+        """ftrace_init for one function of the Image: its `bl __gnu_mcount_nc` becomes the ftrace
+        NOP (insn.ARM_FTRACE_NOP), as the booted kernel has it. True if there was a call to replace."""
         kt = self.p.ktext
         f = kt.function(name) if kt is not None else None
         if f is None:
