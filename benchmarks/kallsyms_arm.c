@@ -4,6 +4,9 @@
  *   (b) linear scan comparing a query compressed with the kernel's token table (by the caller)
  *   (c) binary search over kallsyms_seqs_of_names, expanding each probed name in full
  *   (d) the same binary search, comparing token by token without expanding
+ *   (e) seed 000 complete: (d) through a per-batch u32 index of record offsets, filled by
+ *       kallsyms_lookup_batch_start() in one pass over kallsyms_names and dropped by
+ *       kallsyms_lookup_batch_end(): no marker walk per probed name
  */
 typedef unsigned char u8;
 typedef unsigned short u16;
@@ -160,4 +163,42 @@ u32 lookup_c(const struct tables *t, const char *name)
 u32 lookup_d(const struct tables *t, const char *name)
 {
 	return bsearch_syms(t, name, 1);
+}
+
+/* seed 000, patch 2: the per-batch index (one u32 per symbol: its record's offset in names) */
+u32 kallsyms_lookup_batch_start(const struct tables *t, u32 *index)
+{
+	const u8 *p = t->names;
+	u32 i, len;
+
+	for (i = 0; i < t->num_syms; i++) {
+		index[i] = p - t->names;
+		p = record(t, p, &len);
+		p += len;
+	}
+	return i;
+}
+
+void kallsyms_lookup_batch_end(const struct tables *t, u32 *index)
+{
+	index[0] = 0;		/* the caller frees it; nothing survives the batch */
+}
+
+u32 lookup_e(const struct tables *t, const u32 *index, const char *name)
+{
+	u32 lo = 0, hi = t->num_syms;
+
+	while (lo < hi) {
+		u32 mid = lo + (hi - lo) / 2;
+		if (cmp_tokens(t, index[seq_at(t, mid)], name) > 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < t->num_syms) {
+		u32 seq = seq_at(t, lo);
+		if (cmp_tokens(t, index[seq], name) == 0)
+			return sym_address(t, seq);
+	}
+	return 0;
 }

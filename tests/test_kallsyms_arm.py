@@ -21,3 +21,17 @@ def test_arm_strategies_agree_and_are_deterministic():
     miss = a["rows"][2]
     assert miss["b_insns"] > 10 * max(miss["a_insns"], miss["c_insns"], miss["d_insns"])
     assert miss["d_insns"] < miss["c_insns"]
+
+
+def test_batch_index_strategy_is_seed_000_complete():
+    """(e): the per-batch u32 index (kallsyms_lookup_batch_start) plus the token compare; every
+    result equals the kernel's own kallsyms_lookup_name (run_benchmark raises otherwise), at least
+    10x fewer instructions per hit and miss than that kernel lookup, and the index costs one pass."""
+    r = run_benchmark(VMLINUZ, hits=("vsnprintf", "tcp_sendmsg", "_stext"), misses=("no_such_symbol", "zzzz_last"))
+    for row in r["rows"]:
+        assert row["e_insns"] * 10 <= row["a_insns"], row
+        assert row["e_insns"] < row["d_insns"]
+    assert r["hit_gain_e_vs_a"] >= 10 and r["miss_gain_e_vs_a"] >= 10
+    # building the index walks every record once: more than num_syms, less than 30 per symbol
+    assert r["num_syms"] < r["batch_start_insns"] < 30 * r["num_syms"]
+    assert 1 < r["break_even_vs_a"] < 1000

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import sys
 
-WHAT = ("loader", "kallsyms", "kallsyms-arm", "emulate", "plt", "probes", "coverage", "all")
+WHAT = ("loader", "kallsyms", "kallsyms-arm", "emulate", "plt", "probes", "task-rename", "coverage", "all")
 
 
 def register(sub) -> None:
@@ -20,8 +20,11 @@ def register(sub) -> None:
                                    "emulate: instructions per second: raw Unicorn, with armload's clock, the whole machine. "
                                    "plt: the three PLT counting rules' time and count versus relocation count (--sizes), the "
                                    "v4.0 O(n^2) scan measured on its own. "
-                                   "probes: the attach benchmark (none/kprobe/kretprobe/ftrace/fentry on one "
-                                   "function; --many: 40,000 kprobes on Debian modules). "
+                                   "probes: the attach benchmark (none/kprobe/kretprobe/ftrace and armload's own "
+                                   "fentry trampolines on one module function; --many: seed 004, 40,000 kprobes on "
+                                   "Debian modules, 64 and 4,096 hash lists, with and without the per-cpu cache). "
+                                   "task-rename: seed 003 on the Image's __set_task_comm: base, kprobe (trap and "
+                                   "optimized), kretprobe, raw tracepoint; fentry/fexit unsupported on 32-bit ARM. "
                                    "coverage: instructions per second with --coverage off and on.")
     p.add_argument("what", nargs="?", choices=WHAT, default="loader")
     p.add_argument("--image", help="kernel image for the kallsyms benchmark (default: the Debian vmlinuz in .cache)")
@@ -73,6 +76,11 @@ def run(args) -> int:
             results["probes"]["many"] = probes_bench.run_many()
             if not args.json:
                 probes_bench.print_many(results["probes"]["many"])
+    if args.what == "task-rename":
+        from ..bench import attach
+        results["task-rename"] = attach.run_task_rename()
+        if not args.json:
+            attach.print_task_rename(results["task-rename"])
     if args.what in ("coverage", "all"):
         from ..bench import coverage
         results["coverage"] = coverage.run_benchmark()

@@ -1,24 +1,31 @@
-"""`armload run --probe KIND:FUNC[+OFF]`: attach probes to a machine and print every hit."""
+"""`armload run --probe KIND:TARGET`: attach probes to a machine and print every hit.
+
+TARGET is FUNC, MODULE:FUNC (vmlinux:FUNC for the kernel image) and, for a kprobe, FUNC+OFF or an
+address 0xADDR, as kprobe_events takes them. graph:FUNC is the function_graph tracer on FUNC
+(its entry and its return value). fentry/fexit are armload's own trampolines: 32-bit
+ARM 6.1 has no BPF trampoline (arch_prepare_bpf_trampoline is the weak stub returning
+-ENOTSUPP), so they are an extension, and say so."""
 from __future__ import annotations
 
 from ..errors import ArmloadError
 
-KINDS = ("kprobe", "kretprobe", "ftrace", "fentry", "fexit")
+KINDS = ("kprobe", "kretprobe", "ftrace", "graph", "fentry", "fexit")
 
 
-def parse_spec(spec: str) -> tuple[str, str, int]:
+def parse_spec(spec: str) -> tuple[str, str]:
     kind, sep, rest = spec.partition(":")
     if not sep or kind not in KINDS or not rest:
-        raise ArmloadError(f"--probe {spec!r}: expected KIND:FUNC[+OFF] with KIND one of {', '.join(KINDS)}",
-                           errno=-22)
+        raise ArmloadError(f"--probe {spec!r}: expected KIND:FUNC[+OFF] (or KIND:MODULE:FUNC, kprobe:0xADDR) with "
+                           f"KIND one of {', '.join(KINDS)}", errno=-22)
+    if kind != "kprobe" and ("+" in rest or rest.lower().startswith("0x")):
+        raise ArmloadError(f"--probe {spec!r}: only a kprobe takes an offset or an address", errno=-22)
     func, plus, off = rest.partition("+")
-    try:
-        offset = int(off, 0) if plus else 0
-    except ValueError:
-        raise ArmloadError(f"--probe {spec!r}: bad offset {off!r}", errno=-22) from None
-    if offset and kind != "kprobe":
-        raise ArmloadError(f"--probe {spec!r}: only a kprobe takes an offset", errno=-22)
-    return kind, func, offset
+    if plus:
+        try:
+            int(off, 0)
+        except ValueError:
+            raise ArmloadError(f"--probe {spec!r}: bad offset {off!r}", errno=-22) from None
+    return kind, rest
 
 
 def attach(machine, specs, say, report: dict):
@@ -39,13 +46,18 @@ def attach(machine, specs, say, report: dict):
     for e in pr.ftrace.errors:
         say(f"ftrace: {e}")
     directs: dict[str, list] = {}
-    for kind, func, off in parsed:
+    for kind, func in parsed:
+        if kind in ("fentry", "fexit"):
+            say(f"probe: {kind}:{func} is armload's own trampoline (an extension): 32-bit ARM 6.1 has no BPF "
+                f"trampoline, arch_prepare_bpf_trampoline returns -ENOTSUPP")
         if kind == "kprobe":
-            pr.kprobe(func, off, pre=lambda h: None)
+            pr.kprobe(func, pre=lambda h: None)
         elif kind == "kretprobe":
             pr.kretprobe(func, lambda h: None)
         elif kind == "ftrace":
             pr.ftrace_function(func, lambda h: None)
+        elif kind == "graph":                   # function_graph: entry and return of FUNC
+            pr.ftrace.graph(entry=lambda h: None, ret=lambda h: None, functions=[func])
         else:
             directs.setdefault(func, []).append(kind)
     for func, kinds in directs.items():        # fentry and fexit on one function share a trampoline

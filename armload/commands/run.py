@@ -113,9 +113,11 @@ def register(sub) -> None:
                    help=f"wall-clock safety net per call (default {DEFAULT_TIMEOUT:g} s); never part of a result")
     p.add_argument("--no-verify", action="store_true", help="skip branch-reach verification")
     p.add_argument("--probe", dest="probes", action="append", default=[], metavar="KIND:FUNC[+OFF]",
-                   help="probe a module function (repeatable): kprobe:FUNC[+OFF], kretprobe:FUNC, ftrace:FUNC, "
-                        "fentry:FUNC, fexit:FUNC; each hit is printed with its arguments or return value and "
-                        "simulated time")
+                   help="probe a module or (with --kernel vmlinuz) kernel function (repeatable): "
+                        "kprobe:FUNC[+OFF], kprobe:MODULE:FUNC, kprobe:0xADDR, kretprobe:FUNC, ftrace:FUNC, "
+                        "graph:FUNC (function_graph), and "
+                        "armload's own fentry:FUNC/fexit:FUNC trampolines (an extension: 32-bit ARM 6.1 has none); "
+                        "each hit is printed with its arguments or return value and simulated time")
     p.add_argument("--json", action="store_true", help="machine-readable result on stdout")
     p.set_defaults(func=cmd_run)
 

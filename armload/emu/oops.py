@@ -66,6 +66,8 @@ def backtrace(machine, regs: dict) -> tuple[list[dict], str]:
     tables: dict[int, object] = {}
     first = True
     outer = list(getattr(machine, "invoke_frames", []))     # models that called into this code
+    fixup = getattr(machine, "unwind_fixup", None)          # probes: a kretprobe'd frame's real return
+    fixup = fixup() if fixup is not None else None
     for _ in range(MAX_FRAMES):
         pc = frame.pc & ~1
         if pc == SENTINEL and outer:
@@ -104,6 +106,8 @@ def backtrace(machine, regs: dict) -> tuple[list[dict], str]:
             frames.append(_frame(machine, pc, None, first))
             end = f"unwinding stopped at {_short(machine.symbolize(pc))}: {e}"
             break
+        if fixup is not None:
+            new = fixup(new)
         nxt = new.pc & ~1
         if nxt == SENTINEL and outer:
             # the model that invoke()d this code: its trap pc names it

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..emu.errno import EBUSY, EEXIST, EILSEQ, EINVAL, ENOENT, ENOMEM, EOPNOTSUPP, errno_name
+from ..emu.errno import EBUSY, EEXIST, EILSEQ, EINVAL, ENOENT, ENOMEM, ENOTSUPP, EOPNOTSUPP, errno_name
 from ..errors import ArmloadError
 
-__all__ = ["EBUSY", "EEXIST", "EILSEQ", "EINVAL", "ENOENT", "ENOMEM", "EOPNOTSUPP", "ProbeError", "refuse",
+__all__ = ["EBUSY", "EEXIST", "EILSEQ", "EINVAL", "ENOENT", "ENOMEM", "ENOTSUPP", "EOPNOTSUPP", "ProbeError", "refuse",
            "Function", "cond_passed"]
 
 

@@ -22,7 +22,7 @@ from unicorn import UC_PROT_EXEC, UC_PROT_READ, UC_PROT_WRITE
 from unicorn import arm_const as A
 
 from ..emu.cpu import REG_IDS, SENTINEL
-from .base import ENOENT, ENOMEM, Function, refuse
+from .base import EINVAL, ENOENT, ENOMEM, Function, refuse
 from .table import KprobeTable
 
 PAGE = 0x1000
@@ -56,7 +56,7 @@ class ProbeHit:
     def format(self) -> str:
         a = ", ".join(f"{x:#x}" for x in self.args)
         s = f"[{self.kind}] {self.function} @ {self.addr:#010x}"
-        if self.kind in ("kretprobe", "fexit"):
+        if self.kind in ("kretprobe", "fexit", "graph-return"):
             r = self.ret if self.ret is not None else 0
             sv = r - (1 << 32) if r & 0x80000000 else r
             s += f" returned {sv} ({r:#x})"
@@ -74,7 +74,8 @@ class ProbeHit:
 class Probes:
     """The probe subsystem of one machine."""
 
-    def __init__(self, machine, *, cache: bool = False, record: bool = True, on_hit=None):
+    def __init__(self, machine, *, cache: bool = False, record: bool = True, on_hit=None, optprobes: bool = True):
+        from . import cost
         from .ftrace import Ftrace
         self.m = machine
         self.uc = machine.uc
@@ -86,7 +87,8 @@ class Probes:
         self._text_end = PROBE_TEXT
         self._near: dict[int, int] = {}             # module id -> next free address near it
         self._kretprobe_tramp = None
-        self._kret_stack: list = []                  # the task's kretprobe instances, innermost last
+        self._kret_tasks: dict[int, list] = {}       # task -> its kretprobe instances, innermost last
+        machine.unwind_fixup = self._unwind_fixup
         self.probes: list = []
         self.code_names: list[tuple[int, int, str]] = []    # (start, end, name) of probe code
         self._batch, self._dirty = 0, False
@@ -95,6 +97,13 @@ class Probes:
         self._func_index: dict[int, tuple] = {}
         self._names_index: dict[int, dict] = {}
         self._owner_key, self._owner_idx = None, None
+        self._active = None                          # the kprobe whose handlers are running (kprobe_running)
+        self.optprobes = optprobes and not machine.config.thumb2     # CONFIG_OPTPROBES: ARM kernels only
+        self.cost = cost.model(machine.image)        # modelled instructions of the kernel's C steps
+        self.model_insns = 0
+        self.model_counts: dict[str, int] = {}
+        from .ktext import KernelText
+        self.ktext = KernelText(machine.image) if machine.image is not None else None
         for mod in machine._all_modules:
             machine.map_module(mod)
         self.ftrace = Ftrace(self)
@@ -219,12 +228,42 @@ class Probes:
 
     # --- functions ---------------------------------------------------------------------------
     def function(self, name: str) -> Function:
-        for mod in reversed(self.m.modules):
-            for s in mod.symbols:
-                if s.name == name and s.stype == "func" and s.section and mod.region_of(s.addr & ~1):
-                    return Function(mod, name, s.addr & ~1, s.size, bool(s.addr & 1))
-        raise refuse("register_kprobe", ENOENT, f"no function {name!r} in the loaded modules "
-                     f"({', '.join(m.name for m in self.m.modules)})")
+        """A function by name: `FUNC` (modules first, newest first, then the kernel image) or
+        `MODULE:FUNC` (`vmlinux:FUNC` for the image)."""
+        modname = None
+        if ":" in name:
+            modname, name = name.split(":", 1)
+        if modname != "vmlinux":
+            for mod in reversed(self.m.modules):
+                if modname is not None and mod.name != modname:
+                    continue
+                for s in mod.symbols:
+                    if s.name == name and s.stype == "func" and s.section and mod.region_of(s.addr & ~1):
+                        return Function(mod, name, s.addr & ~1, s.size, bool(s.addr & 1))
+        if self.ktext is not None and modname in (None, "vmlinux"):
+            f = self.ktext.function(name)
+            if f is not None:
+                return f
+        where = ", ".join(m.name for m in self.m.modules) + (" and the kernel image" if self.ktext else "")
+        if modname is not None and modname != "vmlinux" and not any(m.name == modname for m in self.m.modules):
+            raise refuse("register_kprobe", ENOENT, f"no module {modname!r} loaded ({where})")
+        raise refuse("register_kprobe", ENOENT, f"no function {name!r} in "
+                     f"{modname if modname else where}")
+
+    def resolve(self, spec: str) -> tuple[Function | None, int]:
+        """A probe point as kprobe_events writes it: `FUNC`, `FUNC+OFF`, `MODULE:FUNC[+OFF]` or an
+        address (`0xc05d4c44`): (function or None, address)."""
+        spec = spec.strip()
+        try:
+            if spec.lower().startswith("0x"):
+                a = int(spec, 16)
+                return self.function_at(a), a
+            name, _, off = spec.partition("+")
+            o = int(off, 0) if off else 0
+        except ValueError:
+            raise refuse("register_kprobe", EINVAL, f"{spec!r}: expected FUNC[+OFF], MODULE:FUNC[+OFF] or 0xADDR")
+        f = self.function(name)
+        return f, f.start + o
 
     def function_names(self, mod, start: int) -> list[str]:
         idx = self._names_index.get(id(mod))
@@ -236,7 +275,14 @@ class Probes:
         return idx.get(start, [])
 
     def owner(self, addr: int):
-        """Machine._in_module through a sorted index of live regions (rebuilt when they change)."""
+        """Machine._in_module through a sorted index of live regions (rebuilt when they change);
+        the KernelText for the image's text."""
+        mod = self._module_owner(addr)
+        if mod is None and self.ktext is not None and self.ktext.contains(addr):
+            return self.ktext
+        return mod
+
+    def _module_owner(self, addr: int):
         key = (len(self.m.modules), len(self.m._init_freed))
         if self._owner_key != key:
             regs = sorted((r.base, r.end, mod) for mod in self.m.modules for r in self.m._live_regions(mod) if r.size)
@@ -251,6 +297,8 @@ class Probes:
         mod = self.owner(addr)
         if mod is None:
             return None
+        if mod is self.ktext:
+            return mod.function_at(addr)
         idx = self._func_index.get(id(mod))
         if idx is None:
             funcs = sorted(((s.addr & ~1), -i, s) for i, s in enumerate(mod.symbols)
@@ -278,6 +326,40 @@ class Probes:
             self.on_hit(h)
         return h
 
+    def charge(self, step: str) -> None:
+        """A kernel step armload runs in Python: its modelled instructions (cost.py)."""
+        self.model_insns += self.cost[step]
+        self.model_counts[step] = self.model_counts.get(step, 0) + 1
+
+    def alloc_kernel_near(self, n: int) -> int:
+        """get_optinsn_slot for kernel text: module_alloc memory, within a branch of the Image
+        (the top of the module area, growing down)."""
+        a = getattr(self, "_kernel_near", None)
+        if a is None:
+            a = self.m.config.page_offset - 0x100000
+        a = (a + 15) & ~15
+        pages = {pg: UC_PROT_READ | UC_PROT_EXEC for pg in range(a & ~(PAGE - 1), (a + n + PAGE - 1) & ~(PAGE - 1), PAGE)
+                 if pg not in self.m._perm}
+        for pg in range(a & ~(PAGE - 1), (a + n + PAGE - 1) & ~(PAGE - 1), PAGE):
+            if pg not in pages and self.m._perm.get(pg) != UC_PROT_READ | UC_PROT_EXEC:
+                raise refuse("get_optinsn_slot", ENOMEM, "no free memory near the kernel text")
+        if pages:
+            self.m._map_pages(pages)
+            self._regions = None
+        self._kernel_near = a + n
+        return a
+
+    def run_optimizer(self) -> int:
+        """kprobe_optimizer, as if OPTIMIZE_DELAY had passed: every ready kprobe becomes a branch
+        to its detour buffer. Returns how many were optimized."""
+        from .kprobe import Kprobe
+        n = 0
+        with self.batch():
+            for p in self.table.all():
+                if isinstance(p, Kprobe) and p.try_optimize():
+                    n += 1
+        return n
+
     def name_code(self, start: int, size: int, name: str) -> None:
         self.code_names.append((start & ~1, (start & ~1) + size, name))
 
@@ -302,40 +384,107 @@ class Probes:
         if kp is None:
             from ..emu.faults import ModelFault
             raise ModelFault(f"kprobe: breakpoint at {addr:#010x} with no kprobe registered", "bug")
-        kp.handle()
+        self.charge("kprobe")
+        if self._active is not None:          # reenter_kprobe: a probe hit inside a handler
+            kp.missed()
+            return
+        kp.maybe_optimize()                   # the optimizer ran if OPTIMIZE_DELAY passed since arming
+        self._active = kp
+        try:
+            kp.handle()
+        finally:
+            self._active = None
 
     def kretprobe_trampoline(self) -> int:
-        """__kretprobe_trampoline: the image's address when mapped, else probe text."""
+        """__kretprobe_trampoline. With the Image mapped it is the Image's own code, run as
+        ordinary instructions (sub sp; push {r0-r11}; mov r0, sp; bl trampoline_handler; mov lr,
+        r0; pop {r0-r11}; add sp; mov pc, lr), and only trampoline_handler (the C of
+        kretprobe_trampoline_handler) is Python, a trap at its address. Without the Image, a
+        trap at a probe-text address stands for the whole trampoline."""
         if self._kretprobe_tramp is None:
             th = bool(self.m.config.thumb2)
-            a = self.m.kernel_function("__kretprobe_trampoline") if self.m.image is not None else None
-            a = (a & ~1) if a is not None else self.alloc_text(4)
+            img = self.m.image
+            a = self.m.kernel_function("__kretprobe_trampoline") if img is not None else None
+            h = img.symbols.get("trampoline_handler") if img is not None else None
+            if a is not None and h is not None and not th:
+                def on_handler(machine, at):               # r0 = the saved registers (r0-r11)
+                    uc = self.uc
+                    regs = uc.reg_read(A.UC_ARM_REG_R0)
+                    r0 = struct.unpack("<I", self.read(regs, 4))[0]
+                    uc.reg_write(A.UC_ARM_REG_R0, self._kretprobe_return(r0))
+                    self.set_pc(uc.reg_read(A.UC_ARM_REG_LR))
+                self.trap(h & ~1, False, on_handler)
+                self._kretprobe_tramp = a & ~1
+                return self._kretprobe_tramp
+            a = self.alloc_text(4)
 
             def on_return(machine, at):
-                if not self._kret_stack:
-                    from ..emu.faults import ModelFault
-                    raise ModelFault("kretprobe trampoline reached with no instance", "bug")
-                rp = self._kret_stack.pop()
-                self.set_pc(rp.returned())
+                self.set_pc(self._kretprobe_return(self.uc.reg_read(A.UC_ARM_REG_R0)))
             self.trap(a, th, on_return)
             self.name_code(a, 4, "__kretprobe_trampoline")
             self._kretprobe_tramp = a | (1 if th else 0)
         return self._kretprobe_tramp
 
+    def kret_instances(self, task: int | None = None) -> list:
+        """The task's kretprobe instances, innermost last (current->kretprobe_instances)."""
+        return self._kret_tasks.setdefault(self.m.current if task is None else task, [])
+
+    def _kretprobe_return(self, r0: int) -> int:
+        """kretprobe_trampoline_handler: the current task's innermost instance, its handler with
+        the return value, the real return address (the instance goes back to its pool)."""
+        inst = self.kret_instances()
+        if not inst:
+            from ..emu.faults import ModelFault
+            raise ModelFault("kretprobe trampoline reached with no instance for this task", "bug")
+        rp, ret, args = inst.pop()
+        self.charge("kretprobe-return")
+        return rp.returned(ret, args, r0)
+
+    def _unwind_fixup(self):
+        """For the oops unwinder (Machine.unwind_fixup): a frame returning to the trampoline
+        returns to its instance's real address, innermost first (kretprobe_find_ret_addr, as
+        arch/arm/kernel/stacktrace.c's unwind_frame does)."""
+        inst = list(self.kret_instances())
+        tramp = (self._kretprobe_tramp or 0) & ~1
+
+        def fix(frame):
+            if tramp and (frame.pc & ~1) == tramp and inst:
+                frame.regs[15] = inst.pop()[1]
+            return frame
+        return fix
+
     # --- probe kinds ---------------------------------------------------------------------------
+    def _handler(self, h):
+        """A handler: a Python callable, or the address of emulated ARM/Thumb code called with the
+        hit's r0-r3 (m.invoke), as a JIT-ed BPF program would be."""
+        if h is None or callable(h):
+            return h
+        if isinstance(h, int):
+            return lambda hit, _code=h: self.m.invoke(_code, hit.args)
+        raise TypeError(f"a probe handler is a callable or a code address, not {type(h).__name__}")
+
     def kprobe(self, target, offset: int = 0, pre=None, post=None, enable: bool = True, addr: int | None = None):
-        """register_kprobe on FUNC+offset (target a name or Function), or on a raw `addr`."""
+        """register_kprobe on FUNC+offset (target a name, a `resolve` spec or a Function), or on a raw
+        `addr`."""
         from .kprobe import Kprobe
-        p = Kprobe(self, target, offset, pre, post, addr=addr)
+        if isinstance(target, str) and addr is None:
+            f, a = self.resolve(target)
+            if f is None:
+                addr = a
+            else:
+                target, offset = f, a - f.start + offset
+        p = Kprobe(self, target, offset, self._handler(pre), self._handler(post), addr=addr)
         p.register()
         if enable:
             p.enable()
         self.probes.append(p)
         return p
 
-    def kretprobe(self, target, handler=None, entry_handler=None, enable: bool = True):
+    def kretprobe(self, target, handler=None, entry_handler=None, enable: bool = True, maxactive: int = 0):
         from .kretprobe import Kretprobe
-        p = Kretprobe(self, target, handler, entry_handler)
+        if isinstance(target, str):
+            target = self.function(target)
+        p = Kretprobe(self, target, self._handler(handler), entry_handler, maxactive)
         p.register()
         if enable:
             p.enable()
@@ -343,13 +492,19 @@ class Probes:
         return p
 
     def ftrace_function(self, target, handler=None, enable: bool = True):
-        p = self.ftrace.ops(target, handler)
+        p = self.ftrace.ops(target, self._handler(handler))
         if enable:
             p.enable()
         self.probes.append(p)
         return p
 
+    def bpf_trampoline(self, target, kind: str = "fentry"):
+        """fentry/fexit as 32-bit ARM 6.1 has them: refused with -ENOTSUPP (direct.bpf_trampoline)."""
+        from .direct import bpf_trampoline
+        return bpf_trampoline(self, target, kind)
+
     def direct(self, target, entry=None, exit=None, enable: bool = True, entry_code: int | None = None):
+        """armload's own fentry/fexit-style trampoline: an extension (direct.EXTENSION)."""
         from .direct import DirectTrampoline
         p = DirectTrampoline(self, target, entry, exit, entry_code=entry_code)
         if enable:

@@ -1,4 +1,12 @@
-"""Direct trampolines (fentry/fexit style) on the ftrace site of a module function.
+"""armload's own direct trampolines (fentry/fexit style) on the ftrace site of a module function:
+an EXTENSION, not a 32-bit ARM 6.1 feature.
+
+On 32-bit ARM 6.1 BPF fentry/fexit do not exist: bpf_trampoline_update calls
+arch_prepare_bpf_trampoline, which on ARM is only the weak stub of kernel/bpf/trampoline.c
+returning -ENOTSUPP (the Debian Image holds just that stub), and ARM has no
+DYNAMIC_FTRACE_WITH_DIRECT_CALLS. `bpf_trampoline()` says so, as the kernel would; what follows
+is armload's design, offered for comparison and labelled as such wherever it is printed. On
+ARM the kernel's way to see returns is function_graph (ftrace.py) or a kretprobe.
 
 The site's NOP becomes `bl tramp` (range permitting: the trampoline is allocated next to the
 module, as the kernel allocates trampolines with module_alloc; the module's fixed PLT entries
@@ -23,7 +31,23 @@ import struct
 
 from unicorn import arm_const as A
 
-from .base import EOPNOTSUPP, refuse
+from .base import ENOTSUPP, EOPNOTSUPP, refuse
+
+EXTENSION = "armload extension: 32-bit ARM 6.1 has no BPF trampoline (arch_prepare_bpf_trampoline: -ENOTSUPP)"
+
+
+def bpf_trampoline(probes, target, kind: str = "fentry"):
+    """BPF_TRACE_FENTRY/FEXIT attach on 32-bit ARM 6.1: bpf_trampoline_update ->
+    arch_prepare_bpf_trampoline, the weak stub, -ENOTSUPP (524). Raises that refusal, naming the
+    Image's stub when it is mapped."""
+    f = probes.function(target) if isinstance(target, str) else target
+    img = probes.m.image
+    where = ""
+    if img is not None and "arch_prepare_bpf_trampoline" in img.symbols:
+        where = f" (the Image's weak stub at {img.symbols['arch_prepare_bpf_trampoline']:#010x})"
+    raise refuse(f"bpf_trampoline_update for {kind}:{f.name}", ENOTSUPP,
+                 f"arch_prepare_bpf_trampoline{where} is not implemented on 32-bit ARM; armload's own "
+                 f"trampolines (Probes.direct) are an extension")
 from .ftrace import assemble, thumb_frame_code
 
 _ARM = """
@@ -55,43 +79,20 @@ class DirectTrampoline:
         self.tramp = 0
 
     def _return_slot(self) -> int:
-        """Offset from the trampoline's sp (at the entry trap) of the word holding the return address."""
+        """Offset from the trampoline's sp (at the entry trap) of the word holding the return
+        address: the trampoline's frame is ftrace_caller's (stmdb sp!, {r0-r3, lr}), so it is where
+        prepare_ftrace_return would find the lr (Ftrace._parent_slot)."""
         p, f, s = self.p, self.func, self.site
-        if self.thumb:
-            if p.read_original(s.addr - 2, 2) == struct.pack("<H", 0xB500):
-                push_at = s.addr - 2
-            elif p.read_original(s.addr - 4, 4) == struct.pack("<HH", 0xF84D, 0xED04):
-                push_at = s.addr - 4
-            else:
-                push_at = None
-        else:
-            push_at = s.addr - 4 if p.read_original(s.addr - 4, 4) == struct.pack("<I", 0xE52DE004) else None
-        if push_at is not None:
-            if push_at == f.start:
-                return 20                   # the `push {lr}` word
-            pro = p.read_original(f.start, push_at - f.start)
-            n = None
-            if not self.thumb and len(pro) == 4:
-                w = struct.unpack("<I", pro)[0]
-                if w & 0xFFFF4000 == 0xE92D4000 and not w & 0x8000:
-                    n = bin(w & 0xFFFF).count("1")
-            elif self.thumb and len(pro) == 2:
-                h = struct.unpack("<H", pro)[0]
-                if h & 0xFF00 == 0xB500:
-                    n = bin(h & 0xFF).count("1") + 1
-            elif self.thumb and len(pro) == 4:
-                h1, h2 = struct.unpack("<HH", pro)
-                if h1 == 0xE92D and h2 & 0xC000 == 0x4000:
-                    n = bin(h2).count("1")
-            if n is not None:
-                return 24 + 4 * (n - 1)
-        raise refuse("register_fexit", EOPNOTSUPP, f"{self.name}: armload cannot find where the function "
-                     f"keeps its return address at the ftrace site (prologue "
-                     f"{p.read_original(f.start, max(0, s.addr - f.start)).hex()})")
+        off = p.ftrace._parent_slot(s, 0)
+        if off is None:
+            raise refuse("register_fexit", EOPNOTSUPP, f"{self.name}: armload cannot find where the function "
+                         f"keeps its return address at the ftrace site (prologue "
+                         f"{p.read_original(f.start, max(0, s.addr - f.start)).hex()})")
+        return off
 
     def _build(self) -> None:
         p, th = self.p, self.thumb
-        t = p.alloc_near(self.func.module, TRAMP_SIZE)
+        t = p.alloc_kernel_near(TRAMP_SIZE) if self.func.module is p.ktext else p.alloc_near(self.func.module, TRAMP_SIZE)
         call = self.entry_code if self.entry_code is not None and self.exit is None else t + ENTRY_OFF
         if th:
             code = thumb_frame_code(t, call, struct.pack("<H", 0x4668))     # mov r0, sp

@@ -12,7 +12,19 @@ ftrace_caller is armload's own code with the semantics of arch/arm/kernel/entry-
 its entry (FTRACE_ADDR: the kernel image's ftrace_caller, or the simulated address modules
 were given) jumps to a body that saves r0-r3/lr, passes (ip, parent_ip) to ftrace_call's
 target, the ops list function (a trap running the Python handlers), and returns with the
-caller's lr restored (mcount_exit). A direct trampoline takes the same site (direct.py).
+caller's lr restored (mcount_exit).
+
+Several users per function, as kernel/trace/ftrace.c allows: each FtraceOps has a filter hash
+(the functions it traces; None = every traceable function, as with an empty filter); a site
+is `bl ftrace_caller` while at least one enabled ops' filter holds it (the record's ref count)
+and the NOP otherwise; ftrace_ops_list_func calls every enabled ops whose filter holds the ip,
+in registration order. function_graph (CONFIG_FUNCTION_GRAPH_TRACER, which Debian has) is an
+ops with an entry and a return handler: prepare_ftrace_return replaces the parent's return
+address saved by `push {lr}` with return_to_handler, on the current task's return stack
+(FTRACE_RETFUNC_DEPTH 50 deep; deeper calls are not hooked); return_to_handler is the Image's
+own code when it is mapped (push {r0-r3}; bl ftrace_return_to_handler; ...), with
+ftrace_return_to_handler the Python part. armload's direct trampolines (direct.py, an
+extension: 32-bit ARM 6.1 has no direct calls) take a site alone (-EBUSY beside ftrace users).
 """
 from __future__ import annotations
 
@@ -53,6 +65,11 @@ def assemble(src: str, addr: int, thumb: bool, **syms: int) -> bytes:
     return bytes(enc)
 
 
+class Users:
+    """A site's owner while ftrace_ops use it (the record's ref count lives in Ftrace.users)."""
+    kind = "ftrace"
+
+
 class Site:
     """One mcount call site (rec->ip) of a module function."""
 
@@ -67,27 +84,51 @@ class Site:
 
 
 class FtraceOps:
-    """register_ftrace_function for one function: handler(hit) gets the function and its caller."""
+    """register_ftrace_function: handler(hit) gets the function and its caller; `filter` (site
+    list) is ftrace_set_filter's hash, None for every traceable function. A graph ops
+    (register_ftrace_graph) has `entry`/`ret` handlers instead."""
 
-    def __init__(self, ft, site: Site, handler):
-        self.ft, self.site, self.handler = ft, site, handler
-        self.kind = "ftrace"
+    def __init__(self, ft, sites, handler, *, graph: bool = False, ret=None):
+        self.ft, self.handler = ft, handler
+        self.filter = None if sites is None else list(sites)
+        self.site = self.filter[0] if self.filter else None
+        self.graph, self.ret = graph, ret
+        self.kind = "function_graph" if graph else "ftrace"
         self.enabled = False
+        self.nhit = 0
+        self.nmissed = 0                  # graph: calls deeper than FTRACE_RETFUNC_DEPTH
+
+    def covers(self, site: Site) -> bool:
+        return self.filter is None or site in self.filter
+
+    def set_filter(self, names) -> None:
+        """ftrace_set_filter (reset): trace exactly these functions from now on."""
+        was = self.enabled
+        self.disable()
+        self.filter = None if names is None else [self.ft.site_of(self.ft.p.function(n) if isinstance(n, str) else n)
+                                                  for n in names]
+        if was:
+            self.enable()
 
     def enable(self):
         if not self.enabled:
-            self.ft.make_call(self.site, self.ft.ftrace_addr, self)
+            self.ft.add_user(self)
             self.enabled = True
         return self
 
     def disable(self):
         if self.enabled:
-            self.ft.make_nop(self.site)
+            self.ft.remove_user(self)
             self.enabled = False
         return self
 
+    unregister = disable
+
     def sites(self):
         return []
+
+
+FTRACE_RETFUNC_DEPTH = 50
 
 
 class Ftrace:
@@ -99,6 +140,9 @@ class Ftrace:
         self.by_function: dict[tuple[int, str], list[Site]] = {}
         self.errors: list[str] = []
         self._caller_ready = False
+        self.users: list[FtraceOps] = []         # enabled ops, in registration order
+        self._ret_stacks: dict[int, list] = {}   # task -> function_graph return stack
+        self._return_to_handler = None
         self.ftrace_addr = self._kernel_addr("ftrace_caller")
         self.mcount_addr = self._kernel_addr(MCOUNT)
 
@@ -201,6 +245,33 @@ class Ftrace:
         self.p.write_code(site.addr, self._nop(site))
         site.state, site.target, site.via_plt, site.owner = "nop", 0, 0, None
 
+    def add_user(self, ops: FtraceOps) -> None:
+        """ftrace_startup: the ops joins the list; sites it newly covers become calls."""
+        sites = self.traceable() if ops.filter is None else ops.filter
+        for site in sites:
+            if site.state == "call" and not isinstance(site.owner, Users):
+                raise refuse("register_ftrace_function", EBUSY, f"{site.function}: its ftrace site is taken by "
+                             f"armload's {getattr(site.owner, 'kind', '?')} trampoline (an extension; no direct "
+                             f"calls on 32-bit ARM)")
+        self.users.append(ops)
+        with self.p.batch():
+            for site in sites:
+                if site.state != "call" and self._live(site):
+                    self.make_call(site, self.ftrace_addr, Users())
+
+    def remove_user(self, ops: FtraceOps) -> None:
+        """ftrace_shutdown: sites no remaining ops covers go back to the NOP."""
+        self.users.remove(ops)
+        with self.p.batch():
+            for site in (self.traceable() if ops.filter is None else ops.filter):
+                if site.state == "call" and isinstance(site.owner, Users) and \
+                        not any(o.covers(site) for o in self.users):
+                    self.make_nop(site)
+
+    def traceable(self) -> list[Site]:
+        """available_filter_functions: every live site."""
+        return [s for s in self.sites.values() if self._live(s)]
+
     def make_call(self, site: Site, target: int, owner, fixed_plt: bool = True) -> None:
         if site.state == "call":
             raise refuse("register_ftrace_function", EBUSY, f"{site.function}: its ftrace site is in use "
@@ -256,20 +327,169 @@ class Ftrace:
         self._caller_ready = True
 
     def _list_func(self, machine) -> None:
-        """ftrace_ops_list_func(ip, parent_ip): the handlers of the function at ip."""
+        """ftrace_ops_list_func(ip, parent_ip): every enabled ops whose filter holds ip; a graph
+        ops runs prepare_ftrace_return."""
         from unicorn import arm_const as A
         ip, parent = self.p.uc.reg_read_batch([A.UC_ARM_REG_R0, A.UC_ARM_REG_R1])
         site = self.sites.get(ip)
-        if site is None or not isinstance(site.owner, FtraceOps):
+        if site is None or not isinstance(site.owner, Users):
             return
+        self.p.charge("ftrace")
         sp = self.p.uc.reg_read(A.UC_ARM_REG_SP)
         args = list(struct.unpack("<4I", self.p.read(sp, 16)))     # the saved r0-r3
-        h = self.p.hit("ftrace", site.function, ip, args=args, caller=parent)
-        if site.owner.handler is not None:
-            site.owner.handler(h)
+        for ops in list(self.users):
+            if not ops.covers(site):
+                continue
+            if ops.graph:
+                self._graph_entry(ops, site, sp, args, parent)
+                continue
+            ops.nhit += 1
+            h = self.p.hit("ftrace", site.function, ip, args=args, caller=parent)
+            if ops.handler is not None:
+                ops.handler(h)
+
+    # --- function_graph ---------------------------------------------------------------------
+    def graph(self, entry=None, ret=None, functions=None, enable: bool = True) -> FtraceOps:
+        """register_ftrace_graph: entry(hit) at each traced call, ret(hit) at its return (hit.ret
+        is r0); `functions` is set_graph_function (None: every traceable function)."""
+        sites = None if functions is None else [self.site_of(self.p.function(f) if isinstance(f, str) else f)
+                                                for f in functions]
+        ops = FtraceOps(self, sites, entry, graph=True, ret=ret)
+        self.return_to_handler()
+        if enable:
+            ops.enable()
+        return ops
+
+    def ret_stack(self, task: int | None = None) -> list:
+        return self._ret_stacks.setdefault(self.m.current if task is None else task, [])
+
+    def _graph_entry(self, ops, site, sp, args, parent) -> None:
+        """prepare_ftrace_return: the parent's return address (the word `push {lr}` saved, at
+        sp + 20 in ftrace_caller's frame) becomes return_to_handler."""
+        stack = self.ret_stack()
+        if len(stack) >= FTRACE_RETFUNC_DEPTH:
+            ops.nmissed += 1
+            return
+        ops.nhit += 1
+        h = self.p.hit("graph-entry", site.function, site.addr, args=args, caller=parent)
+        if ops.handler is not None and ops.handler(h) is False:
+            return                               # an entry handler returning false: not traced
+        slot = self._parent_slot(site, sp)
+        if slot is None:                         # unwind_frame failed: the kernel returns untraced
+            ops.nmissed += 1
+            return
+        real = struct.unpack("<I", self.p.read(slot, 4))[0]
+        stack.append((ops, site, real, args, len(stack)))
+        self.p.uc.mem_write(slot, struct.pack("<I", self._return_to_handler))
+
+    def _parent_slot(self, site: Site, sp: int) -> int | None:
+        """Where the function keeps its return address, as prepare_ftrace_return finds it with the
+        EHABI unwinder (frame.lr_addr): the `push {..., lr}` of the prologue before `push {lr};
+        bl mcount`, else the word `push {lr}` saved. sp is ftrace_caller's after its
+        `stmdb sp!, {r0-r3, lr}`: the `push {lr}` word is at sp + 20."""
+        rd = self.p.read_original
+        fn = self.p.function_at(site.addr)
+        if site.thumb:
+            before = 2 if rd(site.addr - 2, 2) == struct.pack("<H", 0xB500) else \
+                4 if rd(site.addr - 4, 4) == struct.pack("<HH", 0xF84D, 0xED04) else None
+        else:
+            before = 4 if rd(site.addr - 4, 4) == struct.pack("<I", 0xE52DE004) else None
+        if before is None or fn is None:
+            return None
+        push_at = site.addr - before
+        if push_at == fn.start:
+            return sp + 20
+        pro = rd(fn.start, push_at - fn.start)
+        n = None
+        if not site.thumb and len(pro) == 4:
+            w = struct.unpack("<I", pro)[0]
+            if w & 0xFFFF4000 == 0xE92D4000 and not w & 0x8000:
+                n = bin(w & 0xFFFF).count("1")
+        elif site.thumb and len(pro) == 2:
+            h = struct.unpack("<H", pro)[0]
+            if h & 0xFF00 == 0xB500:
+                n = bin(h & 0xFF).count("1") + 1
+        elif site.thumb and len(pro) == 4:
+            h1, h2 = struct.unpack("<HH", pro)
+            if h1 == 0xE92D and h2 & 0xC000 == 0x4000:
+                n = bin(h2).count("1")
+        return None if n is None else sp + 24 + 4 * (n - 1)
+
+    def return_to_handler(self) -> int:
+        """return_to_handler: the Image's code with ftrace_return_to_handler as a trap, or (no
+        Image) a trap standing for both."""
+        if self._return_to_handler is not None:
+            return self._return_to_handler
+        from unicorn import arm_const as A
+        img = self.m.image
+        a = img.symbols.get("return_to_handler") if img is not None else None
+        h = img.symbols.get("ftrace_return_to_handler") if img is not None else None
+        if a is not None and h is not None and not self.thumb:
+            def on_handler(machine, at):          # r0 = frame pointer (unused); r0-r3 saved on the stack
+                uc = self.p.uc
+                sp = uc.reg_read(A.UC_ARM_REG_SP)
+                r0 = struct.unpack("<I", self.p.read(sp, 4))[0]
+                uc.reg_write(A.UC_ARM_REG_R0, self._graph_return(r0))
+                self.p.set_pc(uc.reg_read(A.UC_ARM_REG_LR))
+            self.p.trap(h & ~1, False, on_handler)
+            self._return_to_handler = a & ~1
+        else:
+            t = self.p.alloc_text(4)
+
+            def on_return(machine, at):
+                self.p.set_pc(self._graph_return(self.p.uc.reg_read(A.UC_ARM_REG_R0)))
+            self.p.trap(t, self.thumb, on_return)
+            self.p.name_code(t, 4, "return_to_handler")
+            self._return_to_handler = t | (1 if self.thumb else 0)
+        return self._return_to_handler
+
+    def _graph_return(self, r0: int) -> int:
+        """ftrace_return_to_handler: pop the task's return stack, the return handler, the real address."""
+        stack = self.ret_stack()
+        if not stack:
+            from ..emu.faults import ModelFault
+            raise ModelFault("return_to_handler reached with an empty return stack", "bug")
+        ops, site, real, args, depth = stack.pop()
+        self.p.charge("graph-return")
+        h = self.p.hit("graph-return", site.function, site.addr, ret=r0, args=args, caller=real)
+        h.depth = depth
+        if ops.ret is not None:
+            ops.ret(h)
+        return real
+
+    def _kernel_site(self, func) -> None:
+        """ftrace_init for one function of the Image, on first use: its mcount call (the Image's
+        __mcount_loc is init data kallsyms does not name; the call is found at the prologue)
+        becomes the NOP and an ftrace record."""
+        kt = self.p.ktext
+        for a in range(func.start, min(func.start + 16, func.start + func.size), 4):
+            if a in self.sites:
+                self.by_function.setdefault((id(kt), func.name), []).append(self.sites[a])
+                return
+            if kt.is_mcount_site(a):
+                site = Site(kt, a, False, func.name, False)
+                self.sites[a] = site
+                self.by_function.setdefault((id(kt), func.name), []).append(site)
+                self.make_nop(site)
+                return
+
+    def kernel_nop(self, name: str) -> bool:
+        """ftrace_init for one function of the Image: its `bl __gnu_mcount_nc` becomes the ftrace
+        NOP (insn.ARM_FTRACE_NOP), as the booted kernel has it. True if there was a call to replace."""
+        kt = self.p.ktext
+        f = kt.function(name) if kt is not None else None
+        if f is None:
+            return False
+        for a in range(f.start, min(f.start + 16, f.start + f.size), 4):
+            if kt.is_mcount_site(a):
+                self.p.write_code(a, struct.pack("<I", I.ARM_FTRACE_NOP))
+                return True
+        return False
 
     # --- lookups --------------------------------------------------------------------------------
     def site_of(self, func) -> Site:
+        if func.module is self.p.ktext and (id(func.module), func.name) not in self.by_function:
+            self._kernel_site(func)
         sites = self.by_function.get((id(func.module), func.name))
         if not sites:
             raise refuse("register_ftrace_function", ENODEV,
@@ -277,8 +497,12 @@ class Ftrace:
         return sites[0]
 
     def ops(self, target, handler) -> FtraceOps:
-        func = self.p.function(target) if isinstance(target, str) else target
-        return FtraceOps(self, self.site_of(func), handler)
+        """An ops tracing one function (target), several functions (a list) or all (None)."""
+        if target is None:
+            return FtraceOps(self, None, handler)
+        targets = target if isinstance(target, (list, tuple)) else [target]
+        funcs = [self.p.function(t) if isinstance(t, str) else t for t in targets]
+        return FtraceOps(self, [self.site_of(f) for f in funcs], handler)
 
     def is_site(self, addr: int) -> bool:
         return addr in self.sites

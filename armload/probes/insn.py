@@ -7,12 +7,19 @@ with the probed instruction's condition, KPROBE_THUMB16_BREAKPOINT_INSTRUCTION 0
 KPROBE_THUMB32_BREAKPOINT_INSTRUCTION 0xf7f0a018).
 
 `decode_arm` follows arch/arm/probes/decode-arm.c (probes_decode_arm_table with its REGS()
-register checks) and the stack checker (arch/arm/probes/kprobes/checkers-arm.c: stores below
-sp by more than MAX_STACK_SIZE, or by a register offset, are refused): REJECT is the kernel's
-INSN_REJECTED (-EINVAL). `decode_thumb` covers the Thumb-2 tables' branches, literal loads,
-system, coprocessor and exclusive instructions; other Thumb forms run out of line. What the
-kernel emulates with register rewriting but armload cannot run out of line (an instruction
-reading pc that is not a branch, literal load or adr) is UNSUPPORTED: armload says so.
+register checks) and the stack checker (arch/arm/probes/kprobes/checkers-arm.c, run for
+PROBES_STORE/_STORE_EXTRA/_LDRSTRD/_LDMSTM only: a store with sp as base or register offset is
+unknown stack use, a pre-indexed negative store or STMDx below sp by more than MAX_STACK_SIZE is
+refused, post-indexed stores are not stack use): REJECT is the kernel's INSN_REJECTED (-EINVAL).
+An ARM instruction reading pc is EMULATE: the kernel's decode_regs rewrites its register nibbles
+and emulate_* runs it with pc + 8 in the stand-in; armload does the same (kprobe.py). LDM/STM
+naming pc are simulated (simulate_ldm1stm1 / simulate_stm1_pc). tests/test_kprobe_decode.py holds
+armload to a literal port of the kernel's tables (tests/oracles/kprobes_decode.py).
+`decode_thumb` covers the Thumb-2 tables' branches, literal loads, system, coprocessor and
+exclusive instructions, and checkers-thumb.c's stack checker; other Thumb forms run out of line.
+Thumb forms the kernel emulates or simulates and armload does not (IT blocks, hi-register
+operations reading pc, tbb/tbh, literal loads other than ldr, ldrd literal) are UNSUPPORTED
+(-EOPNOTSUPP, armload's own refusal).
 """
 from __future__ import annotations
 
@@ -30,6 +37,7 @@ MAX_STACK_SIZE = 64                   # arch/arm/probes/kprobes/core.c
 OUT_OF_LINE = "out-of-line"           # INSN_GOOD: copied into an instruction slot
 SIMULATE = "simulate"                 # INSN_GOOD_NO_SLOT: its effect is computed by the handler
 REJECT = "reject"                     # INSN_REJECTED: register_kprobe returns -EINVAL
+EMULATE = "emulate"                   # INSN_GOOD with decode_regs' register rewriting (reads pc)
 UNSUPPORTED = "unsupported"           # the kernel would emulate it; armload does not
 
 
@@ -39,6 +47,7 @@ class Decoded:
     what: str                         # instruction class, for messages
     sim: str | None = None            # simulation kind for SIMULATE
     size: int = 4
+    pc_fields: tuple = ()             # EMULATE: (shifts of the fields reading pc, bit 12 writes pc)
 
 
 def arm_word(data: bytes) -> int:
@@ -273,24 +282,71 @@ def _walk(op: int, table) -> tuple[str, str, object] | None:
     return None
 
 
+# checkers-arm.c arm_stack_checker runs for these actions only (PROBES_STORE, PROBES_STORE_EXTRA,
+# PROBES_LDRSTRD, PROBES_LDMSTM); a media or data-processing instruction naming sp is no store
+_STACK_CHECKED = {"str", "strh", "ldrd/strd", "ldm/stm"}
+
+
 def _stack_space(op: int) -> int:
-    """checkers-arm.c arm_check_stack: bytes below sp a store may touch (-1: unknown)."""
-    rn = (op >> 16) & 0xF
-    if rn != 13:
+    """checkers-arm.c arm_check_stack: bytes below sp a store may touch (-1: unknown).
+
+    Register-offset STR/STRB/STRH/STRD with sp as base *or* offset: unknown; STMDA/STMDB sp:
+    (registers - (P == 0)) * 4; pre-indexed negative STR/STRB (imm12) and STRH/STRD (imm4:imm4)
+    with sp base: the immediate; everything else (loads, post-indexed, positive offsets): none."""
+    store = not op & (1 << 20)
+    rn, rm = (op >> 16) & 0xF, op & 0xF
+    if (op & 0x0E000000) == 0x06000000 and store and 13 in (rn, rm):          # STR{B} (register)
+        return -1
+    if (op & 0x0E4000B0) == 0x000000B0 and op & 0x20 and 13 in (rn, rm) and store:   # STR{H,D} (register)
+        return -1
+    if rn != 13 or not store:
         return 0
-    if (op & 0x0E100000) == 0x08000000:          # STM with sp base
-        if not (op & (1 << 23)):                 # decrementing
-            return 4 * bin(op & 0xFFFF).count("1")
-        return 0
-    if (op & 0x0C100000) == 0x04000000:          # STR/STRB
-        if op & (1 << 25):                       # register offset
-            return -1
-        return 0 if op & (1 << 23) else op & 0xFFF
-    if (op & 0x0E1000B0) == 0x000000B0 or (op & 0x0E1000F0) == 0x000000F0:   # STRH / STRD
-        if not (op & (1 << 22)):                 # register offset
-            return -1
-        return 0 if op & (1 << 23) else ((op >> 4) & 0xF0) | (op & 0xF)
+    if (op & 0x0E000000) == 0x08000000:                        # STM sp
+        if op & (1 << 23) or op & (1 << 22):                   # incrementing, or user registers
+            return 0
+        return (bin(op & 0xFFFF).count("1") - (0 if op & (1 << 24) else 1)) * 4
+    pre_neg = (op & (1 << 24)) and not op & (1 << 23)          # P == 1, U == 0: [sp, #-n]{!}
+    if (op & 0x0E000000) == 0x04000000 and pre_neg:            # STR{B} (immediate)
+        return op & 0xFFF
+    if (op & 0x0E4000B0) == 0x004000B0 and pre_neg and not op & (1 << 21):   # STR{H,D} (immediate)
+        return ((op >> 4) & 0xF0) + (op & 0xF)
     return 0
+
+
+# ARM instructions that read pc and that the kernel emulates with rewritten registers
+# (decode_regs replaces the register nibbles; emulate_* loads pc + 8 into the stand-in): armload
+# does the same with two scratch registers the instruction does not name (EMULATE below)
+_DEST12 = {"ldr", "ldrh/ldrsb/ldrsh", "data-processing", "movw/movt"}
+
+
+def _pc_fields(op: int, regs, what: str) -> tuple[list[int], bool]:
+    """(shifts of register fields reading pc, bit 12 is a pc destination)."""
+    reads, dest = [], False
+    for shift, k in zip((16, 12, 8, 4, 0), regs):
+        if k is None or (op >> shift) & 0xF != 15:
+            continue
+        if shift == 12 and what in _DEST12:
+            dest = True
+        else:
+            reads.append(shift)
+    return reads, dest
+
+
+def arm_scratch(op: int, n: int = 2) -> list[int]:
+    """The lowest registers r0..r12 that none of op's register fields name (nor Rt2 = Rt + 1 of
+    ldrd/strd)."""
+    used = {(op >> s) & 0xF for s in (16, 12, 8, 0)} | {((op >> 12) & 0xF) + 1}
+    return [r for r in range(13) if r not in used][:n]
+
+
+def arm_rewrite(op: int, reads: list[int], dest: bool) -> tuple[int, int, int | None]:
+    """(rewritten op, the register standing for pc as a source, the one for pc as destination)."""
+    rs, rd = arm_scratch(op)
+    for s in reads:
+        op = (op & ~(0xF << s)) | (rs << s)
+    if dest:
+        op = (op & ~(0xF << 12)) | (rd << 12)
+    return op, rs, (rd if dest else None)
 
 
 def decode_arm(op: int) -> Decoded:
@@ -300,33 +356,27 @@ def decode_arm(op: int) -> Decoded:
     kind, what, regs = hit
     if kind == R:
         return Decoded(REJECT, what)
-    space = _stack_space(op)
-    if space < 0 or space > MAX_STACK_SIZE:
-        return Decoded(REJECT, f"{what}: store to the stack {'at a register offset' if space < 0 else f'{space} bytes below sp'}")
+    if what in _STACK_CHECKED:
+        space = _stack_space(op)
+        if space < 0 or space > MAX_STACK_SIZE:
+            return Decoded(REJECT, f"{what}: store to the stack "
+                           f"{'at a register offset' if space < 0 else f'{space} bytes below sp'}")
     if kind == S:
         return Decoded(SIMULATE, what, what)
     if kind == L:
         rn = (op >> 16) & 0xF
         if rn == 15 or (not (op & (1 << 20)) and op & 0x8000):
-            return Decoded(UNSUPPORTED, "ldm/stm reading pc")
+            return Decoded(SIMULATE, "ldm/stm with pc (simulate_ldm1stm1 / simulate_stm1_pc)", "ldmstm")
         return Decoded(OUT_OF_LINE, what)
-    # emulated by the kernel: out of line here unless it reads pc
-    reads_pc = False
-    is_store = (op & 0x0C100000) == 0x04000000 or (op & 0x0E1000B0) == 0x000000B0 \
-        or ((op & 0x0E1000F0) == 0x000000F0)
-    for shift, k in zip((16, 12, 8, 4, 0), regs):
-        if k is None or (op >> shift) & 0xF != 15:
-            continue
-        if shift == 12 and not is_store:
-            continue                              # a destination: writing pc is a branch, fine
-        reads_pc = True
-    if reads_pc:
+    reads, dest = _pc_fields(op, regs, what)
+    if reads:
         rn = (op >> 16) & 0xF
-        if rn == 15 and (op & 0x0E500000) == 0x04100000 and (op & 0x01200000) == 0x01000000:
+        if rn == 15 and (op & 0x0E500000) == 0x04100000 and (op & 0x01200000) == 0x01000000 \
+                and reads == [16]:
             return Decoded(SIMULATE, "ldr literal", "ldr-literal")
-        if rn == 15 and (op & 0x0FE00000) in (0x02800000, 0x02400000) and (op >> 12) & 0xF != 15:
+        if rn == 15 and (op & 0x0FE00000) in (0x02800000, 0x02400000) and not dest:
             return Decoded(SIMULATE, "adr", "adr")
-        return Decoded(UNSUPPORTED, f"{what} reading pc")
+        return Decoded(EMULATE, f"{what} reading pc (registers rewritten)", "pc", pc_fields=(tuple(reads), dest))
     return Decoded(OUT_OF_LINE, what)
 
 
@@ -436,6 +486,34 @@ def _t32_dataproc(op: int, h1: int, h2: int) -> Decoded:
     return Decoded(OUT_OF_LINE if ok else REJECT, "data-processing" if ok else "data-processing on sp/pc")
 
 
+def _t32_stack_space(op: int) -> int:
+    """checkers-thumb.c t32_check_stack (loads never count): STR{,B,H} with sp as base or register
+    offset: unknown; STR{,B,H} [sp, #-imm8]{!}: imm8; STRD [sp, #-imm8*4]{!}: imm8 * 4; STMDB sp:
+    4 per register."""
+    if op & (1 << 20):
+        return 0
+    rn = (op >> 16) & 0xF
+    if (op & 0xFF800FC0) == 0xF8000000 and 13 in (rn, op & 0xF):    # STR{,B,H} (register)
+        return -1
+    if rn != 13:
+        return 0
+    if (op & 0xFF900E00) == 0xF8000C00:                              # STR{,B,H} (imm8), P=1 U=0
+        return op & 0xFF
+    if (op & 0xFFD00000) == 0xE9400000:                              # STRD, P=1 U=0
+        return (op & 0xFF) << 2
+    if (op & 0xFFD00000) == 0xE9000000:                              # STMDB
+        return 4 * bin(op & 0xFFFF).count("1")
+    return 0
+
+
+def _t32_stack_checked(d: Decoded, op: int) -> Decoded:
+    space = _t32_stack_space(op)
+    if d.outcome == OUT_OF_LINE and (space < 0 or space > MAX_STACK_SIZE):
+        return Decoded(REJECT, f"{d.what}: store to the stack "
+                       f"{'at a register offset' if space < 0 else f'{space} bytes below sp'}")
+    return d
+
+
 def decode_thumb(op: int, size: int) -> Decoded:
     """arch/arm/probes/decode-thumb.c: probes_decode_thumb16_table / probes_decode_thumb32_table."""
     if size == 2:
@@ -470,7 +548,7 @@ def decode_thumb(op: int, size: int) -> Decoded:
                 or (op & 0xFE508000) == 0xE8008000 or (op & 0xFE50C000) == 0xE810C000 \
                 or (op & 0xFE402000) == 0xE8002000:
             return Decoded(REJECT, "ldm/stm form (pc base, srs/rfe, stm pc, ldm lr+pc, sp in list)")
-        return Decoded(OUT_OF_LINE, "ldm/stm")
+        return _t32_stack_checked(Decoded(OUT_OF_LINE, "ldm/stm"), op)
     if (op & 0xFE400000) == 0xE8400000:              # dual, exclusive, table branch
         if (op & 0xFF600000) == 0xE8600000 or (op & 0xFF400000) == 0xE9400000:
             rn = h1 & 0xF
@@ -478,7 +556,7 @@ def decode_thumb(op: int, size: int) -> Decoded:
                 return Decoded(REJECT, "ldrd/strd on sp/pc")
             if rn == 15:
                 return Decoded(UNSUPPORTED, "ldrd literal (the kernel emulates it; armload does not)")
-            return Decoded(OUT_OF_LINE, "ldrd/strd")
+            return _t32_stack_checked(Decoded(OUT_OF_LINE, "ldrd/strd"), op)
         if (op & 0xFFF000E0) == 0xE8D00000:
             return Decoded(UNSUPPORTED, "tbb/tbh (the kernel simulates table branches; armload does not)")
         return Decoded(REJECT, "exclusive / unallocated")
@@ -501,7 +579,7 @@ def decode_thumb(op: int, size: int) -> Decoded:
     if (op & 0xFF100000) == 0xF9000000:
         return Decoded(REJECT, "advanced SIMD load/store")
     if (op & 0xFE000000) == 0xF8000000:
-        return _t32_loadstore(op, h1, h2)
+        return _t32_stack_checked(_t32_loadstore(op, h1, h2), op)
     if (op & 0xFF00F000) == 0xFA00F000 or (op & 0xFF000000) == 0xFB000000:
         if not _nosppc(h1 & 0xF, (h2 >> 8) & 0xF, h2 & 0xF):
             return Decoded(REJECT, "data-processing/multiply on sp/pc")

@@ -7,8 +7,9 @@ writes the breakpoint (arch_arm_kprobe); disarming writes the original instructi
 
 A hit (the machine's breakpoint dispatch) looks the probe up in the kprobe table (get_kprobe,
 table.py), runs the pre-handler, then the instruction: simulated here if the decoder says the
-kernel simulates it (branches, literal loads, adr, mrs, hints), otherwise executed out of line
-from an instruction slot `insn; ldr pc, =next` (with a post-handler: `insn; trap`, the trap
+kernel simulates it (branches, literal loads, adr, mrs, hints, ldm/stm naming pc), emulated
+with rewritten registers if it reads pc (as decode_regs + emulate_* do), otherwise executed out
+of line from an instruction slot `insn; ldr pc, =next` (with a post-handler: `insn; trap`, the trap
 runs the post-handler and resumes after the probe). The kernel's exception entry and
 kprobe_handler are Python here: they retire no emulated instructions. Several kprobes on one
 address share one breakpoint and slot, as register_aggr_kprobe does (pre-handlers in order).
@@ -46,6 +47,11 @@ class Kprobe:
         self.leader = None               # the kprobe holding the breakpoint at this address
         self.members = [self]            # on a leader: every kprobe at its address (aggr_kprobe)
         self.armed = False
+        self.optimized = False           # CONFIG_OPTPROBES: `b detour` instead of the breakpoint
+        self.armed_ns = 0
+        self.detour = 0
+        self.nhit = 0                    # hits that ran the handlers (kprobe_events' hit count)
+        self.nmissed = 0                 # kprobes_inc_nmissed_count: hits while another probe ran
 
     # --- register_kprobe --------------------------------------------------------------------
     def register(self) -> None:
@@ -59,6 +65,16 @@ class Kprobe:
         sec = f.module.section_at(a)
         if sec is None or not (sec.flags & 0x4) or p.owner(a) is None:
             raise refuse(what, EINVAL, f"{self.name}: {a:#010x} is not in kernel or module text")
+        if f.module is p.ktext:                      # check_kprobe_address_safe on core kernel text
+            why = p.ktext.blacklisted(a)
+            if why is not None:
+                raise refuse(what, EINVAL, f"{self.name}: {a:#010x} is within the kprobe blacklist ({why})")
+            if any(k in p.m._entries for k in range(f.start, f.start + 12, 2)):
+                raise refuse("armload kprobe", EOPNOTSUPP, f"{self.name}: armload traps calls to {f.name} (a "
+                             f"model, or a stop at an unmodelled call), so its instructions never run")
+            if p.ktext.is_mcount_site(a):
+                raise refuse(what, EINVAL, f"{self.name}: {a:#010x} is an ftrace location "
+                             f"(ARM has no CONFIG_KPROBES_ON_FTRACE)")
         if p.ftrace.is_site(a):
             raise refuse(what, EINVAL, f"{self.name}: {a:#010x} is an ftrace location "
                          f"(ARM has no CONFIG_KPROBES_ON_FTRACE)")
@@ -104,6 +120,8 @@ class Kprobe:
                          f"out-of-line slot never returns to the probe)")
         if d.outcome == I.OUT_OF_LINE:
             self._make_slot()
+        elif d.outcome == I.EMULATE:
+            self._make_emulation_slot()
         p.table.add(self)
         self.registered = True
 
@@ -156,6 +174,34 @@ class Kprobe:
             p.m.breakpoints[slot + self.size] = self._on_post
         self.slot = slot
 
+    def _make_emulation_slot(self) -> None:
+        """The kernel's emulate_* for an instruction reading pc: decode_regs rewrote the register
+        nibbles to stand-ins loaded with pc + 8 (str_pc_offset on ARMv7); here two registers the
+        instruction does not name stand in, saved before and restored after (the trap after the
+        rewritten instruction); a pc destination becomes the second stand-in, then a BX-style
+        jump (load_write_pc / alu_write_pc interwork on ARMv7)."""
+        reads, dest = self.decoded.pc_fields
+        op, self.rs, self.rd = I.arm_rewrite(self.opcode, list(reads), dest)
+        slot = self.p.alloc_text(8)
+        self.p.write_code(slot, struct.pack("<II", op, 0xE7F001F8))
+        self.p.m.breakpoints[slot + 4] = self._on_emulated
+        self.slot = slot
+        self.rewritten = op
+
+    def _emulate(self) -> None:
+        self._saved = [(r, self._reg(r, 0)) for r in (self.rs, self.rd) if r is not None]
+        self._set(self.rs, self.addr + 8)
+        if self.rd is not None:
+            self._set(self.rd, self.addr + 4)        # the condition failing leaves pc at the next insn
+        self.p.set_pc(self.slot)
+
+    def _on_emulated(self, machine, at) -> None:
+        target = self._reg(self.rd, 0) if self.rd is not None else self.addr + 4
+        for r, v in self._saved:
+            self._set(r, v)
+        self._posts()
+        self.p.set_pc(target)
+
     @property
     def post_slot(self) -> bool:
         """The slot ends in a post-handler trap (built so when the first kprobe had one)."""
@@ -192,6 +238,8 @@ class Kprobe:
     def _rearm(self) -> None:
         """arm_kprobe / disarm_kprobe: the breakpoint is there while any member is enabled."""
         want = any(m.enabled for m in self.members)
+        if self.optimized and (not want or not self._optimizable()):
+            self._unoptimize()
         if want and not self.armed:
             if self.thumb:
                 bp = (I.thumb_bytes(I.KPROBE_THUMB32_BREAKPOINT_INSTRUCTION, 4) if self.size == 4
@@ -201,34 +249,136 @@ class Kprobe:
             self.p.write_code(self.addr, bp)
             self.p.m.breakpoints[self.addr] = self.p._kprobe_trap
             self.armed = True
+            self.armed_ns = self.p.m.clock.ns()
         elif not want and self.armed:
             if self.p.owner(self.addr) is not None:      # init text may be freed already
                 self.p.write_code(self.addr, self.orig)
             self.p.m.breakpoints.pop(self.addr, None)
             self.armed = False
 
+    # --- OPTPROBES (arch/arm/probes/kprobes/opt-arm.c, kernel/kprobes.c) ---------------------------
+    OPTIMIZE_DELAY = 5                   # jiffies: kprobe_optimizer runs this long after arming
+
+    def _optimizable(self) -> bool:
+        """kprobe_optready (no post_handler on any aggregated kprobe) and can_optimize (the stack
+        checker found no unknown or too large stack use). armload optimizes only instructions it
+        runs unchanged out of line; the kernel's optimized_callback also single-steps the
+        simulated ones (those stay traps here)."""
+        return (self.p.optprobes and not self.thumb and self.decoded.outcome == I.OUT_OF_LINE
+                and all(m.post is None for m in self.members if m.registered))
+
+    def maybe_optimize(self) -> None:
+        if self.optimized or not self.armed or not self._optimizable():
+            return
+        clock = self.p.m.clock
+        if clock.ns() - self.armed_ns >= self.OPTIMIZE_DELAY * 1_000_000_000 // clock.hz:
+            self.try_optimize()
+
+    def try_optimize(self) -> bool:
+        """arch_prepare_optimized_kprobe + arch_optimize_kprobes: a detour buffer within a branch
+        (-ERANGE otherwise: the kprobe stays a trap), then `b detour` over the breakpoint."""
+        if self.optimized or not self.armed or not self._optimizable():
+            return False
+        p = self.p
+        if not self.detour:
+            try:
+                d = p.alloc_kernel_near(32) if self.func.module is p.ktext else p.alloc_near(self.func.module, 32)
+            except Exception:
+                return False
+            if I.arm_bl(d + 20, self.addr + 4) is None or I.arm_bl(self.addr, d) is None:
+                return False                           # -ERANGE
+            back = I.arm_bl(d + 20, self.addr + 4) & ~0x01000000              # b, not bl
+            p.write_code(d, struct.pack("<4I", 0xE92D500F, 0xE1A0000D, 0xEB000003, 0xE8BD500F)
+                         + self.orig + struct.pack("<I", back))
+            p.trap(d + 28, False, self._opt_callback)
+            p.name_code(d, 32, f"optprobe[{self.name}]")
+            self.detour = d
+        p.write_code(self.addr, struct.pack("<I", I.arm_bl(self.addr, self.detour) & ~0x01000000))
+        p.m.breakpoints.pop(self.addr, None)
+        self.optimized = True
+        return True
+
+    def _unoptimize(self) -> None:
+        """arch_unoptimize_kprobes: the breakpoint again (or the original, when disarming)."""
+        self.optimized = False
+        if self.armed:
+            self.armed = False
+            self.p.write_code(self.addr, self.orig)
+            self.p.m.breakpoints.pop(self.addr, None)
+
+    def _opt_callback(self, machine, at) -> None:
+        """optimized_callback(op, regs): the detour pushed {r0-r3, r12, lr}; the handlers see
+        the registers as at the probe and may change them (they are written back to the frame)."""
+        p, uc = self.p, self.p.uc
+        sp = uc.reg_read(A.UC_ARM_REG_SP)
+        frame = list(struct.unpack("<6I", p.read(sp, 24)))
+        p.charge("optprobe")
+        if p._active is not None:                   # kprobes_inc_nmissed_count
+            for k in self.members:
+                if k.enabled:
+                    k.nmissed += 1
+            p.set_pc(self.detour + 12)
+            return
+        ids = [A.UC_ARM_REG_R0, A.UC_ARM_REG_R1, A.UC_ARM_REG_R2, A.UC_ARM_REG_R3, A.UC_ARM_REG_R12,
+               A.UC_ARM_REG_LR]
+        for r, v in zip(ids, frame):
+            uc.reg_write(r, v)
+        uc.reg_write(A.UC_ARM_REG_SP, sp + 24)
+        p._active = self
+        try:
+            for k in self.members:                  # opt_pre_handler: every enabled member's pre
+                if k.enabled:
+                    k.nhit += 1
+                    if k.pre is not None:
+                        k.pre(p.hit(k.kind, k.name, k.addr))
+        finally:
+            p._active = None
+        out = [uc.reg_read(r) for r in ids]
+        uc.reg_write(A.UC_ARM_REG_SP, sp)
+        p.uc.mem_write(sp, struct.pack("<6I", *out))
+        p.set_pc(self.detour + 12)
+
     def sites(self) -> list[dict]:
+        if self.optimized:
+            return [{"addr": self.addr, "size": 4, "thumb": False, "module": self.func.module.name,
+                     "what": f"optimized kprobe: b detour (was {self.orig.hex()})"}]
         if not self.armed:
             return []
         return [{"addr": self.addr, "size": self.size, "thumb": self.thumb, "module": self.func.module.name,
                  "what": f"kprobe breakpoint (was {self.orig.hex()})"}]
 
     # --- a hit --------------------------------------------------------------------------------
-    def handle(self) -> None:
+    def missed(self) -> None:
+        """reenter_kprobe while a handler runs: kprobes_inc_nmissed_count, the instruction is
+        single-stepped without handlers."""
+        for k in self.members:
+            if k.enabled:
+                k.nmissed += 1
+        self.handle(handlers=False)
+
+    def handle(self, handlers: bool = True) -> None:
         p = self.p
         if self.thumb and self.decoded.sim in ("t16-bcond",) and not self._cc(((self.opcode >> 8) & 0xF)):
             p.set_pc((self.addr + self.size) | 1)      # condition failed: skipped, no handlers
             return
+        self._handlers = handlers
         for k in self.members:           # aggr_pre_handler: every enabled member, in order
-            if k.enabled and k.pre is not None:
+            if k.enabled and handlers:
+                k.nhit += 1
+            if k.enabled and k.pre is not None and handlers:
                 k.pre(p.hit(k.kind, k.name, k.addr))
         if self.decoded.outcome == I.OUT_OF_LINE:
             p.set_pc(self.slot | (1 if self.thumb else 0))
+            return
+        if self.decoded.outcome == I.EMULATE:
+            self._emulate()
             return
         self._simulate()
         self._posts()
 
     def _posts(self) -> None:
+        if not getattr(self, "_handlers", True):
+            return
         for k in self.members:
             if k.enabled and k.post is not None:
                 k.post(self.p.hit("kprobe-post", k.name, k.addr))
@@ -252,6 +402,29 @@ class Kprobe:
 
     def _load(self, ea: int, size: int) -> int:
         return int.from_bytes(self.p.m.read(ea, size), "little")
+
+    def _ldmstm(self) -> None:
+        """simulate_ldm1stm1 / simulate_stm1_pc / simulate_ldm1pc (actions-common.c): LDM/STM
+        naming pc, one register at a time; a stored pc is the probe address + 8 (str_pc_offset)."""
+        op, a, m = self.opcode, self.addr, self.p.m
+        rn, regs = (op >> 16) & 0xF, [i for i in range(16) if op >> i & 1]
+        base = self._reg(rn, a + 8)
+        n = 4 * len(regs)
+        lo = (base + (4 if op & (1 << 24) else 0)) if op & (1 << 23) else (base - n + (0 if op & (1 << 24) else 4))
+        newpc = a + 4
+        for k, r in enumerate(regs):
+            ea = (lo + 4 * k) & 0xFFFFFFFF
+            if op & (1 << 20):
+                v = self._load(ea, 4)
+                if r == 15:
+                    newpc = v
+                else:
+                    self._set(r, v)
+            else:
+                m.write(ea, struct.pack("<I", self._reg(r, a + 8)))
+        if op & (1 << 21) and rn != 15:
+            self._set(rn, base + n if op & (1 << 23) else base - n)
+        self.p.set_pc(newpc)
 
     def _simulate(self) -> None:
         """The kernel's simulate_* for the instruction at the probe (INSN_GOOD_NO_SLOT)."""
@@ -279,6 +452,8 @@ class Kprobe:
         elif sim == "t32-mrs":
             self._set((op >> 8) & 0xF, uc.reg_read(A.UC_ARM_REG_CPSR) & 0xF8FF03DF)
             p.set_pc(nxt)
+        elif sim == "ldmstm":
+            self._ldmstm()
         elif sim == "mov-ip-sp":
             self._set(12, uc.reg_read(A.UC_ARM_REG_SP))
             p.set_pc(nxt)

@@ -1,0 +1,130 @@
+"""Kernel image text as a probe target: its functions (kallsyms), and the kprobe blacklist.
+
+register_kprobe's check_kprobe_address_safe (kernel/kprobes.c) accepts core kernel text
+(`_stext`..`_etext`) and module text, and refuses with -EINVAL an address within the
+blacklist (within_kprobe_blacklist):
+  * arch_within_kprobe_blacklist (arch/arm/probes/kprobes/core.c): `__irqentry_text`,
+    the entry text (`__entry_text_start`..`__entry_text_end`), the idmap text, and
+    `.kprobes.text` (`__kprobes_text_start`..`__kprobes_text_end`: every `__kprobes` function);
+  * populate_kprobe_blacklist: every function listed in the `_kprobe_blacklist` section
+    (NOKPROBE_SYMBOL; the whole function, by its kallsyms size) and the `noinstr` text.
+The `_kprobe_blacklist` section lives in init data, which kallsyms does not name (Debian has no
+CONFIG_KALLSYMS_ALL): it is found by content, as the run of words that are all function start
+addresses and that holds `do_undefinstr` (NOKPROBE_SYMBOL in arch/arm/kernel/traps.c).
+
+A kernel function is a `Function` whose module is the `KernelText` object (name "vmlinux").
+"""
+from __future__ import annotations
+
+import bisect
+import struct
+
+from .base import Function
+
+AREAS = (("__irqentry_text_start", "__irqentry_text_end", "irqentry text"),
+         ("__entry_text_start", "__entry_text_end", "entry text"),
+         ("__idmap_text_start", "__idmap_text_end", "idmap text"),
+         ("__kprobes_text_start", "__kprobes_text_end", ".kprobes.text (__kprobes)"),
+         ("__noinstr_text_start", "__noinstr_text_end", "noinstr text"))
+ANCHOR = "do_undefinstr"
+
+
+class _TextSection:
+    name, flags = ".text", 0x6                       # SHF_ALLOC | SHF_EXECINSTR
+
+
+class KernelText:
+    """The Image's text, looked at as kprobes look at it."""
+
+    name = "vmlinux"
+    plt_entries = ()                                 # the Image reaches ftrace_caller with a plain bl
+
+    def __init__(self, image):
+        self.image = image
+        self.stext, self.etext = image.stext, image.etext
+        funcs = sorted({a & ~1 for n, a in image.symbols.items() if self.stext <= (a & ~1) < self.etext})
+        self.starts = funcs
+        self.names: dict[int, list[str]] = {}
+        for n, a in image.symbols.items():
+            self.names.setdefault(a & ~1, []).append(n)
+        self.areas = [(image.symbols[s], image.symbols[e], what) for s, e, what in AREAS
+                      if s in image.symbols and e in image.symbols]
+        self.blacklist_table, self.blacklist_at = self._find_blacklist()
+        self.nokprobe = set(self.blacklist_table)
+
+    def contains(self, addr: int) -> bool:
+        return self.stext <= addr < self.etext
+
+    def section_at(self, addr: int):
+        return _TextSection if self.contains(addr) else None
+
+    def region_of(self, addr: int):
+        return self if self.contains(addr) else None
+
+    def size_of(self, start: int) -> int:
+        i = bisect.bisect_right(self.starts, start)
+        return (self.starts[i] if i < len(self.starts) else self.etext) - start
+
+    def function(self, name: str) -> Function | None:
+        a = self.image.symbols.get(name)
+        if a is None or not self.contains(a & ~1):
+            return None
+        return Function(self, name, a & ~1, self.size_of(a & ~1), False)
+
+    def function_at(self, addr: int) -> Function | None:
+        if not self.contains(addr):
+            return None
+        i = bisect.bisect_right(self.starts, addr) - 1
+        if i < 0:
+            return None
+        start = self.starts[i]
+        return Function(self, self.names[start][0], start, self.size_of(start), False)
+
+    def _find_blacklist(self) -> tuple[list[int], int | None]:
+        img = self.image
+        anchor = img.symbols.get(ANCHOR)
+        if anchor is None:
+            return [], None
+        starts, data, key = set(self.starts), img.data, struct.pack("<I", anchor)
+        best, i = None, data.find(key)
+        while i != -1:
+            if i % 4 == 0:
+                lo, hi = i, i
+                while lo >= 4 and struct.unpack_from("<I", data, lo - 4)[0] in starts:
+                    lo -= 4
+                while hi + 4 <= len(data) and struct.unpack_from("<I", data, hi)[0] in starts:
+                    hi += 4
+                if best is None or hi - lo > best[1] - best[0]:
+                    best = (lo, hi)
+            i = data.find(key, i + 1)
+        if best is None or best[1] - best[0] < 16:
+            return [], None
+        lo, hi = best
+        return list(struct.unpack_from(f"<{(hi - lo) // 4}I", data, lo)), img.base + lo
+
+    def is_mcount_site(self, addr: int) -> bool:
+        """ftrace_location(addr) == addr: the `bl __gnu_mcount_nc` of a -pg function (the Image's
+        __mcount_loc is init data kallsyms does not name; the call itself is unambiguous)."""
+        mc = self.image.symbols.get("__gnu_mcount_nc")
+        if mc is None or not self.contains(addr) or addr & 3:
+            return False
+        w = self.image.word(addr)
+        if (w & 0xFF000000) != 0xEB000000:
+            return False
+        off = (w & 0xFFFFFF) << 2
+        off -= (1 << 26) if off & (1 << 25) else 0
+        return addr + 8 + off == mc
+
+    def blacklisted(self, addr: int) -> str | None:
+        """Why within_kprobe_blacklist(addr) is true, or None."""
+        for s, e, what in self.areas:
+            if s <= addr < e:
+                return what
+        f = self.function_at(addr)
+        if f is not None and f.start in self.nokprobe:
+            return f"NOKPROBE_SYMBOL({f.name}) in _kprobe_blacklist"
+        if f is not None and "." in f.name:           # foo.constprop.0: the blacklist checks foo
+            base = self.function(f.name.split(".")[0])
+            if base is not None and base.start in self.nokprobe:
+                return f"NOKPROBE_SYMBOL({base.name}) in _kprobe_blacklist ({f.name})"
+        return None
