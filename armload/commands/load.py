@@ -64,6 +64,9 @@ def session_from_args(args):
     kernel = Kernel.from_files(args.kernel, config, simulate_all=getattr(args, "simulate_symbols", False),
                                known=known)
     kernel.vermagic = getattr(args, "vermagic", None)
+    if args.thumb2 and getattr(kernel, "image_path", None):      # refused up front, with the reason
+        from ..devkit.testing import refuse_thumb2_on_arm
+        refuse_thumb2_on_arm(kernel, args.thumb2)
     return Session(kernel, config, parse_placement(args.placement), modversions=not args.no_modversions)
 
 

@@ -6,7 +6,12 @@ import json
 import os
 import sys
 
-from ..errors import EmulationError
+from ..errors import ArmloadError, EmulationError
+
+NO_KERNEL_HINT = ("hint: without --kernel only the functions armload simulates resolve. Run against Debian's "
+                  "kernel: `make test-inputs` fetches it into .cache, then --kernel .cache/linux-headers-6.1.0-50-armmp/"
+                  "usr/src/linux-headers-6.1.0-50-armmp/Module.symvers --kernel .cache/linux-image-6.1.0-50-armmp/"
+                  "boot/vmlinuz-6.1.0-50-armmp (or --simulate-symbols to invent every address)")
 
 DESCRIPTION = """\
 Load one or more modules (in order; later ones may import from earlier ones), check that every
@@ -66,6 +71,24 @@ def load_with_params(args):
                     target, spec = m, spec[len(prefix) + 1:]
         params[id(target)].append(spec)
     return session, modules, params
+
+
+def check_calls(modules, calls) -> None:
+    """Every --call names a function of a loaded module and, where DWARF says how many parameters
+    it has, passes that many: refused before any init runs."""
+    for name, cargs in calls:
+        owner = next((m for m in reversed(modules) for sym in m.symbols
+                      if sym.name == name and sym.section and sym.stype in ("func", "notype")), None)
+        if owner is None:
+            have = sorted({sym.name for m in modules for sym in m.symbols
+                           if sym.section and sym.stype == "func" and not sym.name.startswith(("__", "$"))})
+            raise EmulationError(f"--call {name}: no function {name!r} in {', '.join(m.name for m in modules)} "
+                                 f"(functions: {', '.join(have[:20])}{', ...' if len(have) > 20 else ''})")
+        from ..emu.debuginfo import line_table
+        fn = next((f for f in line_table(owner).functions if f.name == name), None)
+        if fn is not None and fn.params is not None and fn.params != len(cargs):
+            raise EmulationError(f"--call {name}: {name} takes {fn.params} argument{'s' if fn.params != 1 else ''} "
+                                 f"(DWARF of {owner.name}), {len(cargs)} given")
 
 
 def _int(s: str) -> int:
@@ -138,7 +161,13 @@ def cmd_run(args) -> int:
         args.calls[-1].extend(str(a) for a in args.call_args)
     from ..emu import callargs
     calls = [(c[0], [callargs.parse(a) for a in c[1:]]) for c in args.calls]
-    session, modules, params = load_with_params(args)
+    try:
+        session, modules, params = load_with_params(args)
+    except ArmloadError as e:
+        if args.kernel or "Unknown symbol" not in str(e):
+            raise
+        raise type(e)(f"{e}\n{NO_KERNEL_HINT}") from None
+    check_calls(modules, calls)
     as_json = args.json
     out = sys.stdout
 

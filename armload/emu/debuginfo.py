@@ -20,6 +20,7 @@ class Function:
     high: int                     # exclusive
     file: str
     line: int
+    params: int | None = None     # DW_TAG_formal_parameter children of this (concrete) DIE
 
 
 class LineTable:
@@ -105,12 +106,39 @@ def _build(mod) -> LineTable:
             if hi is None:
                 continue
             high = hi.value if hi.form == "DW_FORM_addr" else low + hi.value
-            name = die.attributes.get("DW_AT_name")
-            fidx = die.attributes.get("DW_AT_decl_file")
-            line = die.attributes.get("DW_AT_decl_line")
+            # a clone (foo.constprop.0, foo.isra.0, an out-of-line copy of an inline) names its
+            # source through DW_AT_abstract_origin / DW_AT_specification: name, decl_file, decl_line
+            attrs = _origin_attrs(die)
+            name = attrs.get("DW_AT_name")
+            fidx = attrs.get("DW_AT_decl_file")
+            line = attrs.get("DW_AT_decl_line")
+            file = names.get(fidx.value, "??") if fidx else "??"
+            if file == "??":                     # no decl_file at all: the file its first line is in
+                hit = LineTable(list(rows), list(ranges), []).lookup(low)
+                file = hit[0] if hit else "??"
+            nparams = sum(1 for c in die.iter_children() if c.tag == "DW_TAG_formal_parameter")
             functions.append(Function(name.value.decode() if name else f"fn_{low:x}", low, high,
-                                      names.get(fidx.value, "??") if fidx else "??", line.value if line else 0))
+                                      file, line.value if line else 0, nparams))
     return LineTable(rows, ranges, functions)
+
+
+def _origin_attrs(die) -> dict:
+    """The DIE's attributes over those of the DIEs it refers to (abstract origin, specification)."""
+    chain, seen = [die], set()
+    while len(chain) < 4:
+        d = chain[-1]
+        ref = next((a for a in ("DW_AT_abstract_origin", "DW_AT_specification") if a in d.attributes), None)
+        if ref is None or d.offset in seen:
+            break
+        seen.add(d.offset)
+        try:
+            chain.append(d.get_DIE_from_attribute(ref))
+        except Exception:
+            break
+    out: dict = {}
+    for d in reversed(chain):
+        out.update(d.attributes)
+    return out
 
 
 def _file_names(lp, cu) -> dict[int, str]:

@@ -858,6 +858,11 @@ class Machine:
         # template itself, so the offset is 0 (this_cpu_ptr(&x) == &x).
         self.uc.reg_write(A.UC_ARM_REG_CP_REG, (15, 0, 0, 13, 0, 0, 4, 0))
 
+    @property
+    def stack_range(self) -> tuple[int, int]:
+        """[bottom, top) of the thread stack (above its guard page): the oops's Stack: dump ends at top."""
+        return STACK_BASE + PAGE, STACK_BASE + PAGE + THREAD_SIZE
+
     def invoke(self, entry: int, args=()) -> int:
         """Call emulated code from inside a model (a callback, or the kernel's own code):
         registers are saved and restored; a fault inside ends the whole run."""

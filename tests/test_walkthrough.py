@@ -1,0 +1,146 @@
+"""The module developer's walkthrough (issue 22) on sample_modules/src/ringdev: a misc device
+over a kmalloc'd ring buffer, self-re-arming delayed work, exported functions, a NULL
+dereference behind bug=1. Each test fails without the fix it names."""
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT, sample  # noqa: F401
+from emu_fixtures import DEBIAN_SYMVERS, DEBIAN_VMLINUZ
+
+from armload.cli import main
+
+RINGDEV = os.path.join(ROOT, "sample_modules", "walkthrough", "ringdev-arm-debug.ko")
+pytestmark = pytest.mark.inputs(DEBIAN_SYMVERS, DEBIAN_VMLINUZ, RINGDEV)
+
+
+def run(capsys, *argv):
+    rc = main(["run", *argv])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_parameters_after_options_and_image_before_symvers(capsys):
+    # item 8: insmod words after --kernel; the image named first keeps param_ops_int's address
+    rc, out, err = run(capsys, RINGDEV, "--kernel", DEBIAN_VMLINUZ, "--kernel", DEBIAN_SYMVERS, "ring_size=32")
+    assert rc == 0, err
+    assert "ringdev: 32 bytes, peek -1" in out
+    rc, out, err = run(capsys, RINGDEV, "--kernel", DEBIAN_VMLINUZ, "ring_size=abc", "--kernel", DEBIAN_SYMVERS)
+    assert rc == 1 and "unrecognized arguments" not in err
+    assert "ring_size" in out and "init_module" not in out      # the kernel's parameter error; init never ran
+
+
+def test_unknown_call_and_missing_arguments_are_refused_before_init(capsys):
+    rc, out, err = run(capsys, RINGDEV, "--kernel", DEBIAN_SYMVERS, "--kernel", DEBIAN_VMLINUZ, "--call", "ringdev_nope")
+    assert rc == 1 and "--call ringdev_nope: no function 'ringdev_nope' in ringdev" in err
+    assert "ringdev_push" in err and "init_module" not in out
+    rc, out, err = run(capsys, RINGDEV, "--kernel", DEBIAN_SYMVERS, "--kernel", DEBIAN_VMLINUZ,
+                       "--call", "ringdev_push", "s:abc")
+    assert rc == 1 and "ringdev_push takes 2 arguments (DWARF of ringdev), 1 given" in err
+    assert "init_module" not in out
+    rc, out, err = run(capsys, RINGDEV, "--kernel", DEBIAN_SYMVERS, "--kernel", DEBIAN_VMLINUZ,
+                       "--call", "ringdev_push", "s:abc", "3", "--call", "ringdev_count")
+    assert rc == 0 and "ringdev_push(s:abc" in out and "ringdev_count() returned 3" in out
+
+
+def test_run_without_kernel_says_how_to_get_it(capsys):
+    rc, out, err = run(capsys, RINGDEV)
+    assert rc == 1 and "Unknown symbol" in err
+    assert "make test-inputs" in err and "--kernel" in err.split("hint:", 1)[1]
+
+
+def test_thumb2_on_the_arm_image_is_refused_up_front(capsys):
+    rc, out, err = run(capsys, sample("hello-thumb2.ko"), "--thumb2", "--kernel", DEBIAN_VMLINUZ)
+    assert rc == 1 and "built for ARM mode" in err and 'prints "SMP ARM"' in err
+    assert "instructions" not in out                             # nothing ran
+    from armload.devkit.testing import ModuleHandle, make_kernel
+    from armload.errors import ArmloadError
+    with pytest.raises(ArmloadError, match="built for ARM mode"):
+        ModuleHandle(sample("hello-thumb2.ko"), kernel=make_kernel(DEBIAN_VMLINUZ), thumb2=True)
+
+
+def test_oops_as_the_kernel_prints_it(capsys):
+    rc, out, err = run(capsys, RINGDEV, "bug=1", "--kernel", DEBIAN_SYMVERS, "--kernel", DEBIAN_VMLINUZ, "--json")
+    import json
+    fault = json.loads(out)["modules"][0]["run"]["fault"]
+    sp = fault["registers"]["sp"]
+    rc, out, err = run(capsys, RINGDEV, "bug=1", "--kernel", DEBIAN_SYMVERS, "--kernel", DEBIAN_VMLINUZ)
+    lines = out.splitlines()
+    i = lines.index("8<--- cut here ---")
+    want = ["Unable to handle kernel NULL pointer dereference at virtual address 00000000 when written",
+            "Internal error: Oops: 805 [#1] SMP ARM",           # FS 5 (section translation) | FSR_WRITE
+            "Modules linked in: ringdev(OE+)",
+            "CPU: 0 PID: 1 Comm: insmod Tainted: G           OE     6.1.0-50-armmp # Debian 6.1.176-1",
+            "Hardware name: Generic DT based system"]
+    assert lines[i + 1:i + 6] == want
+    assert lines[i + 6].startswith("PC is at ringdev_init+") and lines[i + 7].startswith("LR is at ringdev_init+")
+    assert lines[i + 13] == "Flags: nZCv  IRQs on  FIQs on  Mode SVC_32  ISA ARM  Segment none"
+    assert lines[i + 14] == "Process insmod (pid: 1, stack limit = 0x(ptrval))"
+    assert lines[i + 15] == f"Stack: (0x{sp:08x} to 0xdf003000)"
+    first = sp & ~31                                            # dump_mem: blank words before sp
+    assert lines[i + 16].startswith(f"{first & 0xffff:04x}:" + " " * 9 * ((sp - first) // 4) + " ")
+    k = i + 16 + (0xdf003000 - first) // 32
+    assert re.fullmatch(r" ringdev_init \[ringdev\] from armload's top-level call  \(.*ringdev\.c:144\)", lines[k])
+    assert lines[k + 1].startswith("Code: ") and lines[k + 2] == "---[ end trace 0000000000000000 ]---"
+    assert lines[k + 3].startswith("armload: ")                # armload's notes only after the kernel's lines
+
+
+def test_dump_mem_matches_traps_c():
+    from armload.emu.oops import dump_mem
+
+    class Uc:
+        def mem_read(self, a, n):
+            if a >= 0x1038:
+                raise ValueError("unmapped")
+            return a.to_bytes(4, "little")
+
+    class M:
+        uc = Uc()
+    lines = dump_mem(M(), "Stack: ", 0x1008, 0x1040)
+    assert lines == ["Stack: (0x00001008 to 0x00001040)",
+                     "1000:" + " " * 18 + "".join(f" {a:08x}" for a in range(0x1008, 0x1020, 4)),
+                     "1020:" + "".join(f" {a:08x}" for a in range(0x1020, 0x1038, 4)) + " ????????" * 2]
+
+
+def test_unmodelled_is_not_an_oops(capsys):
+    from armload.devkit.testing import ModuleHandle, ModuleOops, ModuleStopped, make_kernel
+    h = ModuleHandle(RINGDEV, kernel=make_kernel(None))
+    with pytest.raises(ModuleStopped) as e:
+        h.init()
+    assert not isinstance(e.value, ModuleOops) and e.value.unmodelled == "init_timer_key"
+    text = str(e.value)
+    assert "not an oops" in text and "cut here" not in text and "Internal error" not in text
+    h = ModuleHandle(RINGDEV, kernel=make_kernel(DEBIAN_VMLINUZ), params={"bug": 1})
+    with pytest.raises(ModuleOops, match="Internal error: Oops: 805"):
+        h.init()
+
+
+def test_coverage_puts_clones_in_their_source_file(tmp_path):
+    from armload.emu.debuginfo import line_table
+    from armload.devkit.testing import ModuleHandle, make_kernel
+    h = ModuleHandle(RINGDEV, kernel=make_kernel(DEBIAN_VMLINUZ), coverage=True)
+    assert h.init() == 0
+    info = tmp_path / "rd.info"
+    h.coverage(str(info))
+    text = info.read_text()
+    assert "SF:??" not in text and "fn_" not in text
+    ringdev_c = text.split("SF:")[[i for i, b in enumerate(text.split("SF:")) if b.startswith(
+        next(p for p in (b.split("\n", 1)[0] for b in text.split("SF:")) if p.endswith("ringdev.c")))][0]]
+    assert "FN:37,tick_fn" in ringdev_c                       # static, reached only through the work item
+    fns = {f.name: f for f in line_table(h.module).functions}
+    assert fns["ringdev_push"].params == 2 and fns["tick_fn"].file.endswith("ringdev.c")
+
+
+def test_plugin_outside_the_repository_finds_the_kernel(tmp_path):
+    t = tmp_path / "test_rd.py"
+    t.write_text(f"def test_it(load_module):\n    m = load_module({RINGDEV!r})\n    assert m.init() == 0\n")
+    env = {k: v for k, v in os.environ.items() if k != "ARMLOAD_KERNEL"}
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(t)], cwd=tmp_path,
+                       env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(t),
+                        "--armload-kernel", str(tmp_path / "missing")], cwd=tmp_path, env=env,
+                       capture_output=True, text=True)
+    assert r.returncode != 0 and "no such kernel file" in r.stderr and "make test-inputs" in r.stderr
