@@ -242,6 +242,13 @@ class ModuleHandle:
         """Call a function of the module (or a dependency); its int return value (r0, signed)."""
         return self._check(self.run(name, *args))
 
+    def open(self, path: str):
+        """A file-like object on a device the module registered (`/dev/NAME`): read, write,
+        ioctl, poll, close; through the module's file_operations directly, not the kernel's
+        VFS (armload.devkit.devio), with user buffers in a user mapping."""
+        from .devio import DeviceFile
+        return DeviceFile(self.machine, path, module=self.module, check=self._check)
+
     def run_pending(self) -> list[dict]:
         """Run the timers, work items and tasklets that are due, in simulated-time order."""
         return self.machine.run_deferred()
