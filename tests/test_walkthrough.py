@@ -198,3 +198,19 @@ def test_file_operations_offsets_match_the_modules_dwarf():
     for name, off in FOPS_OFFSET.items():
         assert members[name] == off, name
     assert size >= FOPS_OFFSET["release"] + 4
+
+
+def test_disasm_source_finds_headers_as_objdump_does(capsys):
+    # item 6: the line program's include directories (DWARF 3 here: 1-based, 0 = comp dir)
+    from conftest import CROSS
+    rc = main(["disasm", RINGDEV, "--kernel", DEBIAN_SYMVERS, "--source"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "(source file not found)" not in out
+    ours = set(re.findall(r"^([\w.-]+\.[ch]):(\d+): ", out, re.M))
+    dump = subprocess.run([f"{CROSS}objdump", "-dl", RINGDEV], capture_output=True, text=True).stdout
+    theirs = {(os.path.basename(f), n) for f, n in re.findall(r"^(/\S+\.[ch]):(\d+)", dump, re.M)}
+    assert ("slab.h", "568") in ours and ("slab.h", "568") in theirs
+    assert {f for f, _ in ours} == {f for f, _ in theirs}        # the same files, headers included
+    hdr = next(f for f, n in re.findall(r"^(/\S+slab\.h):(\d+)", dump, re.M))
+    line = open(hdr).read().splitlines()[567].rstrip()
+    assert f"slab.h:568: {line}" in out

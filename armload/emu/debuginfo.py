@@ -12,6 +12,8 @@ import os
 import weakref
 from dataclasses import dataclass
 
+from ..loader.dwarf_files import file_names
+
 
 @dataclass
 class Function:
@@ -84,7 +86,7 @@ def _build(mod) -> LineTable:
         lp = dw.line_program_for_CU(cu)
         if lp is None:
             continue
-        names = _file_names(lp, cu)
+        names = file_names(lp, cu)
         seq_start = None
         for e in lp.get_entries():
             st = e.state
@@ -138,28 +140,6 @@ def _origin_attrs(die) -> dict:
     out: dict = {}
     for d in reversed(chain):
         out.update(d.attributes)
-    return out
-
-
-def _file_names(lp, cu) -> dict[int, str]:
-    hdr = lp.header
-    dirs = [d.decode() if isinstance(d, bytes) else d for d in hdr.get("include_directory", [])]
-    comp_dir = cu.get_top_DIE().attributes.get("DW_AT_comp_dir")
-    comp_dir = comp_dir.value.decode() if comp_dir else ""
-    out = {}
-    base = 0 if lp.header.version >= 5 else 1
-    for i, fe in enumerate(hdr.get("file_entry", [])):
-        name = fe.name.decode() if isinstance(fe.name, bytes) else fe.name
-        di = fe.dir_index
-        if not os.path.isabs(name):
-            if lp.header.version >= 5:
-                d = dirs[di] if di < len(dirs) else ""
-            else:
-                d = dirs[di - 1] if 0 < di <= len(dirs) else comp_dir
-            if d and not os.path.isabs(d):
-                d = os.path.join(comp_dir, d)
-            name = os.path.join(d, name) if d else name
-        out[i + base] = os.path.normpath(name)
     return out
 
 

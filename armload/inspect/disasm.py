@@ -322,6 +322,7 @@ def source_map(path: str, sec_addr, search_dirs: list[str] | None = None) -> dic
     from elftools.dwarf.constants import DW_LNE_set_address
     from elftools.elf.elffile import ELFFile
     from elftools.elf.relocation import RelocationSection
+    from ..loader.dwarf_files import file_names
     with open(path, "rb") as f:
         elf = ELFFile(f)
         if not elf.has_dwarf_info():
@@ -343,13 +344,7 @@ def source_map(path: str, sec_addr, search_dirs: list[str] | None = None) -> dic
             lp = dwarf.line_program_for_CU(cu)
             if lp is None:
                 continue
-            dirs = [d.decode() if isinstance(d, bytes) else d for d in lp["include_directory"]]
-            files = []
-            for fe in lp["file_entry"]:
-                name = fe.name.decode() if isinstance(fe.name, bytes) else fe.name
-                di = fe.dir_index
-                d = dirs[di] if di < len(dirs) else ""
-                files.append(os.path.join(d, name))
+            names = file_names(lp, cu)            # the include directories of the line program
             base = None
             for e in lp.get_entries():
                 if e.is_extended and e.command == DW_LNE_set_address:
@@ -358,9 +353,8 @@ def source_map(path: str, sec_addr, search_dirs: list[str] | None = None) -> dic
                 st = e.state
                 if st is None or base is None or st.end_sequence:
                     continue
-                fi = st.file if lp.header["version"] >= 5 else st.file - 1
-                if 0 <= fi < len(files):
-                    rows.append(((base + st.address) & 0xFFFFFFFF, files[fi], st.line))
+                if st.file in names:
+                    rows.append(((base + st.address) & 0xFFFFFFFF, names[st.file], st.line))
     cache: dict[str, list[str] | None] = {}
 
     def text(fname: str) -> list[str] | None:
