@@ -214,3 +214,27 @@ def test_disasm_source_finds_headers_as_objdump_does(capsys):
     hdr = next(f for f, n in re.findall(r"^(/\S+slab\.h):(\d+)", dump, re.M))
     line = open(hdr).read().splitlines()[567].rstrip()
     assert f"slab.h:568: {line}" in out
+
+
+def test_plt_notes_use_the_numpy_columns_not_one_object_per_branch(monkeypatch):
+    # item 10: the report of a 200,000-branch object must not build a BranchSite per branch; the
+    # numbers are those of the per-branch view (computed here from branch_sites() as before)
+    from collections import Counter
+    from armload import Kernel, KernelConfig, Session
+    from armload.inspect.report import _users, plt_notes
+    from armload.loader.model import LoadedModule
+    cfg = KernelConfig()
+    s = Session(Kernel.from_files([DEBIAN_SYMVERS], cfg), cfg, placement="vmalloc")
+    mod = s.load(sample("kalloc-arm.ko"))
+    sites = mod.branch_sites()
+    fixed = {e.addr for e in mod.plt_entries if e.fixed}
+    want_fixed = Counter(b.symbol for b in sites if b.plt in fixed)
+    want_far = sum(1 for b in sites if b.plt)
+    for e in mod.plt_entries:
+        want = Counter((b.section_name, b.type_name) for b in sites if b.plt == e.addr)
+        assert _users(mod, mod.branches["plt"] == e.addr) == want
+    monkeypatch.setattr(LoadedModule, "branch_sites", lambda self: pytest.fail("per-branch objects built"))
+    notes = plt_notes(mod, None, limit=None)
+    assert f"take an entry: {want_far} of {len(sites)} here" in " ".join(notes)
+    if want_fixed:
+        assert any(", ".join(f"{k} x{v}" for k, v in sorted(want_fixed.items())) in n for n in notes)
