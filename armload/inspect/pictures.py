@@ -306,7 +306,7 @@ def branch_map(mod: LoadedModule, limit: int = 40):
         for k in range(0, 4 * int(h + 2)):
             for cand in (y0 + 0.1 * k, y0 - 0.1 * k):
                 # clear of the box and of its address label just above it
-                if -0.3 < cand < h + 0.1 and all(not (lo - 0.4 <= cand <= hi + 0.08) for lo, hi in boxes):
+                if -0.3 < cand < h + 0.1 and all(not (lo - 0.55 <= cand <= hi + 0.1) for lo, hi in boxes):
                     return cand
         return -0.3
     direct_paths = []
