@@ -21,11 +21,17 @@ where it needs boot-time state or hardware; a call to anything else ends the run
 `unmodelled: NAME called from SYM+0xOFF [module]` (see --unmodelled). Every trace line says
 how the call was simulated: [real], [model], [fallback] (no image: a Python stand-in for real
 code), [unmodelled].
-Words after a module that are not module files are its parameters (insmod semantics), set
-through its __param table before init. After the inits, each --call runs in order on the same
-machine state; --exit runs cleanup last. An oops shows the EHABI-unwound backtrace (file:line
-from DWARF when the module has it), the Code: line and the held locks.
-Exit status 0 only when every init returned 0, every --call returned, and every branch verified."""
+Words after a module that are not module files are its parameters (insmod semantics; options
+may come between them), set through its __param table before init. After the inits, each --call
+runs in order on the same machine state (an unknown name, or a wrong argument count where DWARF
+gives one, is refused before init); then the device operations (--open /dev/NAME, --write,
+--read, --ioctl, --poll, --close), in order, through the module's file_operations directly (not
+the kernel's VFS) with user buffers; --exit runs cleanup last. A fault prints the oops as 6.1's
+__die prints it (Internal error, Modules linked in, CPU/Hardware name, registers, Stack: dump,
+EHABI-unwound backtrace with file:line from DWARF, Code:), then armload's notes; a run that stops
+at an unmodelled call or the budget says so and is not printed as an oops.
+Exit status 0 only when every init returned 0, every --call and device operation returned, and
+every branch verified."""
 
 
 def add_module_args(p: argparse.ArgumentParser) -> None:
