@@ -69,7 +69,7 @@ def test_oops_as_the_kernel_prints_it(capsys):
     rc, out, err = run(capsys, RINGDEV, "bug=1", "--kernel", DEBIAN_SYMVERS, "--kernel", DEBIAN_VMLINUZ)
     lines = out.splitlines()
     i = lines.index("8<--- cut here ---")
-    want = ["Unable to handle kernel NULL pointer dereference at virtual address 00000000 when written",
+    want = ["Unable to handle kernel NULL pointer dereference at virtual address 00000000 when write",
             "Internal error: Oops: 805 [#1] SMP ARM",           # FS 5 (section translation) | FSR_WRITE
             "Modules linked in: ringdev(OE+)",
             "CPU: 0 PID: 1 Comm: insmod Tainted: G           OE     6.1.0-50-armmp # Debian 6.1.176-1",

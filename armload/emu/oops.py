@@ -349,12 +349,26 @@ def _flags_line(cpsr: int) -> str:
             f"Segment none")
 
 
+# arch/arm/mm/fault.c die_kernel_fault(): the line before die("Oops", regs, fsr), for the faults
+# the MMU raises; armload's own kinds (heap guard pages, use-after-free) keep armload's message.
+MMU_KINDS = ("null-deref", "paging", "jump-unmapped", "write-protect", "read-protect", "exec-protect")
+
+
+def unable_line(rep) -> str:
+    if rep.kind not in MMU_KINDS or rep.access_addr is None:
+        return rep.message
+    a = rep.access_addr
+    what = "NULL pointer dereference" if a < 0x1000 else "paging request"
+    when = "execute" if rep.access_type == "fetch" else "write" if rep.access_type == "write" else "read"
+    return f"Unable to handle kernel {what} at virtual address {a:08x} when {when}"
+
+
 def format_oops(rep) -> str:
     """The report of a fault, line for line as 6.1 prints it, then armload's additions."""
     r = rep.registers
     k = rep.kernel or {}
     s, err = die_err(rep)
-    lines = ["8<--- cut here ---", rep.message, f"Internal error: {s}: {err:x} [#1]{k.get('die_suffix', '')}"]
+    lines = ["8<--- cut here ---", unable_line(rep), f"Internal error: {s}: {err:x} [#1]{k.get('die_suffix', '')}"]
     if k:
         lines.append("Modules linked in: " + " ".join(k["modules"]))
         lines.append(f"CPU: 0 PID: 1 Comm: insmod {k['tainted']} {k['release']} {k['build']}")
