@@ -4,6 +4,7 @@ A missing chromium/playwright fails (`make test` installs chromium with `make br
 playwright comes with the test extra); only a developer who opts out (ARMLOAD_OFFLINE=1, never
 in CI) gets a skip."""
 import os
+import re
 import shutil
 
 import pytest
@@ -160,3 +161,23 @@ def test_progress_on_stderr(tmp_path, capsys):
     assert err[0] == "report: [--------------------] 1/2 exporter-arm.ko: loading"
     assert "report: [##########----------] 2/2 importer: disassembly" in err
     assert err[-1] == "report: 2/2 modules done"
+
+
+def test_big_module_caps(tmp_path, monkeypatch):
+    # a seed-scale module's page: the first MAX_SITES sites (a per-symbol table for all), the
+    # listing cut at MAX_LISTING lines, and only what a link points at explained
+    import json
+    from armload.inspect import html_report
+    monkeypatch.setattr(html_report, "MAX_SITES", 2)
+    monkeypatch.setattr(html_report, "MAX_LISTING", 5)
+    monkeypatch.setattr(html_report, "INLINE_LISTING", 3)
+    assert main(["report", sample("kalloc-arm.ko"), "--kernel", SYMVERS, "--placement", "vmalloc",
+                 "--html", str(tmp_path)]) == 0
+    page = (tmp_path / "kalloc.html").read_text()
+    assert page.count("<button class='site'") == 2 and "9 sites: the first 2 by address are listed" in page
+    listing = (tmp_path / "kalloc.disasm.html").read_text()
+    assert listing.count("<span id='insn-") == 5 and "the listing stops after 5 lines" in listing
+    js = (tmp_path / "kalloc.explain.js").read_text()
+    explained = set(json.loads(js[len("window.armloadExplain="):].rstrip().rstrip(";")))
+    linked = set(re.findall(r"data-explain='(rel-[\d-]+)'", page + listing))
+    assert explained == linked and 0 < len(explained) < 9 + 5

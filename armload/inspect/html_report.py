@@ -15,6 +15,8 @@ from .explain import counted_relocations, explain_row, format_explanation
 from .report import plt_notes, plt_usage, to_dict
 
 MAX_EXPLAINED = 5000          # beyond this many relocations only branch sites are explained
+MAX_SITES = 2000              # branch sites listed (a per-symbol table summarises the rest)
+MAX_LISTING = 30000           # disassembly lines written
 
 CSS = """
 body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1100px;color:#222;line-height:1.35}
@@ -134,9 +136,10 @@ def render(ctx, session, placement, modules_so_far, progress=None) -> tuple[str,
     branch_rows = [r for r in rows if r.type_name in ("R_ARM_CALL", "R_ARM_JUMP24", "R_ARM_PC24",
                                                       "R_ARM_THM_CALL", "R_ARM_THM_JUMP24")]
     to_explain = rows if len(rows) <= MAX_EXPLAINED else branch_rows
-    step(f"explaining {len(to_explain):,} relocations")
-    exs = {rel_id(r): explain_row(r, obj, mod, ctx.syms, cfg, ctx.error) for r in to_explain}
+    explainable = {rel_id(r): r for r in to_explain}
+    shown: set[str] = set()                  # the ids a link on the pages points at: explained at the end
     if mod is None:
+        exs = {rid: explain_row(r, obj, mod, ctx.syms, cfg, ctx.error) for rid, r in explainable.items()}
         parts.append(f"<h2>Load refused</h2><p class='refused'>{_e(ctx.error)}</p>")
         bad = [e for e in exs.values() if e.decision == "refused"]
         for e in bad[:20]:
@@ -187,12 +190,24 @@ def render(ctx, session, placement, modules_so_far, progress=None) -> tuple[str,
                      "fixed (ftrace)" if e.fixed else "", len(us)])
     parts.append(_table(["slot", "section", "group", "symbol", "literal (target)", "", "branch sites"], prow, {2, 6}))
     # Branch sites.
+    sites = sorted(mod.branch_sites(), key=lambda b: b.place)
     parts.append("<h2>Branch sites</h2><p>Click a site to see how its relocation was applied.</p>")
+    if len(sites) > MAX_SITES:
+        parts.append(f"<p>{len(sites):,} sites: the first {MAX_SITES:,} by address are listed (and explained); "
+                     f"<code>armload explain MODULE --site ADDR</code> explains any other. Per symbol:</p>")
+        per: dict[str, list[int]] = {}
+        for b in sites:
+            c = per.setdefault(b.symbol, [0, 0])
+            c[1 if b.plt else 0] += 1
+        top = sorted(per.items(), key=lambda kv: -sum(kv[1]))[:MAX_SITES]
+        parts.append(_table(["symbol", "direct", "through a veneer"], [[_e(k), a, v] for k, (a, v) in top], {1, 2}))
     by_place = {(r.target_section, r.place): r for r in branch_rows}
     brow = []
-    for b in sorted(mod.branch_sites(), key=lambda b: b.place):
+    for b in sites[:MAX_SITES]:
         r = by_place.get((b.section, b.place))
-        rid = rel_id(r) if r is not None else ""
+        rid = rel_id(r) if r is not None and rel_id(r) in explainable else ""
+        if rid:
+            shown.add(rid)
         how = (f"<span class=veneer>veneer {b.plt:#010x}</span>" if b.plt else "<span class=direct>direct</span>")
         brow.append([f"<button class='site' id='site-{b.place:x}' data-explain='{rid}'>{b.place:#010x}</button> "
                      f"<a href='#insn-{b.place:x}' title='the instruction in the disassembly'>code</a>",
@@ -204,12 +219,13 @@ def render(ctx, session, placement, modules_so_far, progress=None) -> tuple[str,
     at: dict[int, list] = {}
     for r in rows:
         at.setdefault(r.place, []).append(r)
-    listing = disassemble(mod, session.kernel, relocs=ctx.rows)
+    listing = disassemble(mod, session.kernel, relocs=ctx.rows, max_lines=MAX_LISTING + 1)
     n_insns = sum(len(lines) for _, lines in listing)
+    budget = MAX_LISTING
     inline = n_insns <= INLINE_LISTING
     disasm_page = f"{obj.name}.disasm.html"
     if not inline:
-        parts.append(f"<h2>Disassembly</h2><p>{n_insns:,} lines: on their own page, "
+        parts.append(f"<h2>Disassembly</h2><p>{min(n_insns, MAX_LISTING):,}{'+' if n_insns > MAX_LISTING else ''} lines: on their own page, "
                      f"<a href='{_e(disasm_page)}'>{_e(disasm_page)}</a> (the sites' <em>code</em> links go there).</p>")
         parts[:] = [p.replace("href='#insn-", f"href='{disasm_page}#insn-") for p in parts]
         dparts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{_e(title)}: disassembly"
@@ -221,6 +237,12 @@ def render(ctx, session, placement, modules_so_far, progress=None) -> tuple[str,
         dparts = parts
     for header, lines in listing:
         out = []
+        if budget <= 0:
+            dparts.append(f"<h3>{_e(header)}</h3><p>not listed: the listing stops after {MAX_LISTING:,} lines "
+                          f"(<code>armload disasm MODULE</code> prints all of it)</p>")
+            continue
+        lines = lines[:budget]
+        budget -= len(lines)
         for ln in lines:
             text = ln.format().split("\n")
             # The instruction line (after any source lines), then one link per relocation.
@@ -229,13 +251,17 @@ def render(ctx, session, placement, modules_so_far, progress=None) -> tuple[str,
             out.append(f"<span id='insn-{ln.addr:x}'>{_e(head[-1])}</span>" if head else "")
             for r in (x for a in range(ln.addr, ln.addr + max(len(ln.raw), 1)) for x in at.get(a, ())):
                 rid = rel_id(r)
-                link = f"<a class='rel' href='#{rid}' data-explain='{rid}'>" if rid in exs else "<a class='rel'>"
+                if rid in explainable:
+                    shown.add(rid)
+                link = f"<a class='rel' href='#{rid}' data-explain='{rid}'>" if rid in explainable else "<a class='rel'>"
                 out.append(f"\t\t\t{r.place:x}: {link}{_e(r.type_name)}\t{_e(r.sym_name)}</a>")
         dparts.append(f"<h3>{_e(header)}</h3><pre class='listing'>" + "\n".join(out) + "</pre>")
     if not inline:
         dparts.append(f"<script>{JS}</script></body></html>")
         extra[disasm_page] = "\n".join(dparts)
-    # Every explanation, in a script loaded on the first click (the page stays small).
+    # Every explanation a link points at, in a script loaded on the first click (the page stays small).
+    step(f"explaining {len(shown):,} relocations")
+    exs = {rid: explain_row(explainable[rid], obj, mod, ctx.syms, cfg, ctx.error) for rid in sorted(shown)}
     step("writing")
     parts.append("<h2>Relocation explanations</h2>")
     parts.append(f"<p>{len(exs):,} explanations, loaded from <code>{_e(explain_js)}</code> when a site or "

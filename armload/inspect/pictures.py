@@ -71,14 +71,34 @@ def reach_of(place: int, thumb: bool) -> tuple[int, int]:
     return max(place + 8 - (1 << 25), 0), min(place + 8 + (1 << 25) - 4, (1 << 32) - 1)
 
 
+def _inside(m: LoadedModule, addrs):
+    """Mask: which addresses fall in one of the module's allocations (numpy, any number of them)."""
+    import numpy as np
+    a = np.asarray(addrs, dtype=np.uint64)
+    ok = np.zeros(len(a), dtype=bool)
+    for r in m.regions:
+        ok |= (a >= r.base) & (a < r.end)
+    return ok
+
+
 def call_site(modules: list[LoadedModule]):
     """The site the reach band is drawn from: the last module's first branch out of it (a call
     into the kernel or another module), else its first branch site; None without branches."""
+    import numpy as np
     for m in reversed(modules):
-        br = sorted(m.branch_sites(), key=lambda b: b.place)
-        out = [b for b in br if m.region_of(b.target & ~1) is None]
-        if out or br:
-            return m, (out or br)[0]
+        br = m.branches
+        if not len(br):
+            continue
+        out = ~_inside(m, br["target"] & np.uint32(0xFFFFFFFE))
+        pool = np.flatnonzero(out) if out.any() else np.arange(len(br))
+        i = int(pool[np.argmin(br["place"][pool])])
+        row = br[i]
+        from types import SimpleNamespace
+        from ..constants import reloc_name
+        sym = int(row["sym"])
+        return m, SimpleNamespace(place=int(row["place"]), target=int(row["target"]), plt=int(row["plt"]),
+                                  type_name=reloc_name(int(row["rtype"])),
+                                  symbol=m.sym_names[sym] if sym < len(m.sym_names) else "")
     return None
 
 
@@ -152,11 +172,13 @@ def address_space(config: KernelConfig, modules: list[LoadedModule], placement=N
         ym = ypos(base)
         ax.add_patch(Rectangle((2.6, ym - 0.05), 0.9, 0.1, facecolor=c, edgecolor="black", lw=0.6))
         ly = 0.4 + (y - 0.8) * (i + 0.5) / max(n, 1)
-        here = [b for b in m.branch_sites() if base <= b.place < base + size]
-        ven = sum(1 for b in here if b.plt)
-        how = (f"{len(here)} branch sites: " + ("all direct" if not ven else "all through PLT veneers"
-                                                if ven == len(here) else f"{ven} through PLT veneers, "
-                                                f"{len(here) - ven} direct")) if here else "no branch sites"
+        pl = m.branches["place"]
+        here_mask = (pl >= base) & (pl < base + size)
+        n_here = int(here_mask.sum())
+        ven = int((m.branches["plt"][here_mask] != 0).sum())
+        how = (f"{n_here} branch sites: " + ("all direct" if not ven else "all through PLT veneers"
+                                             if ven == n_here else f"{ven} through PLT veneers, "
+                                             f"{n_here - ven} direct")) if n_here else "no branch sites"
         ax.annotate(f"{mname} {rname}: {base:#010x}, {_mib(size)}\n{how}",
                     xy=(3.5, ym), xytext=(4.6, ly), fontsize=7.5, va="center",
                     arrowprops=dict(arrowstyle="-", color=c, lw=0.8))
@@ -275,13 +297,27 @@ def branch_map(mod: LoadedModule, limit: int = 40):
     on (orange). Direct arrows pass the veneer column in a free lane between the PLT boxes, so
     no direct branch looks routed through a veneer. `fig.armload` holds what was drawn (rows,
     boxes, the direct arrows' paths) for the tests."""
+    import numpy as np
+    from types import SimpleNamespace
     from matplotlib.path import Path
-    sites = sorted(mod.branch_sites(), key=lambda b: b.place)
-    groups: dict[tuple, list] = {}
-    for b in sites:
-        groups.setdefault((b.symbol, b.plt, b.target & ~1), []).append(b)
-    rows = sorted(groups.items(), key=lambda kv: kv[1][0].place)
-    shown = rows[:limit]
+    from ..constants import reloc_name
+    br = np.sort(mod.branches, order="place")
+    n_sites = len(br)
+    n_ven = int((br["plt"] != 0).sum()) if n_sites else 0
+    # groups by (symbol, veneer, target), ordered by their first site; only the first `limit` built
+    key = np.stack([br["sym"], br["plt"], br["target"] & np.uint32(0xFFFFFFFE)], axis=1) if n_sites else \
+        np.zeros((0, 3), dtype=np.uint32)
+    _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    inverse = np.asarray(inverse).reshape(-1)
+    order = np.argsort(first, kind="stable")
+    n_rows = len(first)
+    shown = []
+    for g in order[:limit]:
+        rows_g = br[inverse == g]
+        bs = [SimpleNamespace(place=int(r["place"]), type_name=reloc_name(int(r["rtype"]))) for r in rows_g]
+        sym = int(rows_g[0]["sym"])
+        name = mod.sym_names[sym] if sym < len(mod.sym_names) else ""
+        shown.append(((name, int(rows_g[0]["plt"]), int(rows_g[0]["target"]) & ~1), bs))
     targets = sorted({t for (_, _, t), _ in shown})
     veneers = sorted({v for (_, v, _), _ in shown if v})
     h = max(len(shown), len(targets), len(veneers), 3)
@@ -335,10 +371,9 @@ def branch_map(mod: LoadedModule, limit: int = 40):
                 bbox=dict(boxstyle="square,pad=0.1", facecolor="white", edgecolor="none", alpha=0.85))
     for t in targets:
         ax.text(2.05, col_y(targets, t), tlabels[t], va="center", fontsize=7, family="monospace")
-    n_ven = sum(1 for b in sites if b.plt)
-    ax.set_title(f"{mod.name}: {len(sites)} branch sites, {len(sites) - n_ven} direct (green), {n_ven} through a "
+    ax.set_title(f"{mod.name}: {n_sites} branch sites, {n_sites - n_ven} direct (green), {n_ven} through a "
                  f"PLT veneer (orange); one row per symbol and route"
-                 + (f"; first {limit} of {len(rows)} rows shown" if len(rows) > limit else ""))
+                 + (f"; first {limit} of {n_rows} rows shown" if n_rows > limit else ""))
     ax.text(-0.05, -0.35, "call sites (symbol x count, types: places)", ha="right", fontsize=8, weight="bold")
     ax.text(1.15, -0.35, "PLT veneer", ha="center", fontsize=8, weight="bold")
     ax.text(2.05, -0.35, "target", fontsize=8, weight="bold")
