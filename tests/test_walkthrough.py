@@ -155,7 +155,7 @@ def test_plugin_outside_the_repository_finds_the_kernel(tmp_path):
 def test_device_io_from_the_cli(capsys):
     rc, out, err = run(capsys, RINGDEV, "--kernel", DEBIAN_SYMVERS, "--kernel", DEBIAN_VMLINUZ, "--open", "/dev/ringdev",
                        "--write", "s:abc", "--read", "2", "--ioctl", "0x80047201", "buf:4", "--read", "16",
-                       "--ioctl", "5", "0", "--close")
+                       "--ioctl", "5", "0", "--poll", "--close")
     assert rc == 0, err
     assert "through the module's file_operations directly (not the kernel's VFS)" in out
     got = [ln for ln in out.splitlines() if ln.startswith("/dev/ringdev:")]
@@ -163,7 +163,16 @@ def test_device_io_from_the_cli(capsys):
                    "/dev/ringdev: read(2) = 2  6162  'ab'",
                    "/dev/ringdev: ioctl(0x80047201, buf:4) = 0  buffer 01000000",     # RINGDEV_IOC_COUNT: 1 left
                    "/dev/ringdev: read(16) = 1  63  'c'",
-                   "/dev/ringdev: ioctl(5, 0) = -25 (-ENOTTY)", "/dev/ringdev: close = 0"]
+                   "/dev/ringdev: ioctl(5, 0) = -25 (-ENOTTY)",
+                   "/dev/ringdev: poll = no poll (DEFAULT_POLLMASK)", "/dev/ringdev: close = 0"]
+    rc, out, err = run(capsys, RINGDEV, "--kernel", DEBIAN_SYMVERS, "--kernel", DEBIAN_VMLINUZ, "--open", "/dev/ringdev",
+                       "--write", "b:00ff", "--read", "4", "--json")
+    import json
+    doc = json.loads(out)
+    dev = doc["devio"]
+    assert doc["devio_via"] == "through the module's file_operations directly (not the kernel's VFS)"
+    assert rc == 0 and [(d["op"], d["result"]) for d in dev] == [("open", 0), ("write", 2), ("read", 2)]
+    assert dev[2]["hex"] == "00ff"
     rc, out, err = run(capsys, RINGDEV, "--kernel", DEBIAN_SYMVERS, "--kernel", DEBIAN_VMLINUZ, "--read", "3")
     assert rc == 1 and "--read needs an --open /dev/NAME before it" in err and "init_module" not in out
 

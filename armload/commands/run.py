@@ -387,6 +387,8 @@ def cmd_run(args) -> int:
                 break
         entries[modules[-1].name]["calls"] = done
     if args.devio and not failed:
+        from ..devkit.devio import VIA
+        report["devio_via"] = VIA
         dev_ok, report["devio"] = run_devio(machine, args.devio, say, modules[-1])
         if not dev_ok:
             ok, failed = False, True
