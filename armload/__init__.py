@@ -37,7 +37,7 @@ _PUBLIC = {
     "KernelFileError": ".errors", "EmulationError": ".errors",
     "Machine": ".emu.machine", "RunResult": ".emu.results",
     "Probes": ".probes.core", "ProbeError": ".probes.base",
-    "ModuleHandle": ".devkit.testing", "ModuleOops": ".devkit.testing",
+    "ModuleHandle": ".devkit.testing", "ModuleOops": ".devkit.testing", "ModuleStopped": ".devkit.testing",
 }
 __all__ = sorted(_PUBLIC)
 __getattr__, __dir__ = _lazy.exports(__name__, _PUBLIC)

@@ -16,6 +16,7 @@ import sys
 from . import __version__
 from .errors import ArmloadError
 
+INTERMIXED = ("run",)          # commands whose positional words may come between options
 COMMANDS = ("load", "run", "verify", "disasm", "explain", "report", "check", "calls", "kallsyms", "bench")
 
 
@@ -45,7 +46,15 @@ def main(argv: list[str] | None = None) -> int:
     # burns CPU (about half of `armload load`'s). Set before any command imports numpy; a value the
     # user chose is kept, and --jobs workers inherit it.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    args = build_parser(command_in(argv)).parse_args(argv)
+    cmd = command_in(argv)
+    parser = build_parser(cmd)
+    if cmd in INTERMIXED and argv and argv[0] == cmd:
+        # insmod words (`MODULE.ko name=value`) may follow options: `run m.ko --kernel K n=1`
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[cmd]
+        args = sub.parse_intermixed_args(argv[1:])
+        args.command = cmd
+    else:
+        args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except ArmloadError as e:

@@ -1,6 +1,7 @@
 """ELF and ARM numbers, named as in the ABI documents (aaelf32, elf.h)."""
 from __future__ import annotations
 
+import functools
 from enum import IntEnum
 
 EM_ARM = 40
@@ -57,7 +58,9 @@ THUMB_BRANCHES = (R.R_ARM_THM_CALL, R.R_ARM_THM_JUMP24)
 BRANCH_TYPES = ARM_BRANCHES + THUMB_BRANCHES
 
 
+@functools.lru_cache(maxsize=256)
 def reloc_name(rtype: int) -> str:
+    """R_ARM_* name of a type (cached: reports name hundreds of thousands of relocations)."""
     try:
         return R(rtype).name
     except ValueError:

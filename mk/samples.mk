@@ -103,3 +103,15 @@ $(SAMPLE_OBJ_DIR)/cfunc-arm-$(SAMPLE_GCC_TAG).o: $(SAMPLE_OBJ_DIR)/cfunc.c | too
 	$(CROSS)gcc $(SAMPLE_CFLAGS) -marm $< -o $@
 $(SAMPLE_OBJ_DIR)/cfunc-thumb2-$(SAMPLE_GCC_TAG).o: $(SAMPLE_OBJ_DIR)/cfunc.c | toolchain
 	$(CROSS)gcc $(SAMPLE_CFLAGS) -mthumb $< -o $@
+
+# The developer walkthrough's module (docs/walkthrough.md, issue 22): a misc device over a kmalloc'd
+# ring buffer, built unstripped for ARM only; kept out of SAMPLE_KOS (and so out of the trimmed
+# Module.symvers and the corpus): run it with the Debian image and its full Module.symvers.
+RINGDEV_KO := $(SAMPLE_DIR)/walkthrough/ringdev-arm-debug.ko
+$(eval $(call sample_ko_rule,ringdev,arm))
+$(RINGDEV_KO): $(SAMPLE_BUILD)/arm/ringdev/ringdev.ko
+	mkdir -p $(dir $@)
+	cp $< $@
+samples-ringdev: $(RINGDEV_KO)
+samples: samples-ringdev
+.PHONY: samples-ringdev

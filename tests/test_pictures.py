@@ -18,7 +18,14 @@ def test_address_space_marks_each_allocation_and_the_reach():
     svg = pictures.svg_text(pictures.address_space(cfg, [m], 0xBE100000))
     for r in m.regions:
         assert f"{r.base:#010x}" in svg
-    assert "±32 MiB from _stext: 0xbe008000..0xc2008000" in svg
+    # the band is drawn from the first call out of the module (.exit.text's `b _printk` at 0xbe100008):
+    # ARM b/bl reach P + 8 - 32 MiB .. P + 8 + 32 MiB - 4
+    site = min((b for b in m.branch_sites() if m.region_of(b.target & ~1) is None), key=lambda b: b.place)
+    assert site.place == 0xBE100008 and site.symbol == "_printk"
+    lo, hi = site.place + 8 - (1 << 25), site.place + 8 + (1 << 25) - 4
+    assert f"reaches directly: {lo:#010x}..{hi:#010x}" in svg
+    assert f"its target _printk {site.target:#010x} is OUTSIDE" in svg        # 16 bytes too far: the veneer
+    assert f"_stext {cfg.kernel_text:#010x} (simulated kernel: no image)" in svg
     assert "1 branch sites: all through PLT veneers" in svg and "8 branch sites: all direct" in svg
 
 
@@ -34,6 +41,53 @@ def test_layout_and_branch_map_name_everything():
     for b in m.branch_sites():
         assert f"{b.place:#010x}" in svg and f"{b.plt:#010x}" in svg
     assert "9 branch sites, 0 direct (green), 9 through a PLT veneer" in svg
+
+
+def test_address_space_uses_the_images_stext():
+    import os
+    from emu_fixtures import DEBIAN_SYMVERS, DEBIAN_VMLINUZ
+    from conftest import require_input
+    from armload.inspect.html_report import kernel_stext
+    require_input(DEBIAN_VMLINUZ, "make test-inputs")
+    cfg = KernelConfig()
+    k = Kernel.from_files([DEBIAN_SYMVERS, DEBIAN_VMLINUZ], cfg)
+    m = Session(k, cfg, "window").load(sample("hello-arm.ko"))
+    stext = kernel_stext(k)
+    assert stext == k.symbols["_stext"].addr and stext != cfg.kernel_text
+    svg = pictures.svg_text(pictures.address_space(cfg, [m], "window", stext))
+    assert f"_stext {stext:#010x}<" in svg.replace("</text>", "<") and "simulated kernel" not in svg
+    assert os.path.exists(DEBIAN_VMLINUZ)
+
+
+def test_layout_plots_every_sections_address_and_size():
+    cfg, m = _load("kalloc-arm.ko", "window")
+    svg = pictures.svg_text(pictures.module_layout(m))
+    for s in m.sections:
+        if s.size and s.name != ".data..percpu":
+            assert f"{s.addr:#010x} +{s.size:#x}" in svg
+
+
+def test_branch_map_rows_are_the_loads_and_direct_branches_avoid_the_plt_boxes():
+    # the lecture's boundary picture: 8 direct branches and one veneer
+    cfg, m = _load("kalloc-arm.ko", 0xBE100000)
+    fig = pictures.branch_map(m)
+    drawn = fig.armload
+    want = {}
+    for b in sorted(m.branch_sites(), key=lambda b: b.place):
+        want.setdefault((b.symbol, b.plt, b.target & ~1), []).append(b.place)
+    assert dict(drawn["rows"]) == want
+    assert drawn["veneers"] == sorted({b.plt for b in m.branch_sites() if b.plt}) and len(drawn["veneers"]) == 1
+    assert len(drawn["direct_paths"]) == sum(1 for k in want if not k[1])
+    for pts in drawn["direct_paths"]:
+        for (x0, y0), (x1, y1) in zip(pts, pts[1:]):
+            if x1 < 1 or x0 > 1.3:
+                continue                              # wholly left or right of the veneer column
+            assert y0 == y1, "a direct arrow crosses the veneer column on a horizontal lane"
+            for lo, hi in drawn["boxes"]:
+                assert not lo <= y0 <= hi, (pts, lo, hi)
+    svg = pictures.svg_text(fig)
+    for t in drawn["targets"]:
+        assert f"{t:#010x}" in svg
 
 
 def test_svg_is_deterministic_and_png_on_request(tmp_path):

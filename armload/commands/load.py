@@ -64,6 +64,9 @@ def session_from_args(args):
     kernel = Kernel.from_files(args.kernel, config, simulate_all=getattr(args, "simulate_symbols", False),
                                known=known)
     kernel.vermagic = getattr(args, "vermagic", None)
+    if args.thumb2 and getattr(kernel, "image_path", None):      # refused up front, with the reason
+        from ..devkit.testing import refuse_thumb2_on_arm
+        refuse_thumb2_on_arm(kernel, args.thumb2)
     return Session(kernel, config, parse_placement(args.placement), modversions=not args.no_modversions)
 
 
@@ -105,13 +108,12 @@ def run(args) -> int:
                 out = f"{stem}-{mod.name}.{ext}" if dot else f"{out}-{mod.name}"
             write_image(mod, out)
         if args.json:
-            from dataclasses import asdict
             from ..inspect.report import plt_notes
             d = to_dict(mod, session.kernel.describe(), session.placement)
             counted = _counted(mod, session.config)
             d["plt_notes"] = plt_notes(mod, counted, limit=None)        # why the PLT numbers differ
             if counted is not None:
-                d["plt_counted"] = {k: [asdict(c) for c in v] for k, v in counted.items()}
+                d["plt_counted"] = {k: [dict(vars(c)) for c in v] for k, v in counted.items()}   # flat: asdict is 5x slower
             results.append(d)
         else:
             if i:

@@ -29,6 +29,27 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+def progress_bar(stream):
+    """report: [#####-----] 2/5 bluetooth: disassembly -- redrawn in place on a terminal, one
+    line per stage otherwise (a log)."""
+    tty = stream.isatty()
+
+    def show(i, n, name, what):
+        if not n:
+            return
+        if what == "done":
+            if tty:
+                stream.write("\r\033[K")
+            stream.write(f"report: {n}/{n} modules done\n")
+            stream.flush()
+            return
+        filled = 20 * i // n
+        line = f"report: [{'#' * filled}{'-' * (20 - filled)}] {i + 1}/{n} {name}: {what}"
+        stream.write(("\r\033[K" + line) if tty else line + "\n")
+        stream.flush()
+    return show
+
+
 def run(args) -> int:
     from ..inspect.html_report import write_report
     from .load import session_from_args
@@ -54,7 +75,8 @@ def run(args) -> int:
         corpus, title = corpus_counts(paths), f"{len(paths)} modules under {args.corpus}"
     session = session_from_args(args)
     fmts = tuple(x for x, on in (("svg", args.svg), ("png", args.png)) if on)
-    files = write_report(session, args.modules, args.html, fmts, corpus, title, object=getattr(args, "object", False))
+    files = write_report(session, args.modules, args.html, fmts, corpus, title, object=getattr(args, "object", False),
+                         progress=None if args.json else progress_bar(sys.stderr))
     if args.json:
         json.dump({"ok": True, "files": files}, sys.stdout, indent=2)
         print()

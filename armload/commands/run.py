@@ -6,7 +6,12 @@ import json
 import os
 import sys
 
-from ..errors import EmulationError
+from ..errors import ArmloadError, EmulationError
+
+NO_KERNEL_HINT = ("hint: without --kernel only the functions armload simulates resolve. Run against Debian's "
+                  "kernel: `make test-inputs` fetches it into .cache, then --kernel .cache/linux-headers-6.1.0-50-armmp/"
+                  "usr/src/linux-headers-6.1.0-50-armmp/Module.symvers --kernel .cache/linux-image-6.1.0-50-armmp/"
+                  "boot/vmlinuz-6.1.0-50-armmp (or --simulate-symbols to invent every address)")
 
 DESCRIPTION = """\
 Load one or more modules (in order; later ones may import from earlier ones), check that every
@@ -16,11 +21,17 @@ where it needs boot-time state or hardware; a call to anything else ends the run
 `unmodelled: NAME called from SYM+0xOFF [module]` (see --unmodelled). Every trace line says
 how the call was simulated: [real], [model], [fallback] (no image: a Python stand-in for real
 code), [unmodelled].
-Words after a module that are not module files are its parameters (insmod semantics), set
-through its __param table before init. After the inits, each --call runs in order on the same
-machine state; --exit runs cleanup last. An oops shows the EHABI-unwound backtrace (file:line
-from DWARF when the module has it), the Code: line and the held locks.
-Exit status 0 only when every init returned 0, every --call returned, and every branch verified."""
+Words after a module that are not module files are its parameters (insmod semantics; options
+may come between them), set through its __param table before init. After the inits, each --call
+runs in order on the same machine state (an unknown name, or a wrong argument count where DWARF
+gives one, is refused before init); then the device operations (--open /dev/NAME, --write,
+--read, --ioctl, --poll, --close), in order, through the module's file_operations directly (not
+the kernel's VFS) with user buffers; --exit runs cleanup last. A fault prints the oops as 6.1's
+__die prints it (Internal error, Modules linked in, CPU/Hardware name, registers, Stack: dump,
+EHABI-unwound backtrace with file:line from DWARF, Code:), then armload's notes; a run that stops
+at an unmodelled call or the budget says so and is not printed as an oops.
+Exit status 0 only when every init returned 0, every --call and device operation returned, and
+every branch verified."""
 
 
 def add_module_args(p: argparse.ArgumentParser) -> None:
@@ -66,6 +77,131 @@ def load_with_params(args):
                     target, spec = m, spec[len(prefix) + 1:]
         params[id(target)].append(spec)
     return session, modules, params
+
+
+class _DevOp(argparse.Action):
+    """--open/--write/--read/--ioctl/--poll/--close, kept in command-line order."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        ops = list(getattr(namespace, self.dest, None) or [])
+        ops.append((option_string.lstrip("-"), list(values)))
+        setattr(namespace, self.dest, ops)
+
+
+def _dev_bytes(spec: str, what: str) -> bytes:
+    if spec.startswith("s:"):
+        return spec[2:].encode()
+    if spec.startswith("b:"):
+        try:
+            return bytes.fromhex(spec[2:])
+        except ValueError:
+            pass
+    if spec.startswith("buf:") and spec[4:].isdigit():
+        return bytes(int(spec[4:]))
+    raise EmulationError(f"{what} {spec!r}: s:TEXT, b:HEX or buf:N")
+
+
+def check_devio(ops) -> None:
+    """Device operations make sense before anything runs: an open first, arguments well formed."""
+    opened = False
+    for op, vals in ops:
+        if op == "open":
+            if not vals[0].startswith("/dev/"):
+                raise EmulationError(f"--open {vals[0]}: a device path /dev/NAME")
+            opened = True
+        elif not opened:
+            raise EmulationError(f"--{op} needs an --open /dev/NAME before it")
+        elif op == "write":
+            _dev_bytes(vals[0], "--write")
+        elif op == "read":
+            _int(vals[0]) if vals[0].isdigit() else _fail(f"--read {vals[0]!r}: a byte count")
+        elif op == "ioctl":
+            _int(vals[0])
+            if not vals[1].startswith(("b:", "buf:")):
+                _int(vals[1])
+        elif op == "close":
+            opened = False
+
+
+def _fail(msg):
+    raise EmulationError(msg)
+
+
+def run_devio(machine, ops, say, module) -> tuple[bool, list[dict]]:
+    """Run the device operations; (all succeeded, one record each)."""
+    from ..devkit.devio import VIA, DeviceFile
+    out, f = [], None
+    say(f"armload: device I/O goes {VIA}; user buffers at 0x00400000 (below TASK_SIZE)")
+    for op, vals in ops:
+        rec = {"op": op, "args": vals}
+        out.append(rec)
+        try:
+            if op == "open":
+                f = DeviceFile(machine, vals[0], module=module)
+                rec["result"] = 0
+                say(f"{vals[0]}: open = 0" + "".join(f"  ({n})" for n in f.notes))
+            elif op == "write":
+                n = f.write(_dev_bytes(vals[0], "--write"))
+                rec["result"] = n
+                say(f"{f.path}: write({vals[0]}) = {n}")
+            elif op == "read":
+                data = f.read(int(vals[0], 0))
+                rec["result"], rec["hex"] = len(data), data.hex()
+                say(f"{f.path}: read({vals[0]}) = {len(data)}  {data.hex()}  '{_printable(data)}'")
+            elif op == "ioctl":
+                arg = _dev_bytes(vals[1], "--ioctl ARG") if vals[1].startswith(("b:", "buf:")) else _int(vals[1])
+                rc, buf = f.ioctl(_int(vals[0]), arg)
+                rec["result"] = rc
+                if buf is not None:
+                    rec["hex"] = buf.hex()
+                say(f"{f.path}: ioctl({vals[0]}, {vals[1]}) = {_ret(rc)}" + (f"  buffer {buf.hex()}" if buf is not None else ""))
+            elif op == "poll":
+                mask = f.poll()
+                rec["result"] = mask
+                say(f"{f.path}: poll = " + (f"{mask:#x}" if mask is not None else "no poll (DEFAULT_POLLMASK)"))
+            elif op == "close":
+                f.close()
+                rec["result"] = 0
+                say(f"{f.path}: close = 0")
+        except OSError as e:
+            rec["result"] = -e.errno
+            say(f"{f.path if f else vals[0]}: {op} = {-e.errno} ({e.strerror})")
+        except EmulationError as e:
+            rec["error"] = str(e)
+            res = f.last if f is not None else None
+            if res is not None and res.fault is not None:
+                _print_result(say, res)
+            else:
+                say(f"armload: {e}")
+            return False, out
+    return True, out
+
+
+def _ret(rc: int) -> str:
+    from ..emu.errno import errno_name
+    return f"{rc} (-{errno_name(rc)})" if -4095 <= rc < 0 else str(rc)
+
+
+def _printable(b: bytes) -> str:
+    return "".join(chr(c) if 32 <= c < 127 else "." for c in b)
+
+
+def check_calls(modules, calls) -> None:
+    """Every --call names a function of a loaded module and, where DWARF says how many parameters
+    it has, passes that many: refused before any init runs."""
+    for name, cargs in calls:
+        owner = next((m for m in reversed(modules) for sym in m.symbols
+                      if sym.name == name and sym.section and sym.stype in ("func", "notype")), None)
+        if owner is None:
+            have = sorted({sym.name for m in modules for sym in m.symbols
+                           if sym.section and sym.stype == "func" and not sym.name.startswith(("__", "$"))})
+            raise EmulationError(f"--call {name}: no function {name!r} in {', '.join(m.name for m in modules)} "
+                                 f"(functions: {', '.join(have[:20])}{', ...' if len(have) > 20 else ''})")
+        from ..emu.debuginfo import line_table
+        fn = next((f for f in line_table(owner).functions if f.name == name), None)
+        if fn is not None and fn.params is not None and fn.params != len(cargs):
+            raise EmulationError(f"--call {name}: {name} takes {fn.params} argument{'s' if fn.params != 1 else ''} "
+                                 f"(DWARF of {owner.name}), {len(cargs)} given")
 
 
 def _int(s: str) -> int:
@@ -118,8 +254,21 @@ def register(sub) -> None:
                         "graph:FUNC (function_graph), and "
                         "armload's own fentry:FUNC/fexit:FUNC trampolines (an extension: 32-bit ARM 6.1 has none); "
                         "each hit is printed with its arguments or return value and simulated time")
+    dev = p.add_argument_group("device I/O (after init and the calls, in command-line order)",
+                               "through the module's file_operations directly, not the kernel's VFS; "
+                               "buffers are user memory, so copy_to_user/copy_from_user run for real")
+    dev.add_argument("--open", dest="devio", action=_DevOp, nargs=1, metavar="/dev/NAME",
+                     help="open a device the module registered (misc devices)")
+    dev.add_argument("--write", dest="devio", action=_DevOp, nargs=1, metavar="s:TEXT|b:HEX",
+                     help="write these bytes to the open device")
+    dev.add_argument("--read", dest="devio", action=_DevOp, nargs=1, metavar="N", help="read up to N bytes")
+    dev.add_argument("--ioctl", dest="devio", action=_DevOp, nargs=2, metavar=("CMD", "ARG"),
+                     help="unlocked_ioctl(CMD, ARG): ARG an integer, or b:HEX / buf:N for a user buffer "
+                          "(printed after the call)")
+    dev.add_argument("--poll", dest="devio", action=_DevOp, nargs=0, help="f_op->poll: the event mask")
+    dev.add_argument("--close", dest="devio", action=_DevOp, nargs=0, help="release the open device")
     p.add_argument("--json", action="store_true", help="machine-readable result on stdout")
-    p.set_defaults(func=cmd_run)
+    p.set_defaults(func=cmd_run, devio=[])
 
 
 def cmd_run(args) -> int:
@@ -140,7 +289,14 @@ def cmd_run(args) -> int:
         args.calls[-1].extend(str(a) for a in args.call_args)
     from ..emu import callargs
     calls = [(c[0], [callargs.parse(a) for a in c[1:]]) for c in args.calls]
-    session, modules, params = load_with_params(args)
+    try:
+        session, modules, params = load_with_params(args)
+    except ArmloadError as e:
+        if args.kernel or "Unknown symbol" not in str(e):
+            raise
+        raise type(e)(f"{e}\n{NO_KERNEL_HINT}") from None
+    check_calls(modules, calls)
+    check_devio(args.devio)
     as_json = args.json
     out = sys.stdout
 
@@ -232,6 +388,12 @@ def cmd_run(args) -> int:
                 failed = True
                 break
         entries[modules[-1].name]["calls"] = done
+    if args.devio and not failed:
+        from ..devkit.devio import VIA
+        report["devio_via"] = VIA
+        dev_ok, report["devio"] = run_devio(machine, args.devio, say, modules[-1])
+        if not dev_ok:
+            ok, failed = False, True
     if args.exit and not failed:
         for m in reversed(inits_ok):
             res = machine.run_exit(m)

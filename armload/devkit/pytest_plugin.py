@@ -6,9 +6,10 @@
         assert dk.call("devkit_sum", 3) == 3
 
 Fixtures:
-* `kernel` (session): the Debian image from --armload-kernel / $ARMLOAD_KERNEL /
-  <rootdir>/.cache/linux-image-*/boot/vmlinuz-*, else armload's built-in kernel (the header
-  line says which);
+* `kernel` (session): the Debian image from --armload-kernel, the ini option `armload_kernel`,
+  $ARMLOAD_KERNEL, <rootdir>/.cache or armload's own checkout's .cache (where `make test-inputs`
+  puts it); `builtin` asks for armload's built-in kernel by name. With none of them, collecting a
+  test that uses the fixtures fails with the way to get the image (the header line says which);
 * `load_module(path, params=..., deps=..., thumb2=..., budget=...)`: a fresh
   `armload.devkit.testing.ModuleHandle` per call, on its own machine (nothing leaks between tests).
 """
@@ -22,19 +23,46 @@ import pytest
 def pytest_addoption(parser):
     g = parser.getgroup("armload")
     g.addoption("--armload-kernel", metavar="VMLINUZ", default=None,
-                help="kernel image for the armload fixtures (default: $ARMLOAD_KERNEL or the Debian image "
-                     "under .cache; the built-in kernel when there is none)")
+                help="kernel image for the armload fixtures, or `builtin` (default: the ini option "
+                     "armload_kernel, $ARMLOAD_KERNEL, .cache under the rootdir or armload's checkout)")
+    parser.addini("armload_kernel", "kernel image for the armload fixtures (relative to the rootdir), or builtin")
+
+
+def _find(config):
+    """(path or None for builtin, where) or the ArmloadError that says how to get one."""
+    from .testing import find_kernel
+    ini = config.getini("armload_kernel") or None
+    if ini and ini != "builtin" and not os.path.isabs(ini):
+        ini = os.path.join(str(config.rootpath), ini)
+    return find_kernel(config.getoption("--armload-kernel", default=None), ini, str(config.rootpath))
 
 
 def _kernel_path(config) -> str | None:
-    from .testing import default_kernel_path
-    p = config.getoption("--armload-kernel", default=None)
-    return p or default_kernel_path(str(config.rootpath))
+    return _find(config)[0]
 
 
 def pytest_report_header(config):
-    p = _kernel_path(config)
-    return f"armload kernel: {p}" if p else "armload kernel: built-in (no image: Python models and fallbacks only)"
+    from ..errors import ArmloadError
+    try:
+        p, where = _find(config)
+    except ArmloadError as e:
+        return f"armload kernel: NONE ({e})"
+    return f"armload kernel: {p} (from {where})" if p else \
+        f"armload kernel: built-in (asked for by {where}: Python models and fallbacks only)"
+
+
+_FIXTURES = {"kernel", "load_module"}
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """A test that uses the fixtures with no kernel to run on fails the collection, with the fix."""
+    from ..errors import ArmloadError
+    if not any(_FIXTURES & set(getattr(i, "fixturenames", ())) for i in items):
+        return
+    try:
+        _find(config)
+    except ArmloadError as e:
+        raise pytest.UsageError(f"armload: {e}") from None
 
 
 @pytest.fixture(scope="session")

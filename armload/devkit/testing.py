@@ -10,8 +10,8 @@
 
 A `ModuleHandle` owns one emulated machine (the Debian kernel image when given, else the built-in
 kernel) with the module and its dependencies loaded. `init()`/`call()` return the function's
-int result and raise `ModuleOops` (the formatted oops, backtrace included) when it faults, hits
-something unmodelled or runs out of budget; `run()` returns the raw RunResult instead.
+int result and raise `ModuleOops` (the oops as the kernel prints it) when it faults, and
+`ModuleStopped` (its base class) when it only stopped: an unmodelled call or the budget; `run()` returns the raw RunResult instead.
 Arguments: int, str (copied into kernel memory as a C string), bytes (a buffer), `buffer(n)`.
 Kernel functions can be replaced for this handle only (`replace`, `returns`), the n-th
 kmalloc made to fail (`fail_kmalloc`), timers and work run (`run_pending`).
@@ -27,23 +27,91 @@ DEBIAN_KREL = "6.1.0-50-armmp"
 KMALLOC_KINDS = ("kmalloc", "kvmalloc", "kmem_cache_alloc", "devm_kmalloc")
 
 
-class ModuleOops(AssertionError):
-    """The module's code did not return: the message is the oops armload printed."""
+class ModuleStopped(AssertionError):
+    """The run stopped without a fault: a call armload does not simulate (`.unmodelled` names
+    it) or the instruction budget. Not an oops: nothing faulted."""
 
     def __init__(self, result):
         self.result = result
-        text = result.fault.format() if result.fault is not None else result.summary()
+        f = result.fault
+        self.unmodelled = f.unmodelled if f is not None else None
+        text = f.format() if f is not None else result.summary()
         super().__init__(f"{result.summary()}\n{text}")
 
 
-def default_kernel_path(root: str | None = None) -> str | None:
-    """$ARMLOAD_KERNEL, else the Debian image under <root>/.cache (None when absent)."""
-    p = os.environ.get("ARMLOAD_KERNEL")
-    if p:
-        return p
-    root = root or os.getcwd()
+class ModuleOops(ModuleStopped):
+    """The module's code faulted: the message is the oops as the kernel prints it."""
+
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILTIN = "builtin"             # --armload-kernel builtin: armload's built-in kernel, asked for by name
+HOW_TO_GET = (f"fetch Debian's image once with `make test-inputs` in {REPO_ROOT} (it lands in "
+              f"{os.path.join(REPO_ROOT, '.cache', f'linux-image-{DEBIAN_KREL}', 'boot')}), then pass "
+              f"--armload-kernel PATH, set $ARMLOAD_KERNEL, or put `armload_kernel = PATH` in pytest.ini "
+              f"([pytest]); `--armload-kernel builtin` runs on armload's built-in kernel (Python models only)")
+
+
+def cache_image(root: str | None) -> str | None:
+    """The Debian image under <root>/.cache, if it is there."""
+    if not root:
+        return None
     p = os.path.join(root, ".cache", f"linux-image-{DEBIAN_KREL}", "boot", f"vmlinuz-{DEBIAN_KREL}")
     return p if os.path.exists(p) else None
+
+
+def find_kernel(option: str | None = None, ini: str | None = None, root: str | None = None) -> tuple[str | None, str]:
+    """(path, where it came from): an explicit option, the ini value, $ARMLOAD_KERNEL, the test
+    tree's .cache, armload's own checkout's .cache (where `make test-inputs` puts it). path is
+    None for `builtin`; ArmloadError with the fix when there is nothing."""
+    for value, where in ((option, "--armload-kernel"), (ini, "armload_kernel (ini)"),
+                         (os.environ.get("ARMLOAD_KERNEL"), "$ARMLOAD_KERNEL")):
+        if value:
+            if value == BUILTIN:
+                return None, where
+            if not os.path.exists(value):
+                raise ArmloadError(f"{where}: no such kernel file {value!r}; {HOW_TO_GET}")
+            return value, where
+    for r in (root, REPO_ROOT):
+        p = cache_image(r)
+        if p:
+            return p, f"{r}/.cache"
+    raise ArmloadError(f"no kernel image for the armload fixtures: {HOW_TO_GET}")
+
+
+def default_kernel_path(root: str | None = None) -> str | None:
+    """$ARMLOAD_KERNEL, else the Debian image under <root>/.cache or armload's checkout (None when absent)."""
+    try:
+        return find_kernel(root=root or os.getcwd())[0]
+    except ArmloadError:
+        return None
+
+
+def image_isa(path: str) -> str | None:
+    """"ARM" or "THUMB2": the S_ISA arch/arm/kernel/traps.c __die() was built with, read from its
+    format string ("Internal error: %s: %x [#%d]" S_PREEMPT S_SMP S_ISA) in the Image."""
+    from ..kernel.image import load_image
+    data = load_image(path).data
+    i = data.find(b"Internal error: %s: %x [#%d]")
+    if i < 0:
+        return None
+    words = data[i:data.index(b"\n", i)].split()
+    return words[-1].decode() if words[-1] in (b"ARM", b"THUMB2") else None
+
+
+def refuse_thumb2_on_arm(kernel, thumb2: bool) -> None:
+    """A Thumb-2 module (CONFIG_THUMB2_KERNEL build) on an ARM-mode kernel image: refused up front.
+    The kernel's own code would run in the wrong instruction set (the loader's interworking
+    checks and the emulated calls both fail, slowly): say so before anything runs."""
+    path = getattr(kernel, "image_path", None)
+    if not thumb2 or not path:
+        return
+    isa = image_isa(path)
+    if isa == "ARM":
+        raise ArmloadError(f"--thumb2 with {path}: that kernel was built for ARM mode (its __die prints "
+                           f"\"SMP ARM\", no CONFIG_THUMB2_KERNEL), and a Thumb-2 module's calls into it "
+                           f"would run in the wrong instruction set. Load Thumb-2 modules on the built-in "
+                           f"kernel (leave out the image; --kernel Module.symvers is fine) or on a "
+                           f"CONFIG_THUMB2_KERNEL image")
 
 
 def make_kernel(path: str | None = None, *, thumb2: bool = False):
@@ -88,6 +156,7 @@ class ModuleHandle:
         kernel = kernel if kernel is not None else make_kernel(default_kernel_path())
         if thumb2 is None:
             thumb2 = "thumb2" in os.path.basename(path)
+        refuse_thumb2_on_arm(kernel, thumb2)
         config = dataclasses.replace(kernel.config, thumb2=thumb2)
         self.session = Session(kernel, config)
         self.deps = [self.session.load(d) for d in deps]
@@ -173,6 +242,13 @@ class ModuleHandle:
         """Call a function of the module (or a dependency); its int return value (r0, signed)."""
         return self._check(self.run(name, *args))
 
+    def open(self, path: str):
+        """A file-like object on a device the module registered (`/dev/NAME`): read, write,
+        ioctl, poll, close; through the module's file_operations directly, not the kernel's
+        VFS (armload.devkit.devio), with user buffers in a user mapping."""
+        from .devio import DeviceFile
+        return DeviceFile(self.machine, path, module=self.module, check=self._check)
+
     def run_pending(self) -> list[dict]:
         """Run the timers, work items and tasklets that are due, in simulated-time order."""
         return self.machine.run_deferred()
@@ -186,7 +262,9 @@ class ModuleHandle:
     def _check(self, res) -> int:
         self.last = res
         if res.status not in ("returned", "no-function"):
-            raise ModuleOops(res)
+            from ..emu.oops import NOT_AN_OOPS
+            stopped = res.fault is None or res.fault.kind in NOT_AN_OOPS
+            raise (ModuleStopped if stopped else ModuleOops)(res)
         return res.retval if res.retval is not None else 0
 
     # --- memory -----------------------------------------------------------------------

@@ -12,6 +12,8 @@ import os
 import weakref
 from dataclasses import dataclass
 
+from ..loader.dwarf_files import file_names
+
 
 @dataclass
 class Function:
@@ -20,6 +22,7 @@ class Function:
     high: int                     # exclusive
     file: str
     line: int
+    params: int | None = None     # DW_TAG_formal_parameter children of this (concrete) DIE
 
 
 class LineTable:
@@ -83,7 +86,7 @@ def _build(mod) -> LineTable:
         lp = dw.line_program_for_CU(cu)
         if lp is None:
             continue
-        names = _file_names(lp, cu)
+        names = file_names(lp, cu)
         seq_start = None
         for e in lp.get_entries():
             st = e.state
@@ -105,31 +108,64 @@ def _build(mod) -> LineTable:
             if hi is None:
                 continue
             high = hi.value if hi.form == "DW_FORM_addr" else low + hi.value
-            name = die.attributes.get("DW_AT_name")
-            fidx = die.attributes.get("DW_AT_decl_file")
-            line = die.attributes.get("DW_AT_decl_line")
+            # a clone (foo.constprop.0, foo.isra.0, an out-of-line copy of an inline) names its
+            # source through DW_AT_abstract_origin / DW_AT_specification: name, decl_file, decl_line
+            attrs = _origin_attrs(die)
+            name = attrs.get("DW_AT_name")
+            fidx = attrs.get("DW_AT_decl_file")
+            line = attrs.get("DW_AT_decl_line")
+            file = names.get(fidx.value, "??") if fidx else "??"
+            if file == "??":                     # no decl_file at all: the file its first line is in
+                hit = LineTable(list(rows), list(ranges), []).lookup(low)
+                file = hit[0] if hit else "??"
+            nparams = sum(1 for c in die.iter_children() if c.tag == "DW_TAG_formal_parameter")
             functions.append(Function(name.value.decode() if name else f"fn_{low:x}", low, high,
-                                      names.get(fidx.value, "??") if fidx else "??", line.value if line else 0))
+                                      file, line.value if line else 0, nparams))
     return LineTable(rows, ranges, functions)
 
 
-def _file_names(lp, cu) -> dict[int, str]:
-    hdr = lp.header
-    dirs = [d.decode() if isinstance(d, bytes) else d for d in hdr.get("include_directory", [])]
-    comp_dir = cu.get_top_DIE().attributes.get("DW_AT_comp_dir")
-    comp_dir = comp_dir.value.decode() if comp_dir else ""
-    out = {}
-    base = 0 if lp.header.version >= 5 else 1
-    for i, fe in enumerate(hdr.get("file_entry", [])):
-        name = fe.name.decode() if isinstance(fe.name, bytes) else fe.name
-        di = fe.dir_index
-        if not os.path.isabs(name):
-            if lp.header.version >= 5:
-                d = dirs[di] if di < len(dirs) else ""
-            else:
-                d = dirs[di - 1] if 0 < di <= len(dirs) else comp_dir
-            if d and not os.path.isabs(d):
-                d = os.path.join(comp_dir, d)
-            name = os.path.join(d, name) if d else name
-        out[i + base] = os.path.normpath(name)
+def _origin_attrs(die) -> dict:
+    """The DIE's attributes over those of the DIEs it refers to (abstract origin, specification)."""
+    chain, seen = [die], set()
+    while len(chain) < 4:
+        d = chain[-1]
+        ref = next((a for a in ("DW_AT_abstract_origin", "DW_AT_specification") if a in d.attributes), None)
+        if ref is None or d.offset in seen:
+            break
+        seen.add(d.offset)
+        try:
+            chain.append(d.get_DIE_from_attribute(ref))
+        except Exception:
+            break
+    out: dict = {}
+    for d in reversed(chain):
+        out.update(d.attributes)
     return out
+
+
+def struct_layout(mod, name: str) -> tuple[int, dict[str, int]] | None:
+    """(byte size, member -> offset) of `struct name` from the module's DWARF; None without it."""
+    from elftools.elf.elffile import ELFFile
+    try:
+        with open(mod.path, "rb") as f:
+            elf = ELFFile(f)
+            if not elf.has_dwarf_info():
+                return None
+            dw = elf.get_dwarf_info(relocate_dwarf_sections=False)
+            for cu in dw.iter_CUs():
+                for die in cu.iter_DIEs():
+                    if die.tag != "DW_TAG_structure_type" or "DW_AT_byte_size" not in die.attributes:
+                        continue
+                    n = die.attributes.get("DW_AT_name")
+                    if n is None or n.value.decode() != name:
+                        continue
+                    out = {}
+                    for c in die.iter_children():
+                        loc = c.attributes.get("DW_AT_data_member_location")
+                        cn = c.attributes.get("DW_AT_name")
+                        if c.tag == "DW_TAG_member" and cn is not None and loc is not None and isinstance(loc.value, int):
+                            out[cn.value.decode()] = loc.value
+                    return die.attributes["DW_AT_byte_size"].value, out
+    except (OSError, ValueError):
+        return None
+    return None

@@ -45,6 +45,7 @@ STACK_BASE = 0xDF000000           # guard page at STACK_BASE, stack above it
 TASK_BASE = 0xDF100000            # the init task's task_struct (current)
 TASK_SIZE = 0x2000
 SCRATCH_BASE, SCRATCH_SIZE = 0xDF200000, 0x40000   # models' temporary buffers (not kmalloc)
+USER_BASE, USER_SIZE = 0x00400000, 0x100000     # a user process's buffers (below TASK_SIZE 0xbf000000)
 DEFAULT_HZ = 250                  # Debian armmp CONFIG_HZ, used only when the image gives none
 REAL_RECORD_LIMIT = 256           # without --trace, calls to one real function are recorded up to this
 
@@ -861,6 +862,25 @@ class Machine:
         # TPIDRPRW: this CPU's per-cpu offset. One CPU whose areas are the Image's per-cpu
         # template itself, so the offset is 0 (this_cpu_ptr(&x) == &x).
         self.uc.reg_write(A.UC_ARM_REG_CP_REG, (15, 0, 0, 13, 0, 0, 4, 0))
+
+    def user_alloc(self, data: bytes) -> int:
+        """Copy `data` into a user mapping (mapped on first use, below TASK_SIZE, so access_ok,
+        __check_object_size and copy_{to,from}_user treat it as user memory); its address."""
+        if not hasattr(self, "_user_next"):
+            self._map_pages({p: UC_PROT_READ | UC_PROT_WRITE for p in range(USER_BASE, USER_BASE + USER_SIZE, PAGE)})
+            self._user_next = USER_BASE
+        n = max(len(data), 1)
+        addr = self._user_next
+        if addr + n > USER_BASE + USER_SIZE:
+            raise EmulationError(f"user mapping full ({USER_SIZE // 1024} KiB)")
+        self.uc.mem_write(addr, bytes(data))
+        self._user_next = (addr + n + 63) & ~63
+        return addr
+
+    @property
+    def stack_range(self) -> tuple[int, int]:
+        """[bottom, top) of the thread stack (above its guard page): the oops's Stack: dump ends at top."""
+        return STACK_BASE + PAGE, STACK_BASE + PAGE + THREAD_SIZE
 
     def invoke(self, entry: int, args=()) -> int:
         """Call emulated code from inside a model (a callback, or the kernel's own code):

@@ -79,36 +79,13 @@ class FaultReport:
     code: str | None = None          # the kernel's `Code:` line
     insn: str | None = None          # the instruction at the PC, disassembled (armload's addition)
     locks: list[str] = field(default_factory=list)        # locks held at the fault
+    kernel: dict = field(default_factory=dict)            # oops.kernel_facts: modules, taint, Stack: dump
 
     def format(self) -> str:
-        r = self.registers
-        lines = ["8<--- cut here ---", self.message]
-        lines.append(f"PC is at {self.pc_sym}")
-        lines.append(f"LR is at {self.lr_sym}")
-        lines.append(f"pc : [<{r['pc']:08x}>]    lr : [<{r['lr']:08x}>]    psr: {r['cpsr']:08x}"
-                     f"  ({'Thumb' if self.thumb else 'ARM'})")
-        lines.append(f"sp : {r['sp']:08x}  ip : {r['r12']:08x}  fp : {r['r11']:08x}")
-        lines.append(f"r10: {r['r10']:08x}  r9 : {r['r9']:08x}  r8 : {r['r8']:08x}")
-        lines.append(f"r7 : {r['r7']:08x}  r6 : {r['r6']:08x}  r5 : {r['r5']:08x}  r4 : {r['r4']:08x}")
-        lines.append(f"r3 : {r['r3']:08x}  r2 : {r['r2']:08x}  r1 : {r['r1']:08x}  r0 : {r['r0']:08x}")
-        if self.backtrace:
-            from .oops import format_frame
-            lines.extend(format_frame(f) for f in self.backtrace)
-        if self.backtrace_end:
-            lines.append(f" (backtrace ends: {self.backtrace_end})")
-        if self.code:
-            lines.append(self.code)
-        if self.insn:
-            lines.append(f" (faulting instruction: {self.insn})")
-        if self.locks:
-            lines.append(f"{len(self.locks)} lock{'s' if len(self.locks) > 1 else ''} held (armload's lock tracking):")
-            lines.extend(f" #{i}: {x}" for i, x in enumerate(self.locks))
-        if self.last_calls:
-            lines.append("Last kernel calls:")
-            for c in self.last_calls:
-                lines.append("  " + c.format())
-        lines.append("---[ end trace ]---")
-        return "\n".join(lines)
+        """The oops as 6.1 prints it (emu/oops.py), or, for a run that stopped without a fault
+        (unmodelled call, budget), a report that says so."""
+        from .oops import format_report
+        return format_report(self)
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "message": self.message, "pc": self.pc, "pc_sym": self.pc_sym,
@@ -117,7 +94,7 @@ class FaultReport:
                 "access_size": self.access_size, "access_sym": self.access_sym,
                 "in_kernel": self.in_kernel, "unmodelled": self.unmodelled,
                 "backtrace": self.backtrace, "backtrace_end": self.backtrace_end, "code": self.code, "insn": self.insn,
-                "locks": self.locks,
+                "locks": self.locks, "kernel": self.kernel,
                 "last_calls": [c.to_dict() for c in self.last_calls]}
 
 

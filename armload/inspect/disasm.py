@@ -96,6 +96,7 @@ class Disassembler:
         for row in module.branches:
             self.branch_at[int(row["place"])] = row
         self.pltsecs = [s for s in module.sections if s.name in (".plt", ".init.plt") and s.size]
+        self.limit: int | None = None            # lines left to decode (disassemble(max_lines=...))
 
     # --- naming ----------------------------------------------------------------------
     def name_of(self, addr: int) -> str:
@@ -163,11 +164,13 @@ class Disassembler:
 
     def _section_lines(self, sec, lo: int | None = None, hi: int | None = None) -> list[Line]:
         if sec in self.pltsecs:
-            return self._plt_lines(sec)
+            return self._plt_lines(sec)[:self.limit]
         data = self.m.read(sec.addr, sec.size) if sec.size else b""
         maps = self._mapping(sec)
         lines: list[Line] = []
         for i, (start, kind) in enumerate(maps):
+            if self.limit is not None and len(lines) >= self.limit:
+                break
             end = maps[i + 1][0] if i + 1 < len(maps) else sec.addr + sec.size
             if lo is not None:
                 start, end = max(start, lo), min(end, hi)
@@ -199,12 +202,15 @@ class Disassembler:
         md = self.thumb if kind == "thumb" else self.arm
         out = []
         off = 0
+        cap = self.limit
         while off < len(chunk):
             got = False
             for insn in md.disasm(chunk[off:], addr + off):
                 got = True
                 out.append(self._annotate(insn, kind))
                 off += insn.size
+                if cap is not None and len(out) >= cap:
+                    return out
             if off < len(chunk):
                 step = 2 if kind == "thumb" else 4
                 step = min(step, len(chunk) - off)
@@ -322,6 +328,7 @@ def source_map(path: str, sec_addr, search_dirs: list[str] | None = None) -> dic
     from elftools.dwarf.constants import DW_LNE_set_address
     from elftools.elf.elffile import ELFFile
     from elftools.elf.relocation import RelocationSection
+    from ..loader.dwarf_files import file_names
     with open(path, "rb") as f:
         elf = ELFFile(f)
         if not elf.has_dwarf_info():
@@ -343,13 +350,7 @@ def source_map(path: str, sec_addr, search_dirs: list[str] | None = None) -> dic
             lp = dwarf.line_program_for_CU(cu)
             if lp is None:
                 continue
-            dirs = [d.decode() if isinstance(d, bytes) else d for d in lp["include_directory"]]
-            files = []
-            for fe in lp["file_entry"]:
-                name = fe.name.decode() if isinstance(fe.name, bytes) else fe.name
-                di = fe.dir_index
-                d = dirs[di] if di < len(dirs) else ""
-                files.append(os.path.join(d, name))
+            names = file_names(lp, cu)            # the include directories of the line program
             base = None
             for e in lp.get_entries():
                 if e.is_extended and e.command == DW_LNE_set_address:
@@ -358,9 +359,8 @@ def source_map(path: str, sec_addr, search_dirs: list[str] | None = None) -> dic
                 st = e.state
                 if st is None or base is None or st.end_sequence:
                     continue
-                fi = st.file if lp.header["version"] >= 5 else st.file - 1
-                if 0 <= fi < len(files):
-                    rows.append(((base + st.address) & 0xFFFFFFFF, files[fi], st.line))
+                if st.file in names:
+                    rows.append(((base + st.address) & 0xFFFFFFFF, names[st.file], st.line))
     cache: dict[str, list[str] | None] = {}
 
     def text(fname: str) -> list[str] | None:
@@ -387,17 +387,27 @@ def source_map(path: str, sec_addr, search_dirs: list[str] | None = None) -> dic
 
 
 def disassemble(module: LoadedModule, kernel=None, *, function: str | None = None,
-                plt: bool = False, relocs=None, source: dict | None = None) -> list[tuple[str, list[Line]]]:
+                plt: bool = False, relocs=None, source: dict | None = None,
+                max_lines: int | None = None) -> list[tuple[str, list[Line]]]:
     """[(header, lines)] per section (or for the one function). `relocs`: explain.RelocRow list
     (every relocation is then shown at its site, and .ARM.exidx* are listed as data); `source`:
-    address -> source lines, from source_map()."""
+    address -> source lines, from source_map(). `max_lines`: stop decoding after that many lines
+    (later sections come back with no lines), so a big module's first lines cost what they cost."""
     d = Disassembler(module, kernel, relocs, source)
     if function:
         sec, lo, hi = d.function_range(function)
         return [(f"{function} in {sec.name} ({lo:#x}..{hi:#x})", d.section_lines(sec, lo, hi))]
     out = []
+    left = max_lines
     for sec in d.sections(plt_only=plt):
-        out.append((f"section {sec.name} ({sec.addr:#x}, {sec.size:#x} bytes)", d.section_lines(sec)))
+        if left is not None and left <= 0:
+            out.append((f"section {sec.name} ({sec.addr:#x}, {sec.size:#x} bytes)", []))
+            continue
+        d.limit = left
+        lines = d.section_lines(sec)
+        if left is not None:
+            left -= len(lines)
+        out.append((f"section {sec.name} ({sec.addr:#x}, {sec.size:#x} bytes)", lines))
     return out
 
 

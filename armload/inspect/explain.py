@@ -478,20 +478,25 @@ def counted_relocations(obj: ObjectFile, config) -> dict[str, list[CountedEntry]
     br = np.array([int(t) for t in BRANCH_TYPES], dtype=np.uint32)
     out: dict[str, list[CountedEntry]] = {"legacy": [], "sorted": [], "v6": []}
 
+    type_names: dict[int, str] = {}
+
     def entry(t, i, where):
         info = int(t.r_info[i])
-        sym = info >> 8
-        return CountedEntry(obj.sections[t.relsec].name, t.dstname, int(i), reloc_name(info & 0xFF),
+        sym, rt = info >> 8, info & 0xFF
+        tn = type_names.get(rt)
+        if tn is None:
+            tn = type_names[rt] = reloc_name(rt)
+        return CountedEntry(obj.sections[t.relsec].name, t.dstname, int(i), tn,
                             names[sym] if sym < len(names) else "", where)
     for t in legacy_rel_tables(obj):          # v4.0: every REL table, no symbol filter, per-type masks
         cand, masked = _legacy_candidates(t)
-        seen = set()
         where = "init" if legacy_is_init(t) else "core"
-        for i in np.flatnonzero(cand).tolist():
-            key = (int(t.r_info[i]), int(masked[i]))
-            if key not in seen:                      # no earlier entry with the same r_info and masked word
-                seen.add(key)
-                out["legacy"].append(entry(t, i, where))
+        idx = np.flatnonzero(cand)
+        # no earlier entry with the same r_info and masked word: the first of each key, in file order
+        keys = (t.r_info[idx].astype(np.uint64) << np.uint64(32)) | np.asarray(masked)[idx].astype(np.uint64)
+        _, first = np.unique(keys, return_index=True)
+        for i in idx[np.sort(first)].tolist():
+            out["legacy"].append(entry(t, i, where))
     for t in tables:
         for alg in ("sorted", "v6"):
             order = kernel_order(t.r_info, t.words, alg)

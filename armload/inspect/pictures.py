@@ -63,10 +63,50 @@ def svg_text(fig) -> str:
 
 
 # --- 1. the address space --------------------------------------------------------------------
-def address_space(config: KernelConfig, modules: list[LoadedModule], placement=None):
+def reach_of(place: int, thumb: bool) -> tuple[int, int]:
+    """[lo, hi] a bl/b at `place` can reach: P + 8 + imm24 << 2 (ARM, -32 MiB .. +32 MiB - 4), or
+    P + 4 + a signed 25-bit offset (Thumb-2 bl/b.w, -16 MiB .. +16 MiB - 2)."""
+    if thumb:
+        return max(place + 4 - (1 << 24), 0), min(place + 4 + (1 << 24) - 2, (1 << 32) - 1)
+    return max(place + 8 - (1 << 25), 0), min(place + 8 + (1 << 25) - 4, (1 << 32) - 1)
+
+
+def _inside(m: LoadedModule, addrs):
+    """Mask: which addresses fall in one of the module's allocations (numpy, any number of them)."""
+    import numpy as np
+    a = np.asarray(addrs, dtype=np.uint64)
+    ok = np.zeros(len(a), dtype=bool)
+    for r in m.regions:
+        ok |= (a >= r.base) & (a < r.end)
+    return ok
+
+
+def call_site(modules: list[LoadedModule]):
+    """The site the reach band is drawn from: the last module's first branch out of it (a call
+    into the kernel or another module), else its first branch site; None without branches."""
+    import numpy as np
+    for m in reversed(modules):
+        br = m.branches
+        if not len(br):
+            continue
+        out = ~_inside(m, br["target"] & np.uint32(0xFFFFFFFE))
+        pool = np.flatnonzero(out) if out.any() else np.arange(len(br))
+        i = int(pool[np.argmin(br["place"][pool])])
+        row = br[i]
+        from types import SimpleNamespace
+        from ..constants import reloc_name
+        sym = int(row["sym"])
+        return m, SimpleNamespace(place=int(row["place"]), target=int(row["target"]), plt=int(row["plt"]),
+                                  type_name=reloc_name(int(row["rtype"])),
+                                  symbol=m.sym_names[sym] if sym < len(m.sym_names) else "")
+    return None
+
+
+def address_space(config: KernelConfig, modules: list[LoadedModule], placement=None, stext: int | None = None):
     """Kernel text, the module window, lowmem and vmalloc as stacked boxes (high addresses on
-    top), with each module allocation marked inside the area it fell in and the reach of a
-    branch from the kernel's text."""
+    top), with each module allocation marked inside the area it fell in, the kernel's _stext
+    (`stext`: the image's, from kallsyms; else the simulated kernel's, config.kernel_text) and
+    the reach of a direct bl/b from a real call site of the module."""
     areas = [
         ("user space", 0x00000000, config.modules_vaddr, "#eeeeee", 1.0),
         ("module window\n(MODULES_VADDR..MODULES_END)", config.modules_vaddr, config.modules_end, "#d0e1f9", 2.0),
@@ -81,7 +121,7 @@ def address_space(config: KernelConfig, modules: list[LoadedModule], placement=N
         if filled and filled[-1][2] < ar[1]:
             filled.append(("hole", filled[-1][2], ar[1], "#ffffff", 0.35))
         filled.append(ar)
-    fig, ax = plt.subplots(figsize=(9.2, 6.4))
+    fig, ax = plt.subplots(figsize=(9.6, 6.6))
     y = 0.0
     boxes = []
     for name, lo, hi, col, h in filled:
@@ -97,16 +137,31 @@ def address_space(config: KernelConfig, modules: list[LoadedModule], placement=N
             if lo <= addr < hi:
                 return yy + h * (addr - lo) / max(hi - lo, 1)
         return y
-    stext = config.kernel_text
+    real = stext is not None
+    stext = stext if real else config.kernel_text
     ys = ypos(stext)
     ax.plot([0, 4], [ys, ys], color="#c92a2a", lw=1.2)
-    ax.text(3.92, ys + 0.05, f"_stext {stext:#010x}", ha="right", va="bottom", fontsize=7.5, color="#c92a2a")
-    # Branch reach from the kernel text: +-32 MiB ARM (bl), +-16 MiB Thumb-2.
-    reach = (16 if config.thumb2 else 32) << 20
-    lo_r, hi_r = ypos(max(stext - reach, 0)), ypos(stext + reach)
-    ax.annotate("", xy=(-1.25, lo_r), xytext=(-1.25, hi_r), arrowprops=dict(arrowstyle="<->", color=DIRECT, lw=1.4))
-    ax.text(-1.4, (lo_r + hi_r) / 2, f"reach of a direct {'Thumb-2 ' if config.thumb2 else ''}bl/b\n"
-            f"±{_mib(reach)} from _stext: {max(stext - reach, 0):#x}..{stext + reach:#x}", rotation=90, ha="right", va="center", fontsize=7.5, color=DIRECT)
+    ax.text(3.92, ys + 0.05, f"_stext {stext:#010x}" + ("" if real else " (simulated kernel: no image)"),
+            ha="right", va="bottom", fontsize=7.5, color="#c92a2a")
+    # Branch reach from a call site of the module: +-32 MiB ARM (bl), +-16 MiB Thumb-2.
+    site = call_site(modules)
+    if site is not None:
+        m, b = site
+        lo, hi = reach_of(b.place, m.thumb or config.thumb2)
+        lo_r, hi_r = ypos(lo), ypos(hi)
+        ax.add_patch(Rectangle((-1.5, lo_r), 0.18, hi_r - lo_r, facecolor=DIRECT, alpha=0.25, edgecolor=DIRECT))
+        yp = ypos(b.place)
+        ax.plot([-1.5, 0], [yp, yp], color=DIRECT, lw=0.8, ls=":")
+        span = _mib((hi - lo + 4) // 2)
+        ax.text(-1.55, (lo_r + hi_r) / 2, f"reach ±{span}\nof {b.place:#010x}", rotation=90, ha="right",
+                va="center", fontsize=7, color=DIRECT)
+        tgt = b.target & ~1
+        ax.text(-2.1, -0.25, f"green band: what the {b.type_name[6:]} at {b.place:#010x} "
+                f"({m.symbolize(b.place) or m.name}) reaches directly: {lo:#010x}..{hi:#010x}\n"
+                f"_stext {stext:#010x} is {'inside' if lo <= stext <= hi else 'outside'} it; its target "
+                f"{b.symbol or '?'} {tgt:#010x} is " + ("inside: direct" if lo <= tgt <= hi else
+                                                       "OUTSIDE: it goes through a PLT veneer"),
+                ha="left", va="top", fontsize=7.5, color=DIRECT)
     # Module allocations: a marker at the address, the label in a column on the right.
     colors = ["#1f77b4", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
     allocs = [(r.base, r.size, m.name, r.name, colors[k % len(colors)], m) for k, m in enumerate(modules)
@@ -117,11 +172,13 @@ def address_space(config: KernelConfig, modules: list[LoadedModule], placement=N
         ym = ypos(base)
         ax.add_patch(Rectangle((2.6, ym - 0.05), 0.9, 0.1, facecolor=c, edgecolor="black", lw=0.6))
         ly = 0.4 + (y - 0.8) * (i + 0.5) / max(n, 1)
-        here = [b for b in m.branch_sites() if base <= b.place < base + size]
-        ven = sum(1 for b in here if b.plt)
-        how = (f"{len(here)} branch sites: " + ("all direct" if not ven else "all through PLT veneers"
-                                                if ven == len(here) else f"{ven} through PLT veneers, "
-                                                f"{len(here) - ven} direct")) if here else "no branch sites"
+        pl = m.branches["place"]
+        here_mask = (pl >= base) & (pl < base + size)
+        n_here = int(here_mask.sum())
+        ven = int((m.branches["plt"][here_mask] != 0).sum())
+        how = (f"{n_here} branch sites: " + ("all direct" if not ven else "all through PLT veneers"
+                                             if ven == n_here else f"{ven} through PLT veneers, "
+                                             f"{n_here - ven} direct")) if n_here else "no branch sites"
         ax.annotate(f"{mname} {rname}: {base:#010x}, {_mib(size)}\n{how}",
                     xy=(3.5, ym), xytext=(4.6, ly), fontsize=7.5, va="center",
                     arrowprops=dict(arrowstyle="-", color=c, lw=0.8))
@@ -132,8 +189,8 @@ def address_space(config: KernelConfig, modules: list[LoadedModule], placement=N
                                                  if isinstance(placement, int) else "")
     ax.set_title("simulated 32-bit address space (box heights not to scale; addresses are real)"
                  + ("\n" + why if why else ""), fontsize=9)
-    ax.set_xlim(-2.0, 8.8)
-    ax.set_ylim(-0.1, y + 0.15)
+    ax.set_xlim(-2.2, 8.8)
+    ax.set_ylim(-0.75, y + 0.15)
     ax.axis("off")
     return fig
 
@@ -146,7 +203,22 @@ def module_layout(mod: LoadedModule):
     secs = [s for s in mod.sections if s.size and any(r.base <= s.addr < r.end for r in regions)]
     plts = [s for s in secs if s.name in (".plt", ".init.plt")]
     cfg = mod.config
-    n_groups = sum(s.size // (2 * cfg.plt_stride) for s in plts)
+    slot_addrs = {e.addr for e in mod.plt_entries}
+
+    def groups_of(s):
+        """(index, base) of the groups drawn: every group with a slot in use, and of the groups
+        with none, the first one only (a big module reserves many it never uses)."""
+        out, empty = [], 0
+        for g in range(s.size // (2 * cfg.plt_stride)):
+            base = s.addr + g * 2 * cfg.plt_stride
+            if any(base + 4 * k in slot_addrs for k in range(cfg.plt_ent_count)):
+                out.append((g, base))
+            elif empty == 0:
+                out.append((g, base))
+                empty += 1
+        return out
+    drawn = {s.name: groups_of(s) for s in plts}
+    n_groups = sum(len(v) for v in drawn.values())
     fig_h = 0.8 + 0.26 * len(secs) + (1.6 * n_groups + 0.8 if plts else 0)
     fig = plt.figure(figsize=(8.6, max(fig_h, 3)))
     top_h = 0.26 * len(secs) + 0.6
@@ -169,12 +241,16 @@ def module_layout(mod: LoadedModule):
               bbox_to_anchor=(1.005, 1.0), title="memory class", title_fontsize=7)
     ax.invert_yaxis()
     span = max(r.size for r in regions)
-    for x in range(0, span + 1, 4096):
+    for x in range(0, span + 1, 4096) if span <= 0x10000 else ():     # page lines only where they can be seen
         ax.axvline(x, color="#bbbbbb", lw=0.6, ls=":")
-    ticks = list(range(0, span + 1, 4096 if span <= 0x10000 else 0x10000))
-    ax.set_xticks(ticks, [f"{t:#x}" for t in ticks])
+    step = 0x1000
+    while span // step > 7:                   # at most 8 labels: they never overlap
+        step *= 2
+    ticks = list(range(0, span + 1, step))
+    ax.set_xticks(ticks, [f"{t:#x}" for t in ticks], rotation=30, ha="right", fontsize=7)
     ax.set_xlim(0, span * 1.22)
-    ax.set_xlabel("offset in the allocation (dotted: 4 KiB pages; colour: memory class, orange: PLT)")
+    ax.set_xlabel("offset in the allocation (" + ("dotted: 4 KiB pages; " if span <= 0x10000 else "")
+                  + "colour: memory class, orange: PLT)")
     ax.set_title(f"{mod.name}: sections in " + ", ".join(f"{r.name} {r.base:#010x} ({_mib(r.size)})"
                                                             for r in regions))
     if plts:
@@ -183,8 +259,8 @@ def module_layout(mod: LoadedModule):
         slots = {e.addr: e for e in mod.plt_entries}
         row = 0.0
         for s in plts:
-            for g in range(s.size // (2 * cfg.plt_stride)):
-                base = s.addr + g * 2 * cfg.plt_stride
+            hidden = s.size // (2 * cfg.plt_stride) - len(drawn[s.name])
+            for g, base in drawn[s.name]:
                 for k in range(n):
                     e = slots.get(base + 4 * k)
                     col = "#f0f0f0" if e is None else ("#ffd8a8" if e.fixed else PLT_COLOR)
@@ -196,8 +272,10 @@ def module_layout(mod: LoadedModule):
                                  fontsize=5.5, rotation=90)
                         ax2.text(k + 0.47, row + 2.85, f"{e.target:08x}", ha="center", va="center", fontsize=5.5,
                                  rotation=90, family="monospace")
-                ax2.text(-0.2, row + 1.0, f"{s.name} group {g}: slots  {base:#010x}", ha="right", va="center",
-                         fontsize=7, family="monospace")
+                unused = not any(base + 4 * k in slot_addrs for k in range(n))
+                ax2.text(-0.2, row + 1.0, f"{s.name} group {g}: slots  {base:#010x}"
+                         + (f"\n(and {hidden} more unused groups, not drawn)" if unused and hidden else ""),
+                         ha="right", va="center", fontsize=7, family="monospace")
                 ax2.text(-0.2, row + 2.85, f"literals  {base + cfg.plt_stride:#010x}", ha="right", va="center",
                          fontsize=7, family="monospace")
                 row += 4.1
@@ -214,48 +292,97 @@ def module_layout(mod: LoadedModule):
 
 # --- 3. the branch map -----------------------------------------------------------------------
 def branch_map(mod: LoadedModule, limit: int = 40):
-    """Each branch site: straight to its target (green) or through its PLT veneer (orange)."""
-    sites = sorted(mod.branch_sites(), key=lambda b: b.place)
-    shown = sites[:limit]
-    targets = sorted({b.target & ~1 for b in shown})
-    veneers = sorted({b.plt for b in shown if b.plt})
+    """The branch sites grouped by (symbol, veneer or direct, target): one row each with its
+    count, types and places, an arrow straight to the target (green) or into its PLT veneer and
+    on (orange). Direct arrows pass the veneer column in a free lane between the PLT boxes, so
+    no direct branch looks routed through a veneer. `fig.armload` holds what was drawn (rows,
+    boxes, the direct arrows' paths) for the tests."""
+    import numpy as np
+    from types import SimpleNamespace
+    from matplotlib.path import Path
+    from ..constants import reloc_name
+    br = np.sort(mod.branches, order="place")
+    n_sites = len(br)
+    n_ven = int((br["plt"] != 0).sum()) if n_sites else 0
+    # groups by (symbol, veneer, target), ordered by their first site; only the first `limit` built
+    key = np.stack([br["sym"], br["plt"], br["target"] & np.uint32(0xFFFFFFFE)], axis=1) if n_sites else \
+        np.zeros((0, 3), dtype=np.uint32)
+    _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    inverse = np.asarray(inverse).reshape(-1)
+    order = np.argsort(first, kind="stable")
+    n_rows = len(first)
+    shown = []
+    for g in order[:limit]:
+        rows_g = br[inverse == g]
+        bs = [SimpleNamespace(place=int(r["place"]), type_name=reloc_name(int(r["rtype"]))) for r in rows_g]
+        sym = int(rows_g[0]["sym"])
+        name = mod.sym_names[sym] if sym < len(mod.sym_names) else ""
+        shown.append(((name, int(rows_g[0]["plt"]), int(rows_g[0]["target"]) & ~1), bs))
+    targets = sorted({t for (_, _, t), _ in shown})
+    veneers = sorted({v for (_, v, _), _ in shown if v})
     h = max(len(shown), len(targets), len(veneers), 3)
-    fig, ax = plt.subplots(figsize=(8.6, 0.75 + 0.3 * h))
+
+    def label(key, bs):
+        places = ", ".join(f"{b.place:#010x}" for b in bs[:4]) + (f", ... +{len(bs) - 4}" if len(bs) > 4 else "")
+        types = "/".join(sorted({b.type_name[6:] for b in bs}))
+        return f"{key[0] or '?'} x{len(bs)} {types}: {places}"
+    labels = [label(k, bs) for k, bs in shown]
+    tlabels = {t: f"{t:#010x} {next(k[0] for k, _ in shown if k[2] == t)}" for t in targets}
+    lw = max([len(x) for x in labels] + [20]) * 0.062          # inches of monospace text at 7 pt
+    tw = max([len(x) for x in tlabels.values()] + [16]) * 0.062
+    fig, ax = plt.subplots(figsize=(lw + tw + 3.2, 0.9 + 0.3 * h))
 
     def col_y(items, v):
         return (items.index(v) + 0.5) * h / len(items)
-    sym_of = {}
-    for b in shown:
-        sym_of.setdefault(b.target & ~1, b.symbol)
-    for i, b in enumerate(shown):
-        y0 = col_y(shown, b)
-        ax.text(-0.05, y0, f"{b.place:#010x} {b.type_name[6:]} {b.symbol[:18]}", ha="right", va="center",
-                fontsize=7, family="monospace")
-        yt = col_y(targets, b.target & ~1)
-        if b.plt:
-            yv = col_y(veneers, b.plt)
+    half = 0.17
+    boxes = [(col_y(veneers, v) - half, col_y(veneers, v) + half) for v in veneers]
+
+    def lane(y0):
+        """A y near y0 that passes the veneer column clear of every PLT box."""
+        for k in range(0, 4 * int(h + 2)):
+            for cand in (y0 + 0.1 * k, y0 - 0.1 * k):
+                # clear of the box and of its address label just above it
+                if -0.3 < cand < h + 0.1 and all(not (lo - 0.55 <= cand <= hi + 0.1) for lo, hi in boxes):
+                    return cand
+        return -0.3
+    direct_paths = []
+    for (key, bs), text in zip(shown, labels):
+        sym, plt_addr, tgt = key
+        y0 = col_y([k for k, _ in shown], key)
+        ax.text(-0.05, y0, text, ha="right", va="center", fontsize=7, family="monospace")
+        yt = col_y(targets, tgt)
+        if plt_addr:
+            yv = col_y(veneers, plt_addr)
             ax.add_patch(FancyArrowPatch((0, y0), (1, yv), arrowstyle="-|>", mutation_scale=8, color=VENEER, lw=1))
             ax.add_patch(FancyArrowPatch((1.3, yv), (2, yt), arrowstyle="-|>", mutation_scale=8, color=VENEER,
                                          lw=1, ls="--"))
         else:
-            ax.add_patch(FancyArrowPatch((0, y0), (2, yt), arrowstyle="-|>", mutation_scale=8, color=DIRECT, lw=1))
+            yl = lane(y0)
+            pts = [(0, y0), (0.85, yl), (1.45, yl), (2, yt)]
+            direct_paths.append(pts)
+            ax.add_patch(FancyArrowPatch(path=Path(pts, [Path.MOVETO] + [Path.LINETO] * 3), arrowstyle="-|>",
+                                         mutation_scale=8, color=DIRECT, lw=1))
     for v in veneers:
         e = mod.plt_entry_at(v)
-        ax.add_patch(Rectangle((1, col_y(veneers, v) - 0.17), 0.3, 0.34, facecolor=PLT_COLOR, edgecolor="black", lw=0.5))
+        ax.add_patch(Rectangle((1, col_y(veneers, v) - half), 0.3, 2 * half, facecolor=PLT_COLOR, edgecolor="black",
+                               lw=0.5, zorder=3))
         ax.text(1.15, col_y(veneers, v) - 0.22, f"{v:#010x} {'.init.plt' if e and e.plt == 'init' else '.plt'}",
-                ha="center", va="bottom", fontsize=6.5, family="monospace",
+                ha="center", va="bottom", fontsize=6.5, family="monospace", zorder=4,
                 bbox=dict(boxstyle="square,pad=0.1", facecolor="white", edgecolor="none", alpha=0.85))
     for t in targets:
-        ax.text(2.05, col_y(targets, t), f"{t:#010x} {sym_of[t][:22]}", va="center", fontsize=7, family="monospace")
-    n_ven = sum(1 for b in sites if b.plt)
-    ax.set_title(f"{mod.name}: {len(sites)} branch sites, {len(sites) - n_ven} direct (green), {n_ven} through a "
-                 f"PLT veneer (orange)" + (f"; first {limit} shown" if len(sites) > limit else ""))
-    ax.text(-0.05, -0.35, "call site (place, type, symbol)", ha="right", fontsize=8, weight="bold")
+        ax.text(2.05, col_y(targets, t), tlabels[t], va="center", fontsize=7, family="monospace")
+    ax.set_title(f"{mod.name}: {n_sites} branch sites, {n_sites - n_ven} direct (green), {n_ven} through a "
+                 f"PLT veneer (orange); one row per symbol and route"
+                 + (f"; first {limit} of {n_rows} rows shown" if n_rows > limit else ""))
+    ax.text(-0.05, -0.35, "call sites (symbol x count, types: places)", ha="right", fontsize=8, weight="bold")
     ax.text(1.15, -0.35, "PLT veneer", ha="center", fontsize=8, weight="bold")
     ax.text(2.05, -0.35, "target", fontsize=8, weight="bold")
-    ax.set_xlim(-1.9, 3.3)
+    unit = 1.0 / 1.1                          # data units per inch of the [-?, ?] x range below
+    ax.set_xlim(-0.1 - lw * unit * 1.1, 2.05 + tw * unit * 1.1)
     ax.set_ylim(h + 0.2, -0.7)
     ax.axis("off")
+    fig.armload = {"rows": [(k, [b.place for b in bs]) for k, bs in shown], "boxes": boxes,
+                   "veneers": veneers, "targets": targets, "direct_paths": direct_paths}
     return fig
 
 

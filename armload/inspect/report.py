@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import numpy as np
 
 from ..constants import SHF_ALLOC, SHF_EXECINSTR, SHF_WRITE
 from ..loader.model import LoadedModule
@@ -44,9 +45,16 @@ def plt_notes(mod: LoadedModule, counted: dict | None = None, limit: int | None 
     cfg = mod.config
     notes = []
     used = Counter(e.plt for e in mod.plt_entries if not e.fixed)
-    sites = mod.branch_sites()
-    fixed_hits = Counter(b.symbol for b in sites if b.plt and (e := mod.plt_entry_at(b.plt)) is not None and e.fixed)
-    far = sum(1 for b in sites if b.plt)
+    # the branch sites stay numpy columns: a seed-scale object has 200,000 of them
+    br = mod.branches
+    n_sites = len(br)
+    plt_col, sym_col = br["plt"], br["sym"]
+    far_mask = plt_col != 0
+    far = int(far_mask.sum())
+    fixed_addrs = np.array(sorted(e.addr for e in mod.plt_entries if e.fixed), dtype=np.uint32)
+    fixed_hits = Counter({_sym_name(mod, int(k)): int(v) for k, v in
+                          zip(*np.unique(sym_col[np.isin(plt_col, fixed_addrs)], return_counts=True))})
+    far_syms = {_sym_name(mod, int(k)) for k in np.unique(sym_col[far_mask])}
     if counted:
         for alg in ("legacy", "sorted", "v6"):
             items = counted[alg]
@@ -72,7 +80,7 @@ def plt_notes(mod: LoadedModule, counted: dict | None = None, limit: int | None 
             f"why sorted reserves more than is used: its count ({c.core}) is an upper bound taken before "
             f"layout for one .plt shared by core and init code (one entry per distinct (type, symbol) branch to "
             f"an undefined symbol per sorted REL table); only branches out of range at their final address take "
-            f"an entry: {far} of {len(sites)} here, using {used.get('core', 0)}")
+            f"an entry: {far} of {n_sites} here, using {used.get('core', 0)}")
     if cfg.plt_algorithm == "legacy":
         c = mod.plt_counts["legacy"]
         notes.append(
@@ -80,7 +88,7 @@ def plt_notes(mod: LoadedModule, counted: dict | None = None, limit: int | None 
             f"taken before layout, v4.0's one entry per distinct (r_info, masked instruction word) branch "
             f"relocation in every REL table, whatever the symbol or target section (tables named *.init* count "
             f"for .init.plt); only branches out of range at their final address take an entry: {far} of "
-            f"{len(sites)} here, using core {used.get('core', 0)}, init {used.get('init', 0)}; the v4.0 "
+            f"{n_sites} here, using core {used.get('core', 0)}, init {used.get('init', 0)}; the v4.0 "
             f"get_module_plt() searches every emitted entry of its PLT, so one target never takes two there")
     if cfg.plt_algorithm == "v6":
         nf = cfg.n_fixed_plts
@@ -89,14 +97,14 @@ def plt_notes(mod: LoadedModule, counted: dict | None = None, limit: int | None 
             f"before layout, one entry per branch relocation against another section with a distinct (type, "
             f"symbol) per REL table" + (f", plus the {nf} fixed ftrace entries (ftrace_caller, __gnu_mcount_nc) in "
                                          f"each of .plt and .init.plt" if nf else "")
-            + f"; only branches out of range at their final address take an entry: {far} of {len(sites)} here, "
+            + f"; only branches out of range at their final address take an entry: {far} of {n_sites} here, "
               f"using core {used.get('core', 0)}, init {used.get('init', 0)} new entries")
         if counted:
             by_target = Counter((c.plt, c.symbol) for c in counted["v6"])
             emitted = Counter((e.plt, e.symbol) for e in mod.plt_entries if not e.fixed)
             fewer = [f"{sym} ({where}: counted {k}, {emitted.get((where, sym), 0)} emitted)"
                      for (where, sym), k in sorted(by_target.items())
-                     if k > 1 and emitted.get((where, sym), 0) < k and any(b.plt for b in sites if b.symbol == sym)]
+                     if k > 1 and emitted.get((where, sym), 0) < k and sym in far_syms]
             if fewer:
                 if limit is not None and len(fewer) > limit:
                     fewer = fewer[:limit] + [f"... {len(fewer) - limit} more"]
@@ -114,7 +122,7 @@ def plt_notes(mod: LoadedModule, counted: dict | None = None, limit: int | None 
             break
         shown += 1
         copies = [e for e in mod.plt_entries if e.plt == where and e.symbol == sym and not e.fixed]
-        users = {e.addr: Counter((b.section_name, b.type_name) for b in sites if b.plt == e.addr) for e in copies}
+        users = {e.addr: _users(mod, plt_col == e.addr) for e in copies}
         group = 2 * cfg.plt_stride
         sec = next((s for s in mod.sections if s.name == (".init.plt" if where == "init" else ".plt")), None)
         desc = "; ".join(f"{e.addr:#x} (group {(e.addr - sec.addr) // group if sec else '?'}, for "
@@ -138,6 +146,20 @@ def plt_notes(mod: LoadedModule, counted: dict | None = None, limit: int | None 
         notes.append(f"in both .plt and .init.plt: {', '.join(sorted(s for s in cross if s))} (v4.0 and 6.1 "
                      f"keep separate PLTs for core and init code, since .init.plt is freed after init)")
     return notes
+
+
+def _sym_name(mod: LoadedModule, i: int) -> str:
+    return mod.sym_names[i] if i < len(mod.sym_names) else ""
+
+
+def _users(mod: LoadedModule, mask) -> Counter:
+    """(section name, relocation type name) -> how many of the masked branch sites."""
+    from ..constants import reloc_name
+    names = {s.index: s.name for s in mod.sections}
+    br = mod.branches[mask]
+    pairs, counts = np.unique(np.stack([br["section"], br["rtype"]], axis=1), axis=0, return_counts=True) \
+        if len(br) else (np.zeros((0, 2), dtype=np.uint32), [])
+    return Counter({(names.get(int(a), str(int(a))), reloc_name(int(t))): int(k) for (a, t), k in zip(pairs, counts)})
 
 
 def symbolize(mod: LoadedModule, addr: int | None) -> str:

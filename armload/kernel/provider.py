@@ -143,9 +143,12 @@ class Kernel:
             crc, name, owner, etype, ns = m.groups()
             owner = "vmlinux" if owner.endswith("vmlinux") else os.path.basename(owner)
             ks = self.symbols.get(name)
-            self.exports[name] = Export(name=name, addr=ks.addr if ks else None, crc=int(crc, 16),
+            prev = self.exports.get(name)       # an image read first: its __ksymtab address stays
+            addr = ks.addr if ks else (prev.addr if prev else None)
+            kind = _kind_of(ks.type) if ks else (prev.kind if prev else "unknown")
+            self.exports[name] = Export(name=name, addr=addr, crc=int(crc, 16),
                                         owner=owner, gpl=etype.endswith("_GPL"),
-                                        kind=_kind_of(ks.type) if ks else "unknown", namespace=ns or "")
+                                        kind=kind, namespace=ns or "")
             n += 1
         self.sources.append(f"{path} (Module.symvers, {n} exports)")
 

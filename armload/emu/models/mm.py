@@ -258,3 +258,31 @@ def register(lib: ModelLibrary) -> None:
             lst.remove(call.arg(1))
         call.heap.free(call.arg(1), caller=call.lr)
 
+    # mm/usercopy.c (CONFIG_HARDENED_USERCOPY): the kernel side of a copy_{to,from}_user must lie
+    # inside one object: the current stack, one slab object, not kernel text; else usercopy_abort()
+    # prints "Kernel memory exposure/overwrite attempt detected ..." and BUG()s.
+    @m("__check_object_size", subsystem="mm", nargs=3)
+    def check_object_size(call):
+        ptr, n, to_user = call.arg(0), call.arg(1), call.arg(2)
+        if not n:
+            return None
+        what = "exposure" if to_user else "overwrite"
+
+        def abort(name, detail, offset):
+            call.fault(f"usercopy: Kernel memory {what} attempt detected {'from' if to_user else 'to'} {name}"
+                       f"{detail} (offset {offset}, size {n})!", "bug")
+        if ptr + n > 1 << 32 or ptr < 0x1000:
+            abort("null address" if ptr < 0x1000 else "wrapped address", "", ptr)
+        lo, hi = call.machine.stack_range
+        if lo <= ptr < hi:
+            if ptr + n > hi:
+                abort("process stack", "", ptr - lo)
+            return None
+        a = call.heap.find(ptr)
+        if a is not None and ptr + n > a.addr + a.size:
+            abort("SLUB object", f" '{a.kind}'", ptr - a.addr)
+        img = call.machine.image
+        if img is not None and ptr < img.etext and ptr + n > img.stext:
+            abort("kernel text", "", ptr - img.stext)
+        return None
+

@@ -1,0 +1,255 @@
+"""The module developer's walkthrough (issue 22) on sample_modules/src/ringdev: a misc device
+over a kmalloc'd ring buffer, self-re-arming delayed work, exported functions, a NULL
+dereference behind bug=1. Each test fails without the fix it names."""
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT, sample  # noqa: F401
+from emu_fixtures import DEBIAN_SYMVERS, DEBIAN_VMLINUZ
+
+from armload.cli import main
+
+RINGDEV = os.path.join(ROOT, "sample_modules", "walkthrough", "ringdev-arm-debug.ko")
+pytestmark = pytest.mark.inputs(DEBIAN_SYMVERS, DEBIAN_VMLINUZ, RINGDEV)
+
+
+def run(capsys, *argv):
+    rc = main(["run", *argv])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_parameters_after_options_and_image_before_symvers(capsys):
+    # item 8: insmod words after --kernel; the image named first keeps param_ops_int's address
+    rc, out, err = run(capsys, RINGDEV, "--kernel", DEBIAN_VMLINUZ, "--kernel", DEBIAN_SYMVERS, "ring_size=32")
+    assert rc == 0, err
+    assert "ringdev: 32 bytes, peek -1" in out
+    rc, out, err = run(capsys, RINGDEV, "--kernel", DEBIAN_VMLINUZ, "ring_size=abc", "--kernel", DEBIAN_SYMVERS)
+    assert rc == 1 and "unrecognized arguments" not in err
+    assert "ring_size" in out and "init_module" not in out      # the kernel's parameter error; init never ran
+
+
+def test_unknown_call_and_missing_arguments_are_refused_before_init(capsys):
+    rc, out, err = run(capsys, RINGDEV, "--kernel", DEBIAN_SYMVERS, "--kernel", DEBIAN_VMLINUZ, "--call", "ringdev_nope")
+    assert rc == 1 and "--call ringdev_nope: no function 'ringdev_nope' in ringdev" in err
+    assert "ringdev_push" in err and "init_module" not in out
+    rc, out, err = run(capsys, RINGDEV, "--kernel", DEBIAN_SYMVERS, "--kernel", DEBIAN_VMLINUZ,
+                       "--call", "ringdev_push", "s:abc")
+    assert rc == 1 and "ringdev_push takes 2 arguments (DWARF of ringdev), 1 given" in err
+    assert "init_module" not in out
+    rc, out, err = run(capsys, RINGDEV, "--kernel", DEBIAN_SYMVERS, "--kernel", DEBIAN_VMLINUZ,
+                       "--call", "ringdev_push", "s:abc", "3", "--call", "ringdev_count")
+    assert rc == 0 and "ringdev_push(s:abc" in out and "ringdev_count() returned 3" in out
+
+
+def test_run_without_kernel_says_how_to_get_it(capsys):
+    rc, out, err = run(capsys, RINGDEV)
+    assert rc == 1 and "Unknown symbol" in err
+    assert "make test-inputs" in err and "--kernel" in err.split("hint:", 1)[1]
+
+
+def test_thumb2_on_the_arm_image_is_refused_up_front(capsys):
+    rc, out, err = run(capsys, sample("hello-thumb2.ko"), "--thumb2", "--kernel", DEBIAN_VMLINUZ)
+    assert rc == 1 and "built for ARM mode" in err and 'prints "SMP ARM"' in err
+    assert "instructions" not in out                             # nothing ran
+    from armload.devkit.testing import ModuleHandle, make_kernel
+    from armload.errors import ArmloadError
+    with pytest.raises(ArmloadError, match="built for ARM mode"):
+        ModuleHandle(sample("hello-thumb2.ko"), kernel=make_kernel(DEBIAN_VMLINUZ), thumb2=True)
+
+
+def test_oops_as_the_kernel_prints_it(capsys):
+    rc, out, err = run(capsys, RINGDEV, "bug=1", "--kernel", DEBIAN_SYMVERS, "--kernel", DEBIAN_VMLINUZ, "--json")
+    import json
+    fault = json.loads(out)["modules"][0]["run"]["fault"]
+    sp = fault["registers"]["sp"]
+    rc, out, err = run(capsys, RINGDEV, "bug=1", "--kernel", DEBIAN_SYMVERS, "--kernel", DEBIAN_VMLINUZ)
+    lines = out.splitlines()
+    i = lines.index("8<--- cut here ---")
+    want = ["Unable to handle kernel NULL pointer dereference at virtual address 00000000 when write",
+            "Internal error: Oops: 805 [#1] SMP ARM",           # FS 5 (section translation) | FSR_WRITE
+            "Modules linked in: ringdev(OE+)",
+            "CPU: 0 PID: 1 Comm: insmod Tainted: G           OE     6.1.0-50-armmp # Debian 6.1.176-1",
+            "Hardware name: Generic DT based system"]
+    assert lines[i + 1:i + 6] == want
+    assert lines[i + 6].startswith("PC is at ringdev_init+") and lines[i + 7].startswith("LR is at ringdev_init+")
+    assert lines[i + 13] == "Flags: nZCv  IRQs on  FIQs on  Mode SVC_32  ISA ARM  Segment none"
+    assert lines[i + 14] == "Process insmod (pid: 1, stack limit = 0x(ptrval))"
+    assert lines[i + 15] == f"Stack: (0x{sp:08x} to 0xdf003000)"
+    first = sp & ~31                                            # dump_mem: blank words before sp
+    assert lines[i + 16].startswith(f"{first & 0xffff:04x}:" + " " * 9 * ((sp - first) // 4) + " ")
+    k = i + 16 + (0xdf003000 - first) // 32
+    assert re.fullmatch(r" ringdev_init \[ringdev\] from armload's top-level call  \(.*ringdev\.c:144\)", lines[k])
+    assert lines[k + 1].startswith("Code: ") and lines[k + 2] == "---[ end trace 0000000000000000 ]---"
+    assert lines[k + 3].startswith("armload: ")                # armload's notes only after the kernel's lines
+
+
+def test_dump_mem_matches_traps_c():
+    from armload.emu.oops import dump_mem
+
+    class Uc:
+        def mem_read(self, a, n):
+            if a >= 0x1038:
+                raise ValueError("unmapped")
+            return a.to_bytes(4, "little")
+
+    class M:
+        uc = Uc()
+    lines = dump_mem(M(), "Stack: ", 0x1008, 0x1040)
+    assert lines == ["Stack: (0x00001008 to 0x00001040)",
+                     "1000:" + " " * 18 + "".join(f" {a:08x}" for a in range(0x1008, 0x1020, 4)),
+                     "1020:" + "".join(f" {a:08x}" for a in range(0x1020, 0x1038, 4)) + " ????????" * 2]
+
+
+def test_unmodelled_is_not_an_oops(capsys):
+    from armload.devkit.testing import ModuleHandle, ModuleOops, ModuleStopped, make_kernel
+    h = ModuleHandle(RINGDEV, kernel=make_kernel(None))
+    with pytest.raises(ModuleStopped) as e:
+        h.init()
+    assert not isinstance(e.value, ModuleOops) and e.value.unmodelled == "init_timer_key"
+    text = str(e.value)
+    assert "not an oops" in text and "cut here" not in text and "Internal error" not in text
+    h = ModuleHandle(RINGDEV, kernel=make_kernel(DEBIAN_VMLINUZ), params={"bug": 1})
+    with pytest.raises(ModuleOops, match="Internal error: Oops: 805"):
+        h.init()
+
+
+def test_coverage_puts_clones_in_their_source_file(tmp_path):
+    from armload.emu.debuginfo import line_table
+    from armload.devkit.testing import ModuleHandle, make_kernel
+    h = ModuleHandle(RINGDEV, kernel=make_kernel(DEBIAN_VMLINUZ), coverage=True)
+    assert h.init() == 0
+    info = tmp_path / "rd.info"
+    h.coverage(str(info))
+    text = info.read_text()
+    assert "SF:??" not in text and "fn_" not in text
+    ringdev_c = next(rec for rec in text.split("SF:") if rec.split("\n", 1)[0].endswith("/ringdev.c"))
+    assert "FN:37,tick_fn" in ringdev_c                       # static, reached only through the work item
+    fns = {f.name: f for f in line_table(h.module).functions}
+    assert fns["ringdev_push"].params == 2 and fns["tick_fn"].file.endswith("ringdev.c")
+    # genhtml (lcov) counts the same functions armload does: none dropped with an SF:?? record
+    import shutil
+    genhtml = shutil.which("genhtml")
+    assert genhtml, "genhtml not installed: run `make devtools` (Debian package lcov)"
+    g = subprocess.run([genhtml, str(info), "-o", str(tmp_path / "html")], capture_output=True, text=True)
+    hit, total = map(int, re.search(r"functions\.*: [\d.]+% \((\d+) of (\d+) functions\)", g.stdout).groups())
+    assert f"{hit}/{total} functions" in h.coverage().summary() and total == len(fns)
+
+
+def test_plugin_outside_the_repository_finds_the_kernel(tmp_path):
+    t = tmp_path / "test_rd.py"
+    t.write_text(f"def test_it(load_module):\n    m = load_module({RINGDEV!r})\n    assert m.init() == 0\n")
+    env = {k: v for k, v in os.environ.items() if k != "ARMLOAD_KERNEL"}
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(t)], cwd=tmp_path,
+                       env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(t),
+                        "--armload-kernel", str(tmp_path / "missing")], cwd=tmp_path, env=env,
+                       capture_output=True, text=True)
+    assert r.returncode != 0 and "no such kernel file" in r.stderr and "make test-inputs" in r.stderr
+
+
+def test_device_io_from_the_cli(capsys):
+    rc, out, err = run(capsys, RINGDEV, "--kernel", DEBIAN_SYMVERS, "--kernel", DEBIAN_VMLINUZ, "--open", "/dev/ringdev",
+                       "--write", "s:abc", "--read", "2", "--ioctl", "0x80047201", "buf:4", "--read", "16",
+                       "--ioctl", "5", "0", "--poll", "--close")
+    assert rc == 0, err
+    assert "through the module's file_operations directly (not the kernel's VFS)" in out
+    got = [ln for ln in out.splitlines() if ln.startswith("/dev/ringdev:")]
+    assert got == ["/dev/ringdev: open = 0", "/dev/ringdev: write(s:abc) = 3",
+                   "/dev/ringdev: read(2) = 2  6162  'ab'",
+                   "/dev/ringdev: ioctl(0x80047201, buf:4) = 0  buffer 01000000",     # RINGDEV_IOC_COUNT: 1 left
+                   "/dev/ringdev: read(16) = 1  63  'c'",
+                   "/dev/ringdev: ioctl(5, 0) = -25 (-ENOTTY)",
+                   "/dev/ringdev: poll = no poll (DEFAULT_POLLMASK)", "/dev/ringdev: close = 0"]
+    rc, out, err = run(capsys, RINGDEV, "--kernel", DEBIAN_SYMVERS, "--kernel", DEBIAN_VMLINUZ, "--open", "/dev/ringdev",
+                       "--write", "b:00ff", "--read", "4", "--json")
+    import json
+    doc = json.loads(out)
+    dev = doc["devio"]
+    assert doc["devio_via"] == "through the module's file_operations directly (not the kernel's VFS)"
+    assert rc == 0 and [(d["op"], d["result"]) for d in dev] == [("open", 0), ("write", 2), ("read", 2)]
+    assert dev[2]["hex"] == "00ff"
+    rc, out, err = run(capsys, RINGDEV, "--kernel", DEBIAN_SYMVERS, "--kernel", DEBIAN_VMLINUZ, "--read", "3")
+    assert rc == 1 and "--read needs an --open /dev/NAME before it" in err and "init_module" not in out
+
+
+def test_device_file_in_pytest_copies_through_user_memory():
+    from armload.devkit.testing import ModuleHandle, ModuleOops, make_kernel
+    h = ModuleHandle(RINGDEV, kernel=make_kernel(DEBIAN_VMLINUZ))
+    assert h.init() == 0
+    with h.open("/dev/ringdev") as f:
+        assert f.write(b"hello") == 5
+        names = [c.name for c in f.last.calls]
+        assert "arm_copy_from_user" in names and "__check_object_size" in names
+        assert f.read(3) == b"hel" and f.read(16) == b"lo" and f.read(4) == b""
+        assert f.ioctl(0x7202) == (0, None)
+    assert f.closed
+    with pytest.raises(Exception, match="no such device; registered: /dev/ringdev"):
+        h.open("/dev/nope")
+    # hardened usercopy (mm/usercopy.c): an object running off the stack or a slab object BUG()s
+    m = h.machine
+    check = m.kernel_symbol("__check_object_size")
+    lo, hi = m.stack_range
+    assert m.call(check, [hi - 8, 8, 1]).status == "returned"
+    r = m.call(check, [hi - 4, 8, 1])
+    assert r.status == "fault" and "Kernel memory exposure attempt detected from process stack" in r.fault.message
+    obj = m.heap.alloc(16, kind="kmalloc")
+    assert m.call(check, [obj, 16, 0]).status == "returned"
+    r = m.call(check, [obj + 8, 9, 0])
+    assert r.status == "fault" and "overwrite attempt detected to SLUB object 'kmalloc' (offset 8, size 9)" in r.fault.message
+
+
+def test_file_operations_offsets_match_the_modules_dwarf():
+    from armload.devkit.devio import FOPS_OFFSET
+    from armload.emu.debuginfo import struct_layout
+
+    class M:
+        path = RINGDEV
+    size, members = struct_layout(M(), "file_operations")
+    for name, off in FOPS_OFFSET.items():
+        assert members[name] == off, name
+    assert size >= FOPS_OFFSET["release"] + 4
+
+
+def test_disasm_source_finds_headers_as_objdump_does(capsys):
+    # item 6: the line program's include directories (DWARF 3 here: 1-based, 0 = comp dir)
+    from conftest import CROSS
+    rc = main(["disasm", RINGDEV, "--kernel", DEBIAN_SYMVERS, "--source"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "(source file not found)" not in out
+    ours = set(re.findall(r"^([\w.-]+\.[ch]):(\d+): ", out, re.M))
+    dump = subprocess.run([f"{CROSS}objdump", "-dl", RINGDEV], capture_output=True, text=True).stdout
+    theirs = {(os.path.basename(f), n) for f, n in re.findall(r"^(/\S+\.[ch]):(\d+)", dump, re.M)}
+    assert ("slab.h", "568") in ours and ("slab.h", "568") in theirs
+    assert {f for f, _ in ours} == {f for f, _ in theirs}        # the same files, headers included
+    hdr = next(f for f, n in re.findall(r"^(/\S+slab\.h):(\d+)", dump, re.M))
+    line = open(hdr).read().splitlines()[567].rstrip()
+    assert f"slab.h:568: {line}" in out
+
+
+def test_plt_notes_use_the_numpy_columns_not_one_object_per_branch(monkeypatch):
+    # item 10: the report of a 200,000-branch object must not build a BranchSite per branch; the
+    # numbers are those of the per-branch view (computed here from branch_sites() as before)
+    from collections import Counter
+    from armload import Kernel, KernelConfig, Session
+    from armload.inspect.report import _users, plt_notes
+    from armload.loader.model import LoadedModule
+    cfg = KernelConfig()
+    s = Session(Kernel.from_files([DEBIAN_SYMVERS], cfg), cfg, placement="vmalloc")
+    mod = s.load(sample("kalloc-arm.ko"))
+    sites = mod.branch_sites()
+    fixed = {e.addr for e in mod.plt_entries if e.fixed}
+    want_fixed = Counter(b.symbol for b in sites if b.plt in fixed)
+    want_far = sum(1 for b in sites if b.plt)
+    for e in mod.plt_entries:
+        want = Counter((b.section_name, b.type_name) for b in sites if b.plt == e.addr)
+        assert _users(mod, mod.branches["plt"] == e.addr) == want
+    monkeypatch.setattr(LoadedModule, "branch_sites", lambda self: pytest.fail("per-branch objects built"))
+    notes = plt_notes(mod, None, limit=None)
+    assert f"take an entry: {want_far} of {len(sites)} here" in " ".join(notes)
+    if want_fixed:
+        assert any(", ".join(f"{k} x{v}" for k, v in sorted(want_fixed.items())) in n for n in notes)
