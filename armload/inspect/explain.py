@@ -249,11 +249,17 @@ def explain_row(row: RelocRow, obj: ObjectFile, mod: LoadedModule | None, syms, 
             ex.after = mod.read(P, 4)
         except ValueError:
             ex.after = None
-        replaced = getattr(mod.finalized, "ftrace_old", {}).get(P)
+        fin = mod.finalized
+        replaced = getattr(fin, "ftrace_old", {}).get(P)
+        moved = getattr(fin, "relocated", {}).get(P)
         if replaced is not None:        # what relocation wrote; memory now holds ftrace's NOP
             ex.notes.append(f"ftrace_module_init then replaced this call by the ftrace NOP "
                             f"({disasm_word(ex.after, P, isa)}, {ex.after.hex(' ')}) before init ran")
             ex.after = replaced
+        elif moved is not None and ex.after is not None:
+            ex.notes.append(f"load_module rewrote this word after relocation (a table it sorts, a stub it "
+                            f"patches, a key it links): memory now holds {ex.after.hex(' ')}")
+            ex.after = moved
         if ex.after is not None:
             ex.after_asm = disasm_word(ex.after, P, isa)
     spec = spec_for(row.rtype, config)

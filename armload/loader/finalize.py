@@ -45,6 +45,7 @@ class Finalized:
     jump_patched: list[int] = field(default_factory=list)      # sites rewritten at load
     kallsyms_core: int = 0                                     # symbols kept in the core symtab
     pv_patched: list[int] = field(default_factory=list)        # phys/virt stubs given the real offset
+    relocated: dict[int, bytes] = field(default_factory=dict)   # every word these passes changed: as relocated
 
 
 class Memory:
@@ -52,6 +53,24 @@ class Memory:
 
     def __init__(self, regions: list[MemRegion]):
         self.regions = regions
+        self.before: dict[int, bytes] = {}     # word address -> the word as relocation left it
+
+    def remember(self, addr: int, n: int) -> None:
+        """Keep the words of [addr, addr+n) as they are now (the first time only)."""
+        r, o = self._at(addr, n)
+        if r is None:
+            return
+        for i in range(0, n - n % 4, 4):
+            self.before.setdefault(addr + i, bytes(r.data[o + i:o + i + 4]))
+
+    def changed(self) -> dict[int, bytes]:
+        """The remembered words that now differ."""
+        out = {}
+        for a, w in self.before.items():
+            r, o = self._at(a, 4)
+            if bytes(r.data[o:o + 4]) != w:
+                out[a] = w
+        return out
 
     def _at(self, addr: int, n: int):
         for r in self.regions:
@@ -67,6 +86,7 @@ class Memory:
         return None if r is None else struct.unpack_from("<I", r.data, o)[0]
 
     def put32(self, addr: int, v: int) -> None:
+        self.remember(addr, 4)
         r, o = self._at(addr, 4)
         struct.pack_into("<I", r.data, o, v & 0xFFFFFFFF)
 
@@ -75,6 +95,7 @@ class Memory:
         return None if r is None else struct.unpack_from("<HH", r.data, o)
 
     def put_halves(self, addr: int, hw: tuple[int, int]) -> None:
+        self.remember(addr, 4)
         r, o = self._at(addr, 4)
         struct.pack_into("<HH", r.data, o, *hw)
 
@@ -132,6 +153,7 @@ def sort_extable(mem: Memory, addr: int, size: int, heapsort_order) -> int:
     words = mem.block(addr, n * 8) if n > 1 else None
     if words is None:
         return n
+    mem.remember(addr, n * 8)
     ent = words.reshape(n, 2).copy()
     order = heapsort_order(ent[:, 0], "v6")
     words[:] = ent[order].reshape(-1)
@@ -146,6 +168,7 @@ def ftrace_nops(mem: Memory, addr: int, size: int, mcount: int, thumb2: bool, pl
     locs = mem.block(addr, n * 4) if n else None
     if locs is None:
         return
+    mem.remember(addr, n * 4)
     locs[:] = np.sort(locs)          # ftrace_process_locs sorts a module's table in place (ftrace_cmp_ips)
     for ip in (int(a) & ~1 for a in locs if a):             # ftrace_call_adjust; NULL entries skipped
         if not mem.contains(ip):
@@ -184,6 +207,7 @@ def jump_labels(mem: Memory, addr: int, size: int, thumb2: bool, within_init, is
     words = mem.block(addr, n * 12) if n else None
     if words is None:
         return
+    mem.remember(addr, n * 12)
     ent = words.reshape(n, 3).copy()                      # {code, target, key}
     keys = ent[:, 2] & ~np.uint32(JUMP_TYPE_MASK)
     # jump_label_cmp: by key, then code; equal pairs are equal entries, so any sort gives its bytes.
@@ -284,6 +308,7 @@ def add_kallsyms(mem: Memory, places: dict[str, int], syms: np.ndarray, strtab: 
 
 
 def _write(mem: Memory, addr: int, data: bytes) -> None:
+    """The kallsyms tables go to memory no section holds (nothing relocated there to remember)."""
     if not data:
         return
     r, o = mem._at(addr, len(data))

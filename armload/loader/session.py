@@ -427,6 +427,7 @@ def _finalize(obj, layout, regions, plts, config, session, syms, resolved) -> fi
             return session.kernel_word(a) if session.kernel_word else None
         finalize.jump_labels(mem, *jt, config.thumb2, layout.within_init,
                              lambda a: any(lo <= a < hi for lo, hi in text), other_word, out)
+    out.relocated = mem.changed()
     return out
 
 
