@@ -18,7 +18,8 @@ import ctypes
 import mmap
 import struct
 
-from unicorn import (UC_ARCH_ARM, UC_HOOK_CODE, UC_HOOK_INTR, UC_MODE_ARM, UC_PROT_ALL, Uc, UcError)
+from unicorn import (UC_ARCH_ARM, UC_HOOK_CODE, UC_HOOK_INSN_INVALID, UC_HOOK_INTR, UC_MODE_ARM, UC_PROT_ALL, Uc,
+                     UcError)
 from unicorn import arm_const as A
 from unicorn.unicorn_const import UC_TLB_CPU
 
@@ -72,6 +73,7 @@ class Machine:
         self.exceptions: list[tuple[str, int]] = []
         self.stop_reason = None
         uc.hook_add(UC_HOOK_INTR, self._intr)
+        uc.hook_add(UC_HOOK_INSN_INVALID, self._undef)   # Unicorn reports UNDEF here, not as INTR
         self._sites = {}
         for addr, site in tmod.scan(image.data, image.base):
             self._sites[addr] = (site, self._word_at_image(addr))
@@ -211,6 +213,12 @@ class Machine:
         except Exception as e:                            # never let an exception escape a hook
             self.stop_reason = f"{kind} at {pc:#x}: entry failed: {e}"
             uc.emu_stop()
+
+    def _undef(self, uc, _):
+        pc = uc.reg_read(A.UC_ARM_REG_PC)                 # the undefined instruction itself
+        self.exceptions.append(("undef", pc))
+        cpu.enter(uc, "undef", pc)
+        return True
 
     def _abort(self, uc, pc: int, data: bool) -> None:
         ttbr0, ttbcr, ttbr1, dacr = cpu.mmu_state(uc)
