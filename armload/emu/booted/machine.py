@@ -74,16 +74,13 @@ class Machine:
         self.stop_reason = None
         uc.hook_add(UC_HOOK_INTR, self._intr)
         uc.hook_add(UC_HOOK_INSN_INVALID, self._undef)   # Unicorn reports UNDEF here, not as INTR
+        sites, self.wfi_sites = _scan(image)
         self._sites = {}
-        for addr, site in tmod.scan(image.data, image.base):
+        for addr, site in sites:
             self._sites[addr] = (site, self._word_at_image(addr))
             uc.hook_add(UC_HOOK_CODE, self._timer_site, begin=addr, end=addr)
-        import numpy as np
-        w = np.frombuffer(image.data[: len(image.data) & ~3], dtype="<u4")
-        self.wfi_sites = [image.base + 4 * int(i) for i in np.nonzero(w == WFI)[0]]
         for a in self.wfi_sites:
             uc.hook_add(UC_HOOK_CODE, self._wfi, begin=a, end=a)
-        self.code_hooks: dict[int, list] = {}
 
     # --- memory ------------------------------------------------------------------------------
     def _word_at_image(self, va: int) -> int:
@@ -279,6 +276,19 @@ class Machine:
 
     def set_reg(self, name: str, v: int) -> None:
         self.uc.reg_write(getattr(A, f"UC_ARM_REG_{name.upper()}"), v & 0xFFFFFFFF)
+
+
+_SCANS: dict = {}
+
+
+def _scan(image):
+    """(c14 access sites, WFI addresses) of an Image, once per process."""
+    key = (image.path, image.base, len(image.data))
+    if key not in _SCANS:
+        import numpy as np
+        w = np.frombuffer(image.data[: len(image.data) & ~3], dtype="<u4")
+        _SCANS[key] = (tmod.scan(image.data, image.base), [image.base + 4 * int(i) for i in np.nonzero(w == WFI)[0]])
+    return _SCANS[key]
 
 
 def _cond(cond: int, cpsr: int) -> bool:

@@ -33,10 +33,21 @@ def code_version() -> str:
     return h.hexdigest()[:16]
 
 
+_FILE_HASHES: dict = {}
+
+
+def _file_hash(path: str) -> bytes:
+    st = os.stat(path)
+    k = (os.path.abspath(path), st.st_size, st.st_mtime_ns)
+    if k not in _FILE_HASHES:
+        with open(path, "rb") as f:
+            _FILE_HASHES[k] = hashlib.sha256(f.read()).digest()
+    return _FILE_HASHES[k]
+
+
 def key(vmlinuz: str, dtb: bytes, cmdline: str) -> str:
     h = hashlib.sha256()
-    with open(vmlinuz, "rb") as f:
-        h.update(hashlib.sha256(f.read()).digest())
+    h.update(_file_hash(vmlinuz))
     h.update(hashlib.sha256(dtb).digest())
     h.update(cmdline.encode() + b"\0" + code_version().encode())
     return h.hexdigest()[:24]
