@@ -72,8 +72,10 @@ def test_calls_memory_and_errors(booted):
 
 
 def test_run_until_idle_runs_deferred_work(booted):
-    r = booted.run_until_idle(100_000_000)
-    assert r["idle"] and 0 < r["ns"] <= 100_000_000
+    r = booted.run_until_idle(1_000_000_000, quiet_ns=100_000_000)
+    assert r["idle"] and 100_000_000 <= r["ns"] < 1_000_000_000
+    r = booted.run_until_idle(50_000_000, quiet_ns=100_000_000)     # budget before quiet: not idle
+    assert not r["idle"] and 50_000_000 <= r["ns"] < 70_000_000
 
 
 def test_load_module_sample_returns_init_result(booted):
@@ -129,6 +131,31 @@ def test_load_module_oops_is_the_kernels_own(booted):
     assert "Unable to handle kernel NULL pointer dereference at virtual address 00000000" in r.oops_text
     assert "Internal error: Oops: 5 [#1] SMP ARM" in r.oops_text        # FSR 5: section translation
     assert "PC is at nullderef_init" in r.oops_text
+
+
+def test_deferred_work_runs_under_the_kernels_scheduler(booted):
+    with open(sample("deferred-arm.ko"), "rb") as f:
+        r = kernel_load(booted, f.read(), name="deferred", settle_ns=1_000_000_000)
+    assert r.ret == 0 and not r.stopped
+    text = "\n".join(r.console_lines)
+    # mod_timer(jiffies + 25) (100 ms at HZ=250) fires at +26 and the 50 ms delayed work (13
+    # jiffies) at +14: kernel/time/timer.c calc_index() adds one granule so a timer armed between
+    # ticks never fires early. A tick delivered late by the machine would show +27 / +15.
+    for what in ("deferred: work item", "deferred: tasklet", "deferred: kthread",
+                 "deferred: delayed work after 14 jiffies", "deferred: timer after 26 jiffies"):
+        assert what in text, what
+    # and the ticks are 4 ms of simulated time apart (printk's timestamps are the arch timer's)
+    stamp = {ln.split("] ", 1)[1].split(" after")[0]: float(ln[1:ln.index("]")]) for ln in r.console_lines}
+    dt = stamp["deferred: timer"] - stamp["deferred: loading out-of-tree module taints kernel."]
+    assert 0.100 <= dt <= 0.108, dt
+
+
+def test_run_init_false_stops_before_init(booted):
+    with open(sample("hello-arm.ko"), "rb") as f:
+        r = kernel_load(booted, f.read(), name="hello", run_init=False)
+    assert r.ret is None and r.stopped == "before init" and r.module
+    assert r.core_base == 0xBF000000 and r.init_bytes
+    assert not any("hello: loaded" in ln for ln in r.console_lines)
 
 
 def test_dependencies_load_first(booted):

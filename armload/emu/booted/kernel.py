@@ -152,18 +152,21 @@ class BootedKernel:
     def vfree(self, p: int) -> None:
         self.call("vfree", p)
 
-    def run_until_idle(self, budget_ns: int, step_ms: int = 10, insn_budget: int = CALL_BUDGET) -> dict:
+    def run_until_idle(self, budget_ns: int, step_ms: int = 10, quiet_ns: int = 200_000_000,
+                       insn_budget: int = CALL_BUDGET) -> dict:
         """Let pid 1 sleep in steps of `step_ms` (msleep: the kernel's own timer wakes it) so
-        kthreads, workqueues, timers, softirqs and RCU callbacks run, until a whole step passed
-        with the CPU busy for under 1% of it (idle) or `budget_ns` of simulated time is spent."""
+        kthreads, workqueues, timers, softirqs and RCU callbacks run, until `quiet_ns` of
+        simulated time passed in steps each busy for under 1% of their time (idle), or
+        `budget_ns` of simulated time is spent. Deterministic: time is simulated."""
         t0, i0 = self.now_ns(), self.insns
-        steps = 0
+        steps, quiet_since = 0, t0
         while self.now_ns() - t0 < budget_ns:
             a_ns, a_i = self.now_ns(), self.insns
             self.call("msleep", step_ms, budget=insn_budget)
             steps += 1
-            busy = self.insns - a_i
-            if busy * 100 < self.now_ns() - a_ns:
+            if (self.insns - a_i) * 100 >= self.now_ns() - a_ns:
+                quiet_since = self.now_ns()
+            elif self.now_ns() - quiet_since >= quiet_ns:
                 return {"idle": True, "ns": self.now_ns() - t0, "insns": self.insns - i0, "steps": steps}
         return {"idle": False, "ns": self.now_ns() - t0, "insns": self.insns - i0, "steps": steps}
 

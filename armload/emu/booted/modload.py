@@ -31,7 +31,7 @@ from .kernel import BootedKernel, CallError, GFP_KERNEL
 from .machine import GuestFault
 
 LOAD_INFO_SIZE = 128
-LOAD_BUDGET = 20_000_000_000          # instructions; lib/test_bpf.ko needs several G
+LOAD_BUDGET = 8_000_000_000           # instructions; lib/test_bpf.ko needs 5.1 G
 OOPS_MARKERS = ("Internal error:", "Unable to handle kernel", "kernel BUG at", "BUG:", "WARNING:",
                 "Kernel panic")
 
@@ -78,8 +78,8 @@ def bl_sites(image, target: int) -> list[int]:
 
 
 class _Capture:
-    def __init__(self, k: BootedKernel, uargs_va: int):
-        self.k, self.uargs_va = k, uargs_va
+    def __init__(self, k: BootedKernel, uargs_va: int, run_init: bool = True):
+        self.k, self.uargs_va, self.run_init = k, uargs_va, run_init
         self.allocs: list[Alloc] = []
         self.mod = 0
         self.snap: list[tuple[int, bytes]] = []
@@ -115,6 +115,9 @@ class _Capture:
     def _init_entry(self, uc, addr, size, _):
         self.mod = uc.reg_read(A.UC_ARM_REG_R0)
         self.snap = [(a.base, self.k.read(a.base, a.size)) for a in self.allocs if a.base]
+        if not self.run_init:
+            self.k.m.stop_reason = "before init"
+            uc.emu_stop()
 
     def _strndup_user(self, uc, addr, size, _):
         if uc.reg_read(A.UC_ARM_REG_R0) == self.uargs_va:
@@ -127,12 +130,16 @@ class _Capture:
         uc.emu_stop()
 
 
-def kernel_load(k: BootedKernel, ko: bytes, params: str = "", name: str = "", budget: int = LOAD_BUDGET) -> KernelLoadResult:
+def kernel_load(k: BootedKernel, ko: bytes, params: str = "", name: str = "", budget: int = LOAD_BUDGET,
+                run_init: bool = True, settle_ns: int = 0) -> KernelLoadResult:
     """Load `ko` with the booted kernel's load_module (in `k`, which it changes: use a fresh
-    restore or fork per independent load)."""
+    restore or fork per independent load). run_init=False stops at do_init_module's entry
+    (the final memory and the module_alloc addresses, init not run; the kernel is then unusable:
+    `stopped` is "before init"). settle_ns > 0 then lets deferred work run (run_until_idle) and
+    keeps its console lines."""
     mark = len(k.console)
     i0 = k.insns
-    cap = _Capture(k, 0)                     # hooks first: no translated block predates them
+    cap = _Capture(k, 0, run_init)           # hooks first: no translated block predates them
     buf = k.vmalloc(len(ko))
     if not buf:
         raise GuestFault(f"vmalloc({len(ko)}) failed in the booted kernel")
@@ -150,6 +157,11 @@ def kernel_load(k: BootedKernel, ko: bytes, params: str = "", name: str = "", bu
         stopped = str(e)
     finally:
         cap.remove()
+    if ret is not None and settle_ns > 0:
+        try:
+            k.run_until_idle(settle_ns)
+        except (CallError, GuestFault) as e:
+            stopped = f"after load_module: {e}"
     lines = k.console[mark:]
     oops = _oops(lines)
     res = KernelLoadResult(name, ret, console_lines=lines, oops_text=oops, instructions=k.insns - i0,
@@ -158,7 +170,7 @@ def kernel_load(k: BootedKernel, ko: bytes, params: str = "", name: str = "", bu
         res.core_base, res.core_bytes = cap.snap[0]
         if len(cap.snap) > 1:
             res.init_base, res.init_bytes = cap.snap[1]
-    if ret is not None:                       # load_info and the params copy are ours to free
+    if ret is not None and not stopped:       # load_info and the params copy are ours to free
         k.kfree(info)
         k.kfree(uargs)
     return res
