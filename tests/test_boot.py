@@ -9,7 +9,7 @@ import pytest
 from conftest import CACHE, sample
 from armload.emu.booted import snapshot
 from armload.emu.booted.kernel import BootedKernel, CallError
-from armload.emu.booted.modload import bl_sites, kernel_load, kernel_load_path, modinfo
+from armload.emu.booted.modload import bl_sites, kernel_load, kernel_load_path, modinfo, user_string
 
 SYSTEM_RUNNING = 3                   # include/linux/kernel.h: enum system_states
 TREE = os.path.join(CACHE, "linux-image-6.1.0-50-armmp", "lib", "modules", "6.1.0-50-armmp", "kernel")
@@ -24,12 +24,12 @@ def test_boot_reached_user_space_handover(booted):
     assert not any("Kernel panic" in ln or "Oops" in ln or "WARNING:" in ln for ln in lines)
     assert not any("alg: self-tests disabled" in ln for ln in lines)     # the crypto self-tests ran
     assert booted.u32("system_state") == SYSTEM_RUNNING
-    assert booted.m.reg("pc") == booted.image.symbols["run_init_process"]
-    assert booted.cstr(booted.m.reg("r0")) == "/init"                   # run_init_process("/init")
-    # current (TPIDRURO on this config) is pid 1: task_struct.pid is read by the kernel's own
-    # task_pid_nr; here we check comm and that it is not the idle task (init_task)
+    # parked where run_init_process("/init") (the kernel's kernel_execve) returned 0 to kernel_init
+    assert booted.console[-1].endswith("Run /init as init process")
+    assert booted.m.reg("r0") == 0 and booted.m.reg("pc") - 4 in bl_sites(booted.image, booted.image.symbols["run_init_process"])
+    # current (TPIDRURO on this config) is pid 1, not the idle task, and exec named it "init"
     cur = booted.m.uc.reg_read(__import__("unicorn").arm_const.UC_ARM_REG_C13_C0_3)
-    assert cur != booted.image.exports["init_task"] and b"swapper/0\0" in booted.read(cur, 0x800)
+    assert cur != booted.image.exports["init_task"] and b"\0init\0" in booted.read(cur, 0x800)
 
 
 def test_snapshot_is_keyed_and_sparse(booted_dir):
@@ -65,6 +65,8 @@ def test_calls_memory_and_errors(booted):
     booted.write(p, b"armload\0")
     assert booted.call("strlen", p) == 7
     booted.vfree(v)
+    ua = user_string(booted, "x=1 y=two")                 # pid 1's user memory, faulted in by the kernel
+    assert ua < 0xBF000000 and booted.call("strnlen_user", ua, 100) == 10
     with pytest.raises(CallError):
         booted.call("msleep", 1000, budget=10_000)           # the budget ends the call
     with pytest.raises(KeyError):
@@ -156,6 +158,15 @@ def test_run_init_false_stops_before_init(booted):
     assert r.ret is None and r.stopped == "before init" and r.module
     assert r.core_base == 0xBF000000 and r.init_bytes
     assert not any("hello: loaded" in ln for ln in r.console_lines)
+
+
+def test_user_copy_selftest_passes(booted):
+    """lib/test_user_copy.ko vm_mmaps in its caller's mm: pid 1 has /init's, as insmod would."""
+    path = os.path.join(TREE, "lib", "test_user_copy.ko")
+    with open(path, "rb") as f:
+        r = kernel_load(booted, f.read(), name="test_user_copy")
+    assert r.ret == 0 and not r.oops_text, r.console_lines
+    assert any("test_user_copy: tests passed." in ln for ln in r.console_lines)
 
 
 def test_dependencies_load_first(booted):

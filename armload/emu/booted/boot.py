@@ -1,6 +1,9 @@
 """Boot the unmodified Debian kernel on the booted machine (machine.py), from its first
 instruction to run_init_process("/init") called by kernel_init: by then every initcall ran,
 init memory is freed, mark_readonly ran and system_state is SYSTEM_RUNNING; current is pid 1.
+Then the kernel's own run_init_process -> kernel_execve("/init") runs, and the machine stops
+where it returns 0 into kernel_init: pid 1 now has /init's user mm, its registers for user
+space are in pt_regs, and it never returns there (see initramfs.py).
 
 The boot protocol (Documentation/arm/booting.rst): the Image at RAM + TEXT_OFFSET, MMU off,
 SVC mode with IRQ/FIQ masked, r0 = 0, r1 = ~0 (machine type: use the DT), r2 = the DTB's
@@ -15,9 +18,8 @@ from unicorn import arm_const as A
 
 from ..hw import dtb, timer as tmod
 from . import initramfs
-from .machine import GICC, GICD, PAGE_OFFSET, RAM_BASE, RAM_SIZE, UART, Machine
+from .machine import GICC, GICD, PAGE_OFFSET, RAM_BASE, RAM_SIZE, UART, GuestFault, Machine
 
-BOOT_CODE_VERSION = "1"              # bump when a change here changes the booted state
 DTB_PA = RAM_BASE + 0x08000000
 INITRD_PA = DTB_PA + 0x00100000
 DEFAULT_CMDLINE = "console=ttyAMA0"
@@ -67,8 +69,11 @@ def boot_machine(image, cmdline: str = DEFAULT_CMDLINE, budget: int = BOOT_BUDGE
     target = image.symbols["run_init_process"]
     how = m.run(target, budget)
     if how != "until":
-        tail = "\n".join(m.hw.uart.lines[-8:])
-        from .machine import GuestFault
         raise GuestFault(f"the kernel did not reach run_init_process within {budget} instructions; "
-                         f"console tail:\n{tail}")
+                         f"console tail:\n" + "\n".join(m.hw.uart.lines[-8:]))
+    m.boot_insns = m.t.insns
+    back = uc.reg_read(A.UC_ARM_REG_LR)                  # in kernel_init, after `bl run_init_process`
+    if m.run(back, 200_000_000) != "until" or uc.reg_read(A.UC_ARM_REG_R0) != 0:
+        raise GuestFault(f"kernel_execve(\"/init\") failed (r0 = {uc.reg_read(A.UC_ARM_REG_R0):#x}); "
+                         f"console tail:\n" + "\n".join(m.hw.uart.lines[-8:]))
     return m

@@ -7,9 +7,9 @@ elsewhere. Everything after that is the kernel's: signature check (Debian does n
 an unsigned module taints), ELF checks, layout, module_alloc, relocation, ftrace_module_init
 (every `bl __gnu_mcount_nc` becomes `pop {lr}`), RO/NX, sysfs, parameters, do_init_module.
 
-One stand-in: `uargs` is a user pointer and pid 1 has no user mm, so the one call
-strndup_user(uargs, ...) made while load_module runs with our pointer is redirected to
-kstrndup(uargs, ..., GFP_KERNEL) on a kernel copy of the parameter string (same result).
+`uargs` is a real user pointer, as insmod's: pid 1 has /init's mm (boot.py), the kernel's own
+vm_mmap gives it an anonymous page and its _copy_to_user writes the parameter string there (the
+page fault on first touch is the kernel's, through the machine's data-abort entry).
 
 Captured on the way: every module_alloc(size) and the address it returned (a code hook at the
 entry and one after each `bl module_alloc` in the Image), and at the entry of do_init_module
@@ -27,7 +27,7 @@ import numpy as np
 from unicorn import UC_HOOK_CODE
 from unicorn import arm_const as A
 
-from .kernel import BootedKernel, CallError, GFP_KERNEL
+from .kernel import BootedKernel, CallError
 from .machine import GuestFault
 
 LOAD_INFO_SIZE = 128
@@ -90,8 +90,6 @@ class _Capture:
         for site in bl_sites(img, ma):
             self._add(site + 4, self._alloc_return)
         self._add(img.symbols["do_init_module"], self._init_entry)
-        self._add(img.address("strndup_user"), self._strndup_user)
-        self.kstrndup = img.address("kstrndup")
         self.dead = None
         for name in ("make_task_dead", "panic"):
             a = img.symbols.get(name)
@@ -119,11 +117,6 @@ class _Capture:
             self.k.m.stop_reason = "before init"
             uc.emu_stop()
 
-    def _strndup_user(self, uc, addr, size, _):
-        if uc.reg_read(A.UC_ARM_REG_R0) == self.uargs_va:
-            uc.reg_write(A.UC_ARM_REG_R2, GFP_KERNEL)
-            uc.reg_write(A.UC_ARM_REG_PC, self.kstrndup)
-
     def _dead(self, uc, addr, size, _):
         self.dead = addr
         self.k.m.stop_reason = "oops" if addr != self.k.image.symbols.get("panic") else "panic"
@@ -145,10 +138,8 @@ def kernel_load(k: BootedKernel, ko: bytes, params: str = "", name: str = "", bu
         raise GuestFault(f"vmalloc({len(ko)}) failed in the booted kernel")
     k.write(buf, ko)
     info = k.kmalloc(LOAD_INFO_SIZE)
-    uargs = k.kmalloc(len(params) + 1)
     k.write(info, struct.pack("<4I", 0, 0, buf, len(ko)) + bytes(LOAD_INFO_SIZE - 16))
-    k.write(uargs, params.encode() + b"\0")
-    cap.uargs_va = uargs
+    uargs = user_string(k, params)
     del cap.allocs[:]
     ret, stopped = None, ""
     try:
@@ -170,10 +161,28 @@ def kernel_load(k: BootedKernel, ko: bytes, params: str = "", name: str = "", bu
         res.core_base, res.core_bytes = cap.snap[0]
         if len(cap.snap) > 1:
             res.init_base, res.init_bytes = cap.snap[1]
-    if ret is not None and not stopped:       # load_info and the params copy are ours to free
+    if ret is not None and not stopped:       # load_info is ours to free
         k.kfree(info)
-        k.kfree(uargs)
     return res
+
+
+PROT_RW, MAP_PRIVATE_ANON = 3, 0x22
+
+
+def user_string(k: BootedKernel, text: str) -> int:
+    """A NUL-terminated copy of `text` in pid 1's user memory (vm_mmap + _copy_to_user)."""
+    data = text.encode() + b"\0"
+    size = (len(data) + 0xFFF) & ~0xFFF
+    ua = k.call("vm_mmap", 0, 0, size, PROT_RW, MAP_PRIVATE_ANON, 0)
+    if ua >= 0xFFFFF000:
+        raise GuestFault(f"vm_mmap({size}) in pid 1 failed ({_signed(ua)})")
+    kb = k.kmalloc(len(data))
+    k.write(kb, data)
+    left = k.call("_copy_to_user", ua, kb, len(data))
+    k.kfree(kb)
+    if left:
+        raise GuestFault(f"_copy_to_user left {left} bytes uncopied at {ua:#x}")
+    return ua
 
 
 def _oops(lines: list[str]) -> str:
