@@ -6,10 +6,11 @@ import struct
 
 import pytest
 
-from conftest import CACHE, sample
+from conftest import BOOT_VMLINUZ, CACHE, sample
 from armload.emu.booted import snapshot
 from armload.emu.booted.kernel import BootedKernel, CallError
-from armload.emu.booted.modload import bl_sites, kernel_load, kernel_load_path, modinfo, user_string
+from armload.emu.booted.modload import (bl_sites, kernel_alloc_addresses, kernel_load, kernel_load_path, modinfo,
+                                        user_string)
 
 SYSTEM_RUNNING = 3                   # include/linux/kernel.h: enum system_states
 TREE = os.path.join(CACHE, "linux-image-6.1.0-50-armmp", "lib", "modules", "6.1.0-50-armmp", "kernel")
@@ -39,6 +40,13 @@ def test_snapshot_is_keyed_and_sparse(booted_dir):
                                                    "vmlinuz-6.1.0-50-armmp"), "console=ttyAMA0 quiet")
     assert os.path.basename(other) != os.path.basename(booted_dir)
     assert snapshot.disk_bytes(booted_dir) < 128 << 20       # 256 MiB of RAM, mostly holes
+
+
+def test_restore_brings_back_the_hardware_state(booted):
+    g, t = booted.m.hw.gic, booted.m.hw.timer
+    assert g.dctlr == 1 and g.cctlr & 1 and g.enabled[27] and g.enabled[33]   # the kernel's GIC setup
+    assert t.ctl[1] & 1 and t.cval[1] > t.counter(booted.now_ns())           # next tick armed
+    assert booted.insns == booted.meta["boot_insns"] and booted.m.hw.irqs_taken > 100
 
 
 def test_time_is_deterministic_and_jiffies_follow_instructions(booted_dir, booted):
@@ -150,6 +158,15 @@ def test_deferred_work_runs_under_the_kernels_scheduler(booted):
     stamp = {ln.split("] ", 1)[1].split(" after")[0]: float(ln[1:ln.index("]")]) for ln in r.console_lines}
     dt = stamp["deferred: timer"] - stamp["deferred: loading out-of-tree module taints kernel."]
     assert 0.100 <= dt <= 0.108, dt
+
+
+def test_alloc_addresses_match_the_full_load(booted_dir):
+    with open(sample("devkit-arm.ko"), "rb") as f:
+        ko = f.read()
+    plan = kernel_alloc_addresses(BootedKernel.get(BOOT_VMLINUZ), ko)
+    full = kernel_load(BootedKernel.get(BOOT_VMLINUZ), ko)
+    assert [(a.size, a.base) for a in plan] == [(a.size, a.base) for a in full.allocs]
+    assert (plan[0].base, plan[1].base) == (full.core_base, full.init_base)
 
 
 def test_run_init_false_stops_before_init(booted):

@@ -166,6 +166,16 @@ def kernel_load(k: BootedKernel, ko: bytes, params: str = "", name: str = "", bu
     return res
 
 
+def kernel_alloc_addresses(k: BootedKernel, ko: bytes, params: str = "") -> list[Alloc]:
+    """The module_alloc calls (size, returned base) the kernel's load_module makes for `ko`, in
+    order (core, then init), stopping before init runs: the addresses armload's loader must use
+    for a byte-for-byte comparison with KernelLoadResult.core_bytes/init_bytes. Consumes `k`."""
+    r = kernel_load(k, ko, params, run_init=False)
+    if r.stopped != "before init":
+        raise GuestFault(f"load_module did not reach do_init_module (ret {r.ret}, {r.stopped or 'returned'})")
+    return r.allocs
+
+
 PROT_RW, MAP_PRIVATE_ANON = 3, 0x22
 
 
