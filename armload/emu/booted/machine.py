@@ -27,6 +27,7 @@ from ..hw import cpu, gic as gicmod, pl011, tick, timer as tmod
 
 RAM_BASE, RAM_SIZE = 0x40000000, 256 << 20
 PAGE_OFFSET = 0xC0000000
+MODULES_VADDR = PAGE_OFFSET - 0x01000000          # arch/arm/include/asm/memory.h (16 MiB)
 GICD, GICC, UART = 0x08000000, 0x08010000, 0x09000000
 UART_IRQ = 32 + 1
 WFI = 0xE320F003
@@ -112,6 +113,12 @@ class Machine:
             return va
         ttbr0, ttbcr, ttbr1, dacr = cpu.mmu_state(self.uc)
         w = cpu.walk(self._read32p, ttbr0, ttbcr, ttbr1, 0xFFFFFFFF, va, write=write)
+        if w.pa is None and w.fs == 0x5 and va >= MODULES_VADDR:
+            # a process's first-level table gets kernel (vmalloc, module) sections copied from
+            # init_mm's swapper_pg_dir lazily, on a translation fault (do_translation_fault):
+            # walk the master table as that fault would
+            swapper = self.image.base - 0x4000 - PAGE_OFFSET + RAM_BASE
+            w = cpu.walk(self._read32p, swapper, 0, swapper, 0xFFFFFFFF, va, write=write)
         if w.pa is None:
             raise GuestFault(f"virtual {va:#x} is not mapped (fault status {w.fs:#x})")
         return w.pa
