@@ -89,3 +89,22 @@ def devkit_line(marker: str, after: int = 0) -> int:
             if marker in line:
                 return i + after
     raise AssertionError(f"devkit.c has no line containing {marker!r}")
+
+
+BOOT_VMLINUZ = os.path.join(CACHE, "linux-image-6.1.0-50-armmp", "boot", "vmlinuz-6.1.0-50-armmp")
+
+
+@pytest.fixture(scope="session")
+def booted_dir():
+    """The booted Debian kernel's snapshot directory: booted once per cache (about 1.3 G
+    instructions with the crypto self-tests), then every test restores it copy-on-write."""
+    require_input(BOOT_VMLINUZ, "make test-inputs")
+    from armload.emu.booted.kernel import BootedKernel
+    return BootedKernel.get(BOOT_VMLINUZ).directory
+
+
+@pytest.fixture
+def booted(booted_dir):
+    """A fresh copy-on-write restore of the booted kernel (pid 1 at run_init_process)."""
+    from armload.emu.booted.kernel import BootedKernel
+    return BootedKernel.get(BOOT_VMLINUZ)

@@ -1,0 +1,174 @@
+"""A booted Debian kernel to call into: booted once per (vmlinuz, cmdline), cached, restored
+copy-on-write for each use.
+
+    k = BootedKernel.get(vmlinuz)            # boots once (says so on stderr), else restores
+    k.call("msleep", 10)                     # from pid 1 (stopped at run_init_process)
+    p = k.call("vmalloc", 4096); k.write(p, b"...")
+    k.run_until_idle(50_000_000)             # simulated ns: kthreads, workqueues, RCU, timers
+
+Calls run the kernel's own code from pid 1's context: r0-r3 and the stack carry the arguments,
+LR is the return trap, the entry of run_init_process, where pid 1 is parked and which no other
+code calls (head.S's stext at its virtual address is never executed either, but after
+mark_readonly it is not executable: returning there is a prefetch abort, not a stop), and the
+run ends when PC reaches it. While the callee sleeps, the kernel's
+scheduler runs other tasks and the idle loop; timer interrupts are taken as they fall due.
+Budgets are instructions (the call's own and everything that ran meanwhile).
+"""
+from __future__ import annotations
+
+import os
+import struct
+
+from unicorn import arm_const as A
+
+from . import snapshot
+from .boot import DEFAULT_CMDLINE, INITRD_PA, boot_machine, device_tree
+from .initramfs import build as build_initramfs
+from .machine import GuestFault, Machine
+
+GFP_KERNEL = 0xCC0
+CALL_BUDGET = 2_000_000_000
+_CORE = ["r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8", "r9", "r10", "r11", "r12", "sp", "lr", "pc", "cpsr"]
+
+
+class CallError(Exception):
+    """A call into the booted kernel did not return (budget, or the machine stopped)."""
+
+
+def default_cache_root() -> str:
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(here)))
+    return os.path.join(os.environ.get("CACHE", os.path.join(root, ".cache")), "boot")
+
+
+class BootedKernel:
+    def __init__(self, image, machine: Machine, meta: dict, directory: str | None = None):
+        self.image = image
+        self.m = machine
+        self.meta = meta
+        self.directory = directory
+        self.trap = image.symbols["run_init_process"]   # where pid 1 is parked (see above)
+        self.console_mark = len(machine.hw.uart.lines)
+
+    # --- construction ------------------------------------------------------------------------
+    @classmethod
+    def snapshot_dir(cls, vmlinuz: str, cmdline: str = DEFAULT_CMDLINE, cache_root: str | None = None) -> str:
+        cpio = build_initramfs()
+        blob = device_tree(cmdline, (INITRD_PA, INITRD_PA + len(cpio)))
+        return os.path.join(cache_root or default_cache_root(), snapshot.key(vmlinuz, blob, cmdline))
+
+    @classmethod
+    def get(cls, vmlinuz: str, cmdline: str = DEFAULT_CMDLINE, cache_root: str | None = None) -> BootedKernel:
+        """Restore the cached booted state, booting first (once) when there is none."""
+        from ...kernel.image import load_image
+        image = load_image(vmlinuz)
+        d = cls.snapshot_dir(vmlinuz, cmdline, cache_root)
+        if not os.path.exists(os.path.join(d, "state.pkl")):
+            snapshot.announce(d)
+            import time
+            t0 = time.monotonic()
+            m = boot_machine(image, cmdline)
+            meta = {"cmdline": cmdline, "boot_insns": m.t.insns, "boot_seconds": round(time.monotonic() - t0, 2),
+                    "vmlinuz": os.path.abspath(vmlinuz)}
+            os.makedirs(os.path.dirname(d), exist_ok=True)
+            snapshot.save(m, d, meta)
+        m, meta = snapshot.load(image, d)
+        return cls(image, m, meta, d)
+
+    # --- memory --------------------------------------------------------------------------------
+    def addr(self, name_or_addr) -> int:
+        if isinstance(name_or_addr, int):
+            return name_or_addr
+        a = self.image.address(name_or_addr)
+        if a is None:
+            raise KeyError(f"the kernel has no symbol {name_or_addr!r}")
+        return a
+
+    def read(self, va: int, n: int) -> bytes:
+        return self.m.read(va, n)
+
+    def write(self, va: int, data: bytes) -> None:
+        self.m.write(va, data)
+
+    def u32(self, va) -> int:
+        return self.m.u32(self.addr(va))
+
+    def cstr(self, va: int, limit: int = 256) -> str:
+        return self.m.cstr(va, limit)
+
+    @property
+    def insns(self) -> int:
+        return self.m.t.insns
+
+    def now_ns(self) -> int:
+        return self.m.now_ns()
+
+    @property
+    def console(self) -> list[str]:
+        return self.m.hw.uart.lines
+
+    def console_since(self, mark: int) -> list[str]:
+        return self.m.hw.uart.lines[mark:]
+
+    # --- calls ---------------------------------------------------------------------------------
+    def call(self, fn, *args: int, budget: int = CALL_BUDGET) -> int:
+        """r0 of `fn(*args)` run from pid 1; the CPU's core registers are put back afterwards."""
+        m, uc = self.m, self.m.uc
+        saved = {r: m.reg(r) for r in _CORE}
+        try:
+            sp = saved["sp"]
+            extra = [a & 0xFFFFFFFF for a in args[4:]]
+            if extra:
+                sp = (sp - 4 * len(extra)) & ~7
+                m.write(sp, struct.pack(f"<{len(extra)}I", *extra))
+            else:
+                sp &= ~7
+            for i, a in enumerate(args[:4]):
+                m.set_reg(f"r{i}", a)
+            m.set_reg("sp", sp)
+            m.set_reg("lr", self.trap)
+            uc.reg_write(A.UC_ARM_REG_CPSR, (saved["cpsr"] & ~0xFF) | 0x13)   # SVC, IRQs on, ARM
+            m.set_reg("pc", self.addr(fn))
+            how = m.run(self.trap, budget)
+            if how != "until":
+                raise CallError(f"{fn}: did not return within {budget} instructions "
+                                f"(pc {m.reg('pc'):#x})")
+            return m.reg("r0")
+        finally:
+            for r in _CORE:
+                if r != "cpsr":
+                    m.set_reg(r, saved[r])
+            uc.reg_write(A.UC_ARM_REG_CPSR, saved["cpsr"])
+
+    def kmalloc(self, size: int, gfp: int = GFP_KERNEL) -> int:
+        return self.call("__kmalloc", size, gfp)
+
+    def vmalloc(self, size: int) -> int:
+        return self.call("vmalloc", size)
+
+    def kfree(self, p: int) -> None:
+        self.call("kfree", p)
+
+    def vfree(self, p: int) -> None:
+        self.call("vfree", p)
+
+    def run_until_idle(self, budget_ns: int, step_ms: int = 10, quiet_ns: int = 200_000_000,
+                       insn_budget: int = CALL_BUDGET) -> dict:
+        """Let pid 1 sleep in steps of `step_ms` (msleep: the kernel's own timer wakes it) so
+        kthreads, workqueues, timers, softirqs and RCU callbacks run, until `quiet_ns` of
+        simulated time passed in steps each busy for under 1% of their time (idle), or
+        `budget_ns` of simulated time is spent. Deterministic: time is simulated."""
+        t0, i0 = self.now_ns(), self.insns
+        steps, quiet_since = 0, t0
+        while self.now_ns() - t0 < budget_ns:
+            a_ns, a_i = self.now_ns(), self.insns
+            self.call("msleep", step_ms, budget=insn_budget)
+            steps += 1
+            if (self.insns - a_i) * 100 >= self.now_ns() - a_ns:
+                quiet_since = self.now_ns()
+            elif self.now_ns() - quiet_since >= quiet_ns:
+                return {"idle": True, "ns": self.now_ns() - t0, "insns": self.insns - i0, "steps": steps}
+        return {"idle": False, "ns": self.now_ns() - t0, "insns": self.insns - i0, "steps": steps}
+
+
+__all__ = ["BootedKernel", "CallError", "GuestFault"]

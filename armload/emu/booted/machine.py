@@ -1,0 +1,304 @@
+"""The machine the Debian armmp kernel boots on: RAM, a GICv2, a PL011 and the generic timer
+(armload/emu/hw), one Cortex-A15 in stock Unicorn with the guest MMU (UC_TLB_CPU).
+
+Everything above the hardware is the kernel's own code. What is done by hand, because stock
+Unicorn calls hooks instead: exception entry (IRQ, UNDEF, data/prefetch abort, hw/cpu.py), the
+generic timer (cp15 c14 sites, hw/timer.py) and WFI (a code hook at each WFI of the Image: with
+nothing pending the CPU sleeps until the next timer event: simulated time jumps there).
+
+IRQ delivery: the controller's output is recomputed after every device access and timer event;
+while it is raised the block hook stops before the first block that starts with CPSR.I clear
+(QEMU ends a translation block at every instruction that can unmask: cpsie, msr cpsr, an
+exception return), and the IRQ exception is entered there. So a pending tick is taken right
+after `cpsie i` in the idle loop, and msleep()/synchronize_rcu() complete.
+"""
+from __future__ import annotations
+
+import ctypes
+import mmap
+import struct
+
+from unicorn import (UC_ARCH_ARM, UC_HOOK_CODE, UC_HOOK_INSN_INVALID, UC_HOOK_INTR, UC_MODE_ARM, UC_PROT_ALL, Uc,
+                     UcError)
+from unicorn import arm_const as A
+from unicorn.unicorn_const import UC_TLB_CPU
+
+from ..hw import cpu, gic as gicmod, pl011, tick, timer as tmod
+
+RAM_BASE, RAM_SIZE = 0x40000000, 256 << 20
+PAGE_OFFSET = 0xC0000000
+MODULES_VADDR = PAGE_OFFSET - 0x01000000          # arch/arm/include/asm/memory.h (16 MiB)
+GICD, GICC, UART = 0x08000000, 0x08010000, 0x09000000
+UART_IRQ = 32 + 1
+WFI = 0xE320F003
+MODE_MASK = 0x1F
+EXCP = {1: "undef", 2: "swi", 3: "pabort", 4: "dabort", 5: "irq", 6: "fiq", 7: "bkpt"}
+
+
+class GuestFault(Exception):
+    """The machine cannot go on (an exception Unicorn raised that the guest cannot take)."""
+
+
+class Hardware:
+    """The devices' state and simulated time: what a snapshot keeps besides RAM and the CPU."""
+
+    def __init__(self):
+        self.gic = gicmod.Gic()
+        self.uart = pl011.Pl011()
+        self.timer = tmod.ArchTimer()
+        self.insns = 0
+        self.idle_ns = 0
+        self.wfi_count = 0
+        self.irqs_taken = 0
+
+
+class Machine:
+    def __init__(self, image, ram: mmap.mmap, hw: Hardware | None = None):
+        self.image = image
+        self.ram = ram
+        self.hw = hw or Hardware()
+        uc = self.uc = Uc(UC_ARCH_ARM, UC_MODE_ARM)
+        uc.ctl_set_cpu_model(A.UC_CPU_ARM_CORTEX_A15)
+        uc.ctl_set_tlb_mode(UC_TLB_CPU)
+        self._ram_ptr = ctypes.addressof(ctypes.c_char.from_buffer(ram))
+        uc.mem_map_ptr(RAM_BASE, RAM_SIZE, UC_PROT_ALL, self._ram_ptr)
+        g = self.hw.gic
+        uc.mmio_map(GICD, gicmod.DIST_SIZE, lambda u, o, s, d: g.dist_read(o, s), None,
+                    lambda u, o, s, v, d: self._io(g.dist_write, o, s, v), None)
+        uc.mmio_map(GICC, gicmod.CPU_SIZE, lambda u, o, s, d: self._io_read(g.cpu_read, o, s), None,
+                    lambda u, o, s, v, d: self._io(g.cpu_write, o, s, v), None)
+        uc.mmio_map(UART, pl011.SIZE, lambda u, o, s, d: self.hw.uart.read(o, s), None,
+                    lambda u, o, s, v, d: self._io(self.hw.uart.write, o, s, v), None)
+        self.t = tick.install(uc)
+        self.t.insns = self.hw.insns
+        self.exceptions: list[tuple[str, int]] = []
+        self.stop_reason = None
+        uc.hook_add(UC_HOOK_INTR, self._intr)
+        uc.hook_add(UC_HOOK_INSN_INVALID, self._undef)   # Unicorn reports UNDEF here, not as INTR
+        sites, self.wfi_sites = _scan(image)
+        self._sites = {}
+        for addr, site in sites:
+            self._sites[addr] = (site, self._word_at_image(addr))
+            uc.hook_add(UC_HOOK_CODE, self._timer_site, begin=addr, end=addr)
+        for a in self.wfi_sites:
+            uc.hook_add(UC_HOOK_CODE, self._wfi, begin=a, end=a)
+
+    # --- memory ------------------------------------------------------------------------------
+    def _word_at_image(self, va: int) -> int:
+        return struct.unpack_from("<I", self.image.data, va - self.image.base)[0]
+
+    def pread(self, pa: int, n: int) -> bytes:
+        o = pa - RAM_BASE
+        if not 0 <= o <= RAM_SIZE - n:
+            raise GuestFault(f"physical {pa:#x}+{n} is outside RAM")
+        return self.ram[o:o + n]
+
+    def pwrite(self, pa: int, data: bytes) -> None:
+        o = pa - RAM_BASE
+        if not 0 <= o <= RAM_SIZE - len(data):
+            raise GuestFault(f"physical {pa:#x}+{len(data)} is outside RAM")
+        self.ram[o:o + len(data)] = data
+
+    def _read32p(self, pa: int) -> int:
+        o = pa - RAM_BASE
+        if not 0 <= o <= RAM_SIZE - 4:
+            return 0
+        return struct.unpack_from("<I", self.ram, o)[0]
+
+    def translate(self, va: int, *, write=False) -> int:
+        """Guest physical address of virtual `va` (the linear map directly, else a table walk)."""
+        if PAGE_OFFSET <= va < PAGE_OFFSET + RAM_SIZE:
+            return va - PAGE_OFFSET + RAM_BASE
+        if cpu.cp_read(self.uc, cpu.SCTLR) & 1 == 0:
+            return va
+        ttbr0, ttbcr, ttbr1, dacr = cpu.mmu_state(self.uc)
+        w = cpu.walk(self._read32p, ttbr0, ttbcr, ttbr1, 0xFFFFFFFF, va, write=write)
+        if w.pa is None and w.fs == 0x5 and va >= MODULES_VADDR:
+            # a process's first-level table gets kernel (vmalloc, module) sections copied from
+            # init_mm's swapper_pg_dir lazily, on a translation fault (do_translation_fault):
+            # walk the master table as that fault would
+            swapper = self.image.base - 0x4000 - PAGE_OFFSET + RAM_BASE
+            w = cpu.walk(self._read32p, swapper, 0, swapper, 0xFFFFFFFF, va, write=write)
+        if w.pa is None:
+            raise GuestFault(f"virtual {va:#x} is not mapped (fault status {w.fs:#x})")
+        return w.pa
+
+    def read(self, va: int, n: int) -> bytes:
+        out = bytearray()
+        while n > 0:
+            k = min(n, 0x1000 - (va & 0xFFF))
+            out += self.pread(self.translate(va), k)
+            va, n = va + k, n - k
+        return bytes(out)
+
+    def write(self, va: int, data: bytes) -> None:
+        i = 0
+        while i < len(data):
+            k = min(len(data) - i, 0x1000 - ((va + i) & 0xFFF))
+            self.pwrite(self.translate(va + i, write=True), data[i:i + k])
+            i += k
+
+    def u32(self, va: int) -> int:
+        return struct.unpack("<I", self.read(va, 4))[0]
+
+    def cstr(self, va: int, limit: int = 256) -> str:
+        b = self.read(va, limit)
+        return b.split(b"\0", 1)[0].decode("utf-8", "replace")
+
+    # --- time and interrupts -----------------------------------------------------------------
+    def now_ns(self) -> int:
+        return self.t.insns + self.hw.idle_ns
+
+    def _io(self, fn, o, s, v):
+        fn(o, s, v)
+        self._sync()
+
+    def _io_read(self, fn, o, s):
+        v = fn(o, s)
+        self._sync()
+        return v
+
+    def _next_event_ns(self) -> int | None:
+        now = self.now_ns()
+        tm = self.hw.timer
+        ds = [tm.cval[t] * tmod.NS_PER_COUNT for t in (tmod.PHYS, tmod.VIRT)
+              if tm.ctl[t] & 3 == 1 and tm.counter(now) < tm.cval[t]]
+        return min(ds) if ds else None
+
+    def _sync(self) -> None:
+        """Device outputs -> GIC inputs -> CPU IRQ line and the next timer deadline."""
+        now, hw = self.now_ns(), self.hw
+        for t in (tmod.PHYS, tmod.VIRT):
+            hw.gic.set_line(tmod.PPI[t], hw.timer.level(t, now))
+        hw.gic.set_line(UART_IRQ, hw.uart.irq_level())
+        self.t.irq_line = 1 if hw.gic.irq_signal() else 0
+        ev = self._next_event_ns()
+        self.t.deadline = tick.NEVER if ev is None else max(0, ev - hw.idle_ns)
+
+    def _timer_site(self, uc, addr, size, _):
+        site, word = self._sites[addr]
+        if self._read32p(self.translate(addr)) != word:
+            return                                        # init text reused: not the access any more
+        if site[4] != 0xE and not _cond(site[4], uc.reg_read(A.UC_ARM_REG_CPSR)):
+            uc.reg_write(A.UC_ARM_REG_PC, addr + 4)
+            return
+        tmod.emulate(self.hw.timer, uc, site, self.now_ns())
+        self._sync()
+        uc.reg_write(A.UC_ARM_REG_PC, addr + 4)
+
+    def _wfi(self, uc, addr, size, _):
+        if self._read32p(self.translate(addr)) != WFI:
+            return
+        self.hw.wfi_count += 1
+        if not self.hw.gic.irq_signal():
+            ev = self._next_event_ns()
+            if ev is None:
+                self.stop_reason = "idle: WFI with no interrupt pending and no timer armed"
+                uc.emu_stop()
+                return
+            self.hw.idle_ns += ev - self.now_ns()
+            self._sync()
+        uc.reg_write(A.UC_ARM_REG_PC, addr + 4)
+
+    def _intr(self, uc, intno, _):
+        kind = EXCP.get(intno, f"exception {intno}")
+        pc = uc.reg_read(A.UC_ARM_REG_PC)
+        self.exceptions.append((kind, pc))
+        try:
+            if kind == "undef":
+                cpu.enter(uc, "undef", pc)
+            elif kind == "dabort":
+                self._abort(uc, pc, data=True)
+            elif kind == "pabort":
+                self._abort(uc, pc, data=False)
+            else:
+                self.stop_reason = f"unexpected {kind} at {pc:#x}"
+                uc.emu_stop()
+        except Exception as e:                            # never let an exception escape a hook
+            self.stop_reason = f"{kind} at {pc:#x}: entry failed: {e}"
+            uc.emu_stop()
+
+    def _undef(self, uc, _):
+        pc = uc.reg_read(A.UC_ARM_REG_PC)                 # the undefined instruction itself
+        self.exceptions.append(("undef", pc))
+        cpu.enter(uc, "undef", pc)
+        return True
+
+    def _abort(self, uc, pc: int, data: bool) -> None:
+        ttbr0, ttbcr, ttbr1, dacr = cpu.mmu_state(uc)
+        user = uc.reg_read(A.UC_ARM_REG_CPSR) & MODE_MASK == cpu.MODE_USR
+        if data:
+            acc = cpu.access_of(uc, self.read(pc, 4), pc)
+            if acc is None:
+                raise GuestFault(f"data abort at {pc:#x} by an instruction armload cannot decode")
+            va, write = acc
+            w = cpu.walk(self._read32p, ttbr0, ttbcr, ttbr1, dacr, va, write=write, user=user)
+            fs = w.fs or (0x1 if va & 3 else 0x8)         # mapped and allowed: alignment or external
+            cpu.cp_write(uc, cpu.DFSR, cpu.fsr(w, write, fs))
+            cpu.cp_write(uc, cpu.DFAR, va)
+            cpu.enter(uc, "dabort", pc)
+        else:
+            w = cpu.walk(self._read32p, ttbr0, ttbcr, ttbr1, dacr, pc, execute=True, user=user)
+            cpu.cp_write(uc, cpu.IFSR, cpu.fsr(w, False, w.fs or 0x8) & ~0x800)
+            cpu.cp_write(uc, cpu.IFAR, pc)
+            cpu.enter(uc, "pabort", pc)
+
+    # --- running -------------------------------------------------------------------------------
+    def run(self, until: int, budget: int | None = None) -> str:
+        """Run from the current PC until PC == `until` ("until"), the instruction budget ends
+        ("budget"), or the machine cannot go on (GuestFault). Interrupts are taken on the way."""
+        t = self.t
+        t.budget = tick.NEVER if budget is None else t.insns + budget
+        self.stop_reason = None
+        while True:
+            t.reason = 0
+            self._sync()
+            pc = self.uc.reg_read(A.UC_ARM_REG_PC)
+            thumb = self.uc.reg_read(A.UC_ARM_REG_CPSR) & cpu.CPSR_T
+            try:
+                self.uc.emu_start(pc | (1 if thumb else 0), until)
+            except UcError as e:
+                pc = self.uc.reg_read(A.UC_ARM_REG_PC)
+                raise GuestFault(f"Unicorn stopped at {pc:#x}: {e}") from None
+            self.hw.insns = t.insns
+            pc = self.uc.reg_read(A.UC_ARM_REG_PC)
+            if pc == until and not t.reason:
+                return "until"
+            if self.stop_reason:
+                raise GuestFault(self.stop_reason)
+            if t.reason == tick.BUDGET:
+                return "budget"
+            if t.reason == tick.IRQ:
+                if self.hw.gic.irq_signal():
+                    self.hw.irqs_taken += 1
+                    cpu.enter(self.uc, "irq", pc)
+            elif t.reason == tick.DEADLINE:
+                pass                                      # _sync() at the loop's top raises the line
+            elif pc == until:
+                return "until"
+
+    # --- registers -----------------------------------------------------------------------------
+    def reg(self, name: str) -> int:
+        return self.uc.reg_read(getattr(A, f"UC_ARM_REG_{name.upper()}"))
+
+    def set_reg(self, name: str, v: int) -> None:
+        self.uc.reg_write(getattr(A, f"UC_ARM_REG_{name.upper()}"), v & 0xFFFFFFFF)
+
+
+_SCANS: dict = {}
+
+
+def _scan(image):
+    """(c14 access sites, WFI addresses) of an Image, once per process."""
+    key = (image.path, image.base, len(image.data))
+    if key not in _SCANS:
+        import numpy as np
+        w = np.frombuffer(image.data[: len(image.data) & ~3], dtype="<u4")
+        _SCANS[key] = (tmod.scan(image.data, image.base), [image.base + 4 * int(i) for i in np.nonzero(w == WFI)[0]])
+    return _SCANS[key]
+
+
+def _cond(cond: int, cpsr: int) -> bool:
+    n, z, c, v = (cpsr >> 31) & 1, (cpsr >> 30) & 1, (cpsr >> 29) & 1, (cpsr >> 28) & 1
+    r = [z, c, n, v, c and not z, n == v, not z and n == v][cond >> 1] if cond < 14 else True
+    return bool(r) != bool(cond & 1 and cond < 14)

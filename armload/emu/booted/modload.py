@@ -1,0 +1,264 @@
+"""The kernel's own load_module, run in a booted kernel: the loader's oracle.
+
+kernel/module/main.c (6.1) `load_module(struct load_info *info, const char __user *uargs, int
+flags)`: the .ko is copied into a buffer from the kernel's vmalloc (load_module vfree()s it),
+`struct load_info` (kernel/module/internal.h) gets {name = NULL, mod = NULL, hdr, len} and zeros
+elsewhere. Everything after that is the kernel's: signature check (Debian does not enforce;
+an unsigned module taints), ELF checks, layout, module_alloc, relocation, ftrace_module_init
+(every `bl __gnu_mcount_nc` becomes `pop {lr}`), RO/NX, sysfs, parameters, do_init_module.
+
+`uargs` is a real user pointer, as insmod's: pid 1 has /init's mm (boot.py), the kernel's own
+vm_mmap gives it an anonymous page and its _copy_to_user writes the parameter string there (the
+page fault on first touch is the kernel's, through the machine's data-abort entry).
+
+Captured on the way: every module_alloc(size) and the address it returned (a code hook at the
+entry and one after each `bl module_alloc` in the Image), and at the entry of do_init_module
+(before init runs) the final bytes of the core and init allocations. The kernel's oops text
+is what it prints on the PL011; an oops in init stops the run at make_task_dead (pid 1 would
+otherwise be killed and the kernel panic).
+"""
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass, field
+
+import numpy as np
+from unicorn import UC_HOOK_CODE
+from unicorn import arm_const as A
+
+from .kernel import BootedKernel, CallError
+from .machine import GuestFault
+
+LOAD_INFO_SIZE = 128
+LOAD_BUDGET = 8_000_000_000           # instructions; lib/test_bpf.ko needs 5.1 G
+OOPS_MARKERS = ("Internal error:", "Unable to handle kernel", "kernel BUG at", "BUG:", "WARNING:",
+                "Kernel panic")
+
+
+@dataclass
+class Alloc:
+    size: int
+    base: int = 0
+
+
+@dataclass
+class KernelLoadResult:
+    name: str
+    ret: int | None                    # load_module's return (init's result, or the load error)
+    core_base: int = 0
+    core_bytes: bytes = b""
+    init_base: int = 0
+    init_bytes: bytes = b""
+    module: int = 0                    # struct module * (at do_init_module)
+    console_lines: list[str] = field(default_factory=list)
+    oops_text: str = ""
+    instructions: int = 0
+    allocs: list[Alloc] = field(default_factory=list)
+    stopped: str = ""                  # why the run ended early ("" when load_module returned)
+
+    @property
+    def errno(self) -> int | None:
+        return -self.ret if self.ret is not None and self.ret < 0 else None
+
+
+def _signed(v: int) -> int:
+    return v - (1 << 32) if v & 0x80000000 else v
+
+
+def bl_sites(image, target: int) -> list[int]:
+    """Addresses of every `bl target` (ARM, condition AL) in the Image's text."""
+    lo, hi = image.base, image.symbols.get("_etext", image.end)
+    w = np.frombuffer(image.data[: (hi - lo) & ~3], dtype="<u4")
+    idx = np.nonzero((w & 0xFF000000) == 0xEB000000)[0]
+    imm = (w[idx] & 0x00FFFFFF).astype(np.int64)
+    imm = np.where(imm & 0x800000, imm - 0x1000000, imm)
+    dest = lo + idx.astype(np.int64) * 4 + 8 + imm * 4
+    return [lo + 4 * int(i) for i in idx[dest == target]]
+
+
+class _Capture:
+    def __init__(self, k: BootedKernel, uargs_va: int, run_init: bool = True):
+        self.k, self.uargs_va, self.run_init = k, uargs_va, run_init
+        self.allocs: list[Alloc] = []
+        self.mod = 0
+        self.snap: list[tuple[int, bytes]] = []
+        self.hooks = []
+        uc, img = k.m.uc, k.image
+        ma = img.symbols["module_alloc"]
+        self._add(ma, self._alloc_entry)
+        for site in bl_sites(img, ma):
+            self._add(site + 4, self._alloc_return)
+        self._add(img.symbols["do_init_module"], self._init_entry)
+        self.dead = None
+        for name in ("make_task_dead", "panic"):
+            a = img.symbols.get(name)
+            if a:
+                self._add(a, self._dead)
+
+    def _add(self, addr, fn):
+        self.hooks.append(self.k.m.uc.hook_add(UC_HOOK_CODE, fn, begin=addr, end=addr))
+
+    def remove(self):
+        for h in self.hooks:
+            self.k.m.uc.hook_del(h)
+
+    def _alloc_entry(self, uc, addr, size, _):
+        self.allocs.append(Alloc(uc.reg_read(A.UC_ARM_REG_R0)))
+
+    def _alloc_return(self, uc, addr, size, _):
+        if self.allocs and not self.allocs[-1].base:
+            self.allocs[-1].base = uc.reg_read(A.UC_ARM_REG_R0)
+
+    def _init_entry(self, uc, addr, size, _):
+        self.mod = uc.reg_read(A.UC_ARM_REG_R0)
+        self.snap = [(a.base, self.k.read(a.base, a.size)) for a in self.allocs if a.base]
+        if not self.run_init:
+            self.k.m.stop_reason = "before init"
+            uc.emu_stop()
+
+    def _dead(self, uc, addr, size, _):
+        self.dead = addr
+        self.k.m.stop_reason = "oops" if addr != self.k.image.symbols.get("panic") else "panic"
+        uc.emu_stop()
+
+
+def kernel_load(k: BootedKernel, ko: bytes, params: str = "", name: str = "", budget: int = LOAD_BUDGET,
+                run_init: bool = True, settle_ns: int = 0) -> KernelLoadResult:
+    """Load `ko` with the booted kernel's load_module (in `k`, which it changes: use a fresh
+    restore or fork per independent load). run_init=False stops at do_init_module's entry
+    (the final memory and the module_alloc addresses, init not run; the kernel is then unusable:
+    `stopped` is "before init"). settle_ns > 0 then lets deferred work run (run_until_idle) and
+    keeps its console lines."""
+    mark = len(k.console)
+    i0 = k.insns
+    cap = _Capture(k, 0, run_init)           # hooks first: no translated block predates them
+    buf = k.vmalloc(len(ko))
+    if not buf:
+        raise GuestFault(f"vmalloc({len(ko)}) failed in the booted kernel")
+    k.write(buf, ko)
+    info = k.kmalloc(LOAD_INFO_SIZE)
+    k.write(info, struct.pack("<4I", 0, 0, buf, len(ko)) + bytes(LOAD_INFO_SIZE - 16))
+    uargs = user_string(k, params)
+    del cap.allocs[:]
+    ret, stopped = None, ""
+    try:
+        ret = _signed(k.call("load_module", info, uargs, 0, budget=budget))
+    except (CallError, GuestFault) as e:
+        stopped = str(e)
+    finally:
+        cap.remove()
+    if ret is not None and settle_ns > 0:
+        try:
+            k.run_until_idle(settle_ns)
+        except (CallError, GuestFault) as e:
+            stopped = f"after load_module: {e}"
+    lines = k.console[mark:]
+    oops = _oops(lines)
+    res = KernelLoadResult(name, ret, console_lines=lines, oops_text=oops, instructions=k.insns - i0,
+                           allocs=cap.allocs, module=cap.mod, stopped=stopped)
+    if cap.snap:
+        res.core_base, res.core_bytes = cap.snap[0]
+        if len(cap.snap) > 1:
+            res.init_base, res.init_bytes = cap.snap[1]
+    if ret is not None and not stopped:       # load_info is ours to free
+        k.kfree(info)
+    return res
+
+
+def kernel_alloc_addresses(k: BootedKernel, ko: bytes, params: str = "") -> list[Alloc]:
+    """The module_alloc calls (size, returned base) the kernel's load_module makes for `ko`, in
+    order (core, then init), stopping before init runs: the addresses armload's loader must use
+    for a byte-for-byte comparison with KernelLoadResult.core_bytes/init_bytes. Consumes `k`."""
+    r = kernel_load(k, ko, params, run_init=False)
+    if r.stopped != "before init":
+        raise GuestFault(f"load_module did not reach do_init_module (ret {r.ret}, {r.stopped or 'returned'})")
+    return r.allocs
+
+
+PROT_RW, MAP_PRIVATE_ANON = 3, 0x22
+
+
+def user_string(k: BootedKernel, text: str) -> int:
+    """A NUL-terminated copy of `text` in pid 1's user memory (vm_mmap + _copy_to_user)."""
+    data = text.encode() + b"\0"
+    size = (len(data) + 0xFFF) & ~0xFFF
+    ua = k.call("vm_mmap", 0, 0, size, PROT_RW, MAP_PRIVATE_ANON, 0)
+    if ua >= 0xFFFFF000:
+        raise GuestFault(f"vm_mmap({size}) in pid 1 failed ({_signed(ua)})")
+    kb = k.kmalloc(len(data))
+    k.write(kb, data)
+    left = k.call("_copy_to_user", ua, kb, len(data))
+    k.kfree(kb)
+    if left:
+        raise GuestFault(f"_copy_to_user left {left} bytes uncopied at {ua:#x}")
+    return ua
+
+
+def _oops(lines: list[str]) -> str:
+    for i, ln in enumerate(lines):
+        if any(m in ln for m in OOPS_MARKERS):
+            return "\n".join(lines[i:])
+    return ""
+
+
+# --- dependencies ----------------------------------------------------------------------------
+def modinfo(ko: bytes) -> dict[str, list[str]]:
+    """The .modinfo key=value strings of a .ko (ELF32 LE section headers)."""
+    shoff, = struct.unpack_from("<I", ko, 0x20)
+    shentsize, shnum, shstrndx = struct.unpack_from("<3H", ko, 0x2E)
+    secs = [struct.unpack_from("<10I", ko, shoff + i * shentsize) for i in range(shnum)]
+    strs_off = secs[shstrndx][4]
+    out: dict[str, list[str]] = {}
+    for s in secs:
+        z = ko.index(b"\0", strs_off + s[0])
+        if ko[strs_off + s[0]:z] == b".modinfo":
+            for item in ko[s[4]:s[4] + s[5]].split(b"\0"):
+                if b"=" in item:
+                    k_, v = item.split(b"=", 1)
+                    out.setdefault(k_.decode(), []).append(v.decode("utf-8", "replace"))
+    return out
+
+
+def tree_index(root: str) -> dict[str, str]:
+    """module name (dashes as underscores) -> path of its .ko under `root`."""
+    out = {}
+    for d, _, files in os.walk(root):
+        for f in files:
+            if f.endswith(".ko"):
+                out.setdefault(f[:-3].replace("-", "_"), os.path.join(d, f))
+    return out
+
+
+def load_order(path: str, index: dict[str, str]) -> list[str]:
+    """`path`'s dependencies (from .modinfo depends=, recursively), dependencies first, then it."""
+    order: list[str] = []
+    seen: set[str] = set()
+
+    def visit(p):
+        if p in seen:
+            return
+        seen.add(p)
+        with open(p, "rb") as f:
+            deps = modinfo(f.read()).get("depends", [""])[0]
+        for d in filter(None, deps.split(",")):
+            if d.replace("-", "_") not in index:
+                raise FileNotFoundError(f"{os.path.basename(p)} depends on {d}, which is not in the tree")
+            visit(index[d.replace("-", "_")])
+        order.append(p)
+
+    visit(path)
+    return order
+
+
+def kernel_load_path(k: BootedKernel, path: str, params: str = "", tree: str | None = None) -> list[KernelLoadResult]:
+    """Load `path` after its dependencies (found in `tree`), in order, stopping at a failure."""
+    order = load_order(path, tree_index(tree)) if tree else [path]
+    out = []
+    for p in order:
+        with open(p, "rb") as f:
+            r = kernel_load(k, f.read(), params if p == path else "", name=os.path.basename(p))
+        out.append(r)
+        if r.ret != 0:
+            break
+    return out

@@ -1,0 +1,213 @@
+"""ARMv7-A exception entry and the short-descriptor MMU walk, for the exceptions stock Unicorn
+hands to its hooks instead of entering the guest's vectors (ARM DDI 0406C B1.8, B3.5, B4.1).
+
+Entry is what the architecture does (and QEMU's arm_cpu_do_interrupt_aarch32): SPSR_<mode> =
+CPSR, switch mode (Unicorn's CPSR write banks SP and LR), LR = return address + the mode's
+offset, mask I (and A for IRQ and aborts), clear T/IT/J, PC = vector base (0xffff0000 when
+SCTLR.V, else VBAR) + the vector's offset. For aborts the fault status and address registers
+are synthesised: the address from the faulting instruction's operands, the status from a walk
+of the guest's page tables (translation/domain/permission fault, section or page level).
+"""
+from __future__ import annotations
+
+import struct
+
+from unicorn import arm_const as A
+
+MODE_USR, MODE_SVC, MODE_ABT, MODE_IRQ, MODE_UND = 0x10, 0x13, 0x17, 0x12, 0x1B
+CPSR_I, CPSR_A, CPSR_T, CPSR_F = 0x80, 0x100, 0x20, 0x40
+IT_J_MASK = 0x0600FC00 | 0x01000000
+#            kind:      (mode,     vector, lr offset from the address, extra mask)
+EXCEPTIONS = {"undef": (MODE_UND, 0x04, 4, 0),            # LR = insn + 4
+              "pabort": (MODE_ABT, 0x0C, 4, CPSR_A),       # LR = insn + 4
+              "dabort": (MODE_ABT, 0x10, 8, CPSR_A),       # LR = insn + 8
+              "irq": (MODE_IRQ, 0x18, 4, CPSR_A)}          # LR = next insn + 4
+
+
+def cp15(crn, crm, opc1, opc2):
+    return (15, 0, 0, crn, crm, opc1, opc2)
+
+
+SCTLR, TTBR0, TTBR1, TTBCR, DACR = cp15(1, 0, 0, 0), cp15(2, 0, 0, 0), cp15(2, 0, 0, 1), cp15(2, 0, 0, 2), cp15(3, 0, 0, 0)
+DFSR, IFSR, DFAR, IFAR, VBAR = cp15(5, 0, 0, 0), cp15(5, 0, 0, 1), cp15(6, 0, 0, 0), cp15(6, 0, 0, 2), cp15(12, 0, 0, 0)
+
+
+def cp_read(uc, reg) -> int:
+    return uc.reg_read(A.UC_ARM_REG_CP_REG, reg)
+
+
+def cp_write(uc, reg, value: int) -> None:
+    uc.reg_write(A.UC_ARM_REG_CP_REG, reg + (value,))
+
+
+def enter(uc, kind: str, addr: int) -> int:
+    """Take exception `kind` whose preferred return is `addr` (the faulting/undefined insn, or
+    for an IRQ the next insn to run). Returns the vector address now in PC."""
+    mode, vec, off, mask = EXCEPTIONS[kind]
+    old = uc.reg_read(A.UC_ARM_REG_CPSR)
+    sctlr = cp_read(uc, SCTLR)
+    new = (old & ~(0x1F | CPSR_T | IT_J_MASK | 0x200)) | mode | CPSR_I | mask
+    if sctlr & (1 << 25):                                 # EE
+        new |= 0x200
+    if sctlr & (1 << 30):                                 # TE: exceptions in Thumb
+        new |= CPSR_T
+    ret = addr + (2 if kind == "undef" and old & CPSR_T else off)
+    uc.reg_write(A.UC_ARM_REG_CPSR, new)
+    uc.reg_write(A.UC_ARM_REG_SPSR, old)
+    uc.reg_write(A.UC_ARM_REG_LR, ret & 0xFFFFFFFF)
+    base = 0xFFFF0000 if sctlr & (1 << 13) else cp_read(uc, VBAR) & ~0x1F
+    uc.reg_write(A.UC_ARM_REG_PC, base + vec)
+    return base + vec
+
+
+# --- the MMU walk ------------------------------------------------------------------------
+class Walk:
+    """Result of translating one virtual address: pa (or None), fs (fault status), domain."""
+    __slots__ = ("pa", "fs", "domain", "level")
+
+    def __init__(self, pa, fs, domain, level):
+        self.pa, self.fs, self.domain, self.level = pa, fs, domain, level
+
+
+def walk(read32, ttbr0: int, ttbcr: int, ttbr1: int, dacr: int, va: int, *, write=False, execute=False,
+         user=False) -> Walk:
+    """Short-descriptor translation of `va` (read32 reads guest physical memory).
+    fs: 0 = ok, 0x5/0x7 translation (section/page), 0x9/0xB domain, 0xD/0xF permission."""
+    n = ttbcr & 7
+    if n and va >> (32 - n):
+        table = ttbr1 & ~0x3FFF
+    else:
+        table = ttbr0 & ~((1 << (14 - n)) - 1) & 0xFFFFFFFF
+    l1 = read32(table | ((va >> 20) << 2))
+    typ = l1 & 3
+    if typ == 0 or typ == 3:
+        return Walk(None, 0x5, 0, 1)
+    domain = (l1 >> 5) & 0xF
+    if typ == 1:
+        l2 = read32((l1 & ~0x3FF) | (((va >> 12) & 0xFF) << 2))
+        if l2 & 3 == 0:
+            return Walk(None, 0x7, domain, 2)
+        if l2 & 2:                                        # small page
+            pa = (l2 & ~0xFFF) | (va & 0xFFF)
+            ap = (l2 >> 4) & 3 | ((l2 >> 9) & 1) << 2
+            xn = l2 & 1
+        else:                                             # large page
+            pa = (l2 & ~0xFFFF) | (va & 0xFFFF)
+            ap = (l2 >> 4) & 3 | ((l2 >> 9) & 1) << 2
+            xn = (l2 >> 15) & 1
+        level = 2
+    else:
+        if l1 & (1 << 18):                                # supersection
+            pa = (l1 & 0xFF000000) | (va & 0xFFFFFF)
+            domain = 0
+        else:
+            pa = (l1 & 0xFFF00000) | (va & 0xFFFFF)
+        ap = (l1 >> 10) & 3 | ((l1 >> 15) & 1) << 2
+        xn = (l1 >> 4) & 1
+        level = 1
+    dom = (dacr >> (2 * domain)) & 3
+    if dom == 0 or dom == 2:
+        return Walk(None, 0x9 if level == 1 else 0xB, domain, level)
+    if dom == 1:                                          # client: check AP[2:0] (AFE = 0)
+        perm = 0xD if level == 1 else 0xF
+        apl = ap & 3
+        ro = bool(ap & 4)
+        if apl == 0 or (user and apl == 1):
+            return Walk(None, perm, domain, level)
+        if write and (ro or (user and apl == 2)):
+            return Walk(None, perm, domain, level)
+        if execute and xn:
+            return Walk(None, perm, domain, level)
+    return Walk(pa, 0, domain, level)
+
+
+def fsr(w: Walk, write: bool, fs: int | None = None) -> int:
+    """The short-descriptor DFSR/IFSR value: FS[3:0], domain, FS[4] at bit 10, WnR at 11."""
+    f = w.fs if fs is None else fs
+    return (f & 0xF) | ((f >> 4) & 1) << 10 | (w.domain & 0xF) << 4 | (0x800 if write else 0)
+
+
+def mmu_state(uc):
+    return (cp_read(uc, TTBR0), cp_read(uc, TTBCR), cp_read(uc, TTBR1), cp_read(uc, DACR))
+
+
+# --- what a faulting instruction accessed --------------------------------------------------
+_CS = None
+
+
+def _cs():
+    global _CS
+    if _CS is None:
+        import capstone
+        _CS = capstone.Cs(capstone.CS_ARCH_ARM, capstone.CS_MODE_ARM)
+        _CS.detail = True
+    return _CS
+
+
+def access_of(uc, insn_word: bytes, pc: int) -> tuple[int, bool] | None:
+    """(first address accessed, is_write) of the load/store at `pc`, from its operands and
+    the registers now (before it executed), or None when it is not a decodable access."""
+    import capstone.arm as CA
+    try:
+        insn = next(_cs().disasm(insn_word, pc))
+    except StopIteration:
+        return None
+    m = insn.mnemonic.lower()
+    regs = insn.operands
+    write = m.startswith(("str", "stm", "push", "vst", "vpush", "srs"))
+
+    def rv(r):
+        if r == CA.ARM_REG_PC:
+            return pc + 8
+        return uc.reg_read(_UC_REG[insn.reg_name(r)])
+
+    if m.startswith(("ldm", "stm", "push", "pop", "vldm", "vstm", "vpush", "vpop")):
+        if m.startswith(("push", "vpush")):
+            nregs = len(regs)
+            size = 8 if any(insn.reg_name(o.reg).startswith("d") for o in regs) else 4
+            return (rv(CA.ARM_REG_SP) - nregs * size) & 0xFFFFFFFF, True
+        if m.startswith(("pop", "vpop")):
+            return rv(CA.ARM_REG_SP), False
+        base = rv(regs[0].reg)
+        n = len(regs) - 1
+        size = 8 if any(insn.reg_name(o.reg).startswith("d") for o in regs[1:]) else 4
+        sfx = m[3:5] if m[:3] in ("ldm", "stm") else m[4:6]
+        if sfx in ("db",):
+            base -= n * size
+        elif sfx == "ib":
+            base += 4
+        elif sfx == "da":
+            base -= (n - 1) * size
+        return base & 0xFFFFFFFF, write
+    for o in regs:
+        if o.type == CA.ARM_OP_MEM:
+            ea = rv(o.mem.base)
+            if insn.post_index:
+                return ea & 0xFFFFFFFF, write
+            off = o.mem.disp
+            if o.mem.index:
+                off = rv(o.mem.index)
+                st, sv = o.shift.type, o.shift.value
+                if st == CA.ARM_SFT_LSL:
+                    off = off << sv
+                elif st == CA.ARM_SFT_LSR:
+                    off = off >> sv
+                elif st == CA.ARM_SFT_ASR:
+                    off = (off - (1 << 32) if off & 0x80000000 else off) >> sv
+                elif st == CA.ARM_SFT_ROR:
+                    off = (off >> sv | off << (32 - sv)) & 0xFFFFFFFF
+                if o.subtracted:
+                    off = -off
+            elif o.subtracted and off > 0:
+                off = -off
+            return (ea + off) & 0xFFFFFFFF, write
+    return None
+
+
+_UC_REG = {**{f"r{i}": getattr(A, f"UC_ARM_REG_R{i}") for i in range(13)},
+           "sb": A.UC_ARM_REG_R9, "sl": A.UC_ARM_REG_R10, "fp": A.UC_ARM_REG_R11, "ip": A.UC_ARM_REG_R12,
+           "sp": A.UC_ARM_REG_SP, "lr": A.UC_ARM_REG_LR, "pc": A.UC_ARM_REG_PC}
+
+
+def u32(b: bytes, o: int = 0) -> int:
+    return struct.unpack_from("<I", b, o)[0]

@@ -1,0 +1,56 @@
+"""Simulated time for the booted machine: the instruction count (one native UC_HOOK_BLOCK
+callback, `_tick.c`; no per-instruction hook) plus the time the CPU spent idle in WFI.
+1 instruction = 1 simulated ns. The hook also stops emulation at the next timer deadline,
+at the budget, and before the first block that runs with IRQs unmasked while the interrupt
+controller signals an IRQ (the interrupt is then taken there by hand, cpu.enter)."""
+from __future__ import annotations
+
+import ctypes
+import os
+
+from unicorn import UC_HOOK_BLOCK
+
+from ..native import build
+
+NEVER = (1 << 64) - 1
+DEADLINE, IRQ, BUDGET = 1, 2, 3
+_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_tick.c")
+
+
+class Tick(ctypes.Structure):
+    _fields_ = [("insns", ctypes.c_uint64), ("deadline", ctypes.c_uint64), ("budget", ctypes.c_uint64),
+                ("irq_line", ctypes.c_uint32), ("reason", ctypes.c_uint32),
+                ("mem_read", ctypes.c_void_p), ("reg_read", ctypes.c_void_p), ("emu_stop", ctypes.c_void_p),
+                ("keys", ctypes.c_uint64 * 16384), ("counts", ctypes.c_uint32 * 16384)]
+
+
+_LIB = None
+
+
+def _lib():
+    global _LIB
+    if _LIB is None:
+        _LIB = build(_SRC, "tick", lambda lib: lib.armload_tick_size() == ctypes.sizeof(Tick))
+        if _LIB is None:
+            raise RuntimeError("the booted kernel needs a host C compiler (cc) for its block hook "
+                               "(armload/emu/hw/_tick.c); install gcc (make toolchain)")
+    return _LIB
+
+
+def install(uc) -> Tick:
+    """A Tick counter attached to `uc` (keep the returned object alive as long as `uc`)."""
+    from unicorn.unicorn_py3.unicorn import uc_hook_h, uclib
+    lib = _lib()
+    t = Tick()
+    t.deadline = t.budget = NEVER
+    ctypes.memset(ctypes.addressof(t) + Tick.keys.offset, 0xFF, 8 * 16384)
+    t.mem_read = ctypes.cast(uclib.uc_mem_read, ctypes.c_void_p).value
+    t.reg_read = ctypes.cast(uclib.uc_reg_read, ctypes.c_void_p).value
+    t.emu_stop = ctypes.cast(uclib.uc_emu_stop, ctypes.c_void_p).value
+    h = uc_hook_h()
+    err = uclib.uc_hook_add(uc._uch, ctypes.byref(h), UC_HOOK_BLOCK, ctypes.cast(lib.armload_tick_hook, ctypes.c_void_p),
+                            ctypes.cast(ctypes.addressof(t), ctypes.c_void_p), ctypes.c_uint64(1), ctypes.c_uint64(0))
+    if err:
+        raise RuntimeError(f"uc_hook_add failed ({err})")
+    t._hook = h.value
+    return t
