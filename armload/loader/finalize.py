@@ -46,6 +46,8 @@ class Finalized:
     kallsyms_core: int = 0                                     # symbols kept in the core symtab
     pv_patched: list[int] = field(default_factory=list)        # phys/virt stubs given the real offset
     relocated: dict[int, bytes] = field(default_factory=dict)   # every word these passes changed: as relocated
+    jump_words: set[int] = field(default_factory=set)           # words the jump-label notifier owns (table,
+    #                                                             key links, patched sites): written after formation
 
 
 class Memory:
@@ -218,6 +220,7 @@ def jump_labels(mem: Memory, addr: int, size: int, thumb2: bool, within_init, is
     ent[:, 2] = np.where(init, ent[:, 2] | ENTRY_INIT, ent[:, 2] & ~np.uint32(ENTRY_INIT))
     words[:] = ent.reshape(-1)
     out.jump_entries = n
+    out.jump_words.update(range(addr, addr + 12 * n, 4))
     prev = None
     for i in range(n):
         key = int(keys[i])
@@ -227,6 +230,7 @@ def jump_labels(mem: Memory, addr: int, size: int, thumb2: bool, within_init, is
         if mem.contains(key, 8):                           # static_key_set_entries
             typ = mem.u32(key + 4) & JUMP_TYPE_MASK
             mem.put32(key + 4, (addr + 12 * i) | typ)
+            out.jump_words.add(key + 4)
             continue
         enabled, kword = kernel_word(key), kernel_word(key + 4)
         if enabled is None or kword is None:
@@ -238,6 +242,7 @@ def jump_labels(mem: Memory, addr: int, size: int, thumb2: bool, within_init, is
             if ((enabled > 0) ^ branch) != (is_true ^ branch) and is_text(int(ent[j, 0])):
                 _patch_jump(mem, int(ent[j, 0]), int(ent[j, 1]), (enabled > 0) ^ branch, thumb2)
                 out.jump_patched.append(int(ent[j, 0]))
+                out.jump_words.add(int(ent[j, 0]))
             j += 1
 
 

@@ -5,7 +5,7 @@ flags)`: the .ko is copied into a buffer from the kernel's vmalloc (load_module 
 `struct load_info` (kernel/module/internal.h) gets {name = NULL, mod = NULL, hdr, len} and zeros
 elsewhere. Everything after that is the kernel's: signature check (Debian does not enforce;
 an unsigned module taints), ELF checks, layout, module_alloc, relocation, ftrace_module_init
-(every `bl __gnu_mcount_nc` becomes `pop {lr}`), RO/NX, sysfs, parameters, do_init_module.
+(every `bl __gnu_mcount_nc` becomes `add sp, sp, #4`), RO/NX, sysfs, parameters, do_init_module.
 
 `uargs` is a real user pointer, as insmod's: pid 1 has /init's mm (boot.py), the kernel's own
 vm_mmap gives it an anonymous page and its _copy_to_user writes the parameter string there (the
@@ -31,6 +31,7 @@ from .kernel import BootedKernel, CallError
 from .machine import GuestFault
 
 LOAD_INFO_SIZE = 128
+MODULE_STATE_COMING = 1                # enum module_state { LIVE, COMING, GOING, UNFORMED }
 LOAD_BUDGET = 8_000_000_000           # instructions; lib/test_bpf.ko needs 5.1 G
 OOPS_MARKERS = ("Internal error:", "Unable to handle kernel", "kernel BUG at", "BUG:", "WARNING:",
                 "Kernel panic")
@@ -56,6 +57,12 @@ class KernelLoadResult:
     instructions: int = 0
     allocs: list[Alloc] = field(default_factory=list)
     stopped: str = ""                  # why the run ended early ("" when load_module returned)
+    hdr: int = 0                       # info->hdr: the kernel's copy of the file
+    percpu: Alloc | None = None        # __alloc_reserved_percpu(size, align) for .data..percpu
+    formed: list[tuple[int, bytes]] = field(default_factory=list)
+    #   the allocations at the first module notifier (jump_label_module_notify, MODULE_STATE_COMING):
+    #   after relocation, kallsyms, module_finalize, ftrace_module_init and complete_formation, before
+    #   any notifier or parse_args wrote into module data
 
     @property
     def errno(self) -> int | None:
@@ -90,6 +97,16 @@ class _Capture:
         for site in bl_sites(img, ma):
             self._add(site + 4, self._alloc_return)
         self._add(img.symbols["do_init_module"], self._init_entry)
+        self.percpu: Alloc | None = None
+        self.formed: list[tuple[int, bytes]] = []
+        pa = img.symbols.get("__alloc_reserved_percpu")
+        if pa:
+            self._add(pa, self._percpu_entry)
+            for site in bl_sites(img, pa):
+                self._add(site + 4, self._percpu_return)
+        jl = img.symbols.get("jump_label_module_notify")
+        if jl:
+            self._add(jl, self._coming)
         self.dead = None
         for name in ("make_task_dead", "panic"):
             a = img.symbols.get(name)
@@ -109,6 +126,18 @@ class _Capture:
     def _alloc_return(self, uc, addr, size, _):
         if self.allocs and not self.allocs[-1].base:
             self.allocs[-1].base = uc.reg_read(A.UC_ARM_REG_R0)
+
+    def _percpu_entry(self, uc, addr, size, _):
+        if self.allocs and self.percpu is None:      # the module's, not a later kernel allocation
+            self.percpu = Alloc(uc.reg_read(A.UC_ARM_REG_R0))
+
+    def _percpu_return(self, uc, addr, size, _):
+        if self.percpu is not None and not self.percpu.base:
+            self.percpu.base = uc.reg_read(A.UC_ARM_REG_R0)
+
+    def _coming(self, uc, addr, size, _):
+        if uc.reg_read(A.UC_ARM_REG_R1) == MODULE_STATE_COMING and not self.formed:
+            self.formed = [(a.base, self.k.read(a.base, a.size)) for a in self.allocs if a.base]
 
     def _init_entry(self, uc, addr, size, _):
         self.mod = uc.reg_read(A.UC_ARM_REG_R0)
@@ -156,7 +185,8 @@ def kernel_load(k: BootedKernel, ko: bytes, params: str = "", name: str = "", bu
     lines = k.console[mark:]
     oops = _oops(lines)
     res = KernelLoadResult(name, ret, console_lines=lines, oops_text=oops, instructions=k.insns - i0,
-                           allocs=cap.allocs, module=cap.mod, stopped=stopped)
+                           allocs=cap.allocs, module=cap.mod, stopped=stopped, hdr=buf, percpu=cap.percpu,
+                           formed=cap.formed)
     if cap.snap:
         res.core_base, res.core_bytes = cap.snap[0]
         if len(cap.snap) > 1:

@@ -1,0 +1,198 @@
+"""Modules run inside the booted kernel, with armload's loader checked against the kernel's own.
+
+For each module, in order (dependencies first), in one restored copy of the booted kernel:
+1. the kernel's own `load_module` loads it (modload.kernel_load): its module_alloc, its relocation,
+   its struct module, sysfs, parameters, ftrace and jump labels, then `do_init_module` runs init;
+2. armload's loader loads the same `.ko` into a Session whose allocator hands out the addresses the
+   kernel's module_alloc and per-cpu allocator returned (and whose temporary copy is the kernel's
+   buffer), and the two images are compared byte for byte where the kernel has finished loading:
+   at its first module notifier (MODULE_STATE_COMING: relocation, kallsyms, module_finalize,
+   ftrace_module_init and complete_formation done), every word but the jump-label notifier's;
+   at do_init_module, the jump-label words (sorted table, key links, patched sites). Only struct
+   module (`.gnu.linkonce.this_module`, the kernel's own object: list links, kobject, state,
+   layouts) is left out. Every other differing word is an armload loader bug, reported with its
+   section. What the other notifiers and parse_args write into module data afterwards (trace
+   event types and lists, parameters) is the kernel running, counted but not compared. A refusal
+   must be the kernel's refusal (same errno).
+The verdict (init's return value, the kernel's own console lines and oops) is the kernel's.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from ...errors import ArmloadError
+from ...loader.layout import ModuleAllocator
+from ...loader.session import Session
+from ..errno import errno_name
+from .kernel import BootedKernel
+from .modload import KernelLoadResult, kernel_load
+
+THIS_MODULE = ".gnu.linkonce.this_module"
+MAX_LISTED = 20                        # differing words listed per module (all are counted)
+
+
+@dataclass
+class LoaderCheck:
+    """armload's image against the kernel's, at the same addresses."""
+    compared: int = 0                  # bytes compared
+    identical: bool = True
+    differences: int = 0               # differing 32-bit words
+    listed: list[dict] = field(default_factory=list)    # the first MAX_LISTED: addr, section, armload, kernel
+    by_section: dict[str, int] = field(default_factory=dict)
+    refusal: str = ""                  # armload's refusal, when it refused
+    agrees: bool = True                # refused/accepted and the errno as the kernel
+    runtime_words: int = 0             # words the kernel's notifiers/parse_args wrote before init (not compared)
+
+    def to_dict(self) -> dict:
+        return {"compared_bytes": self.compared, "identical": self.identical, "differences": self.differences,
+                "by_section": self.by_section, "listed": self.listed, "refusal": self.refusal,
+                "agrees": self.agrees, "written_by_the_running_kernel": self.runtime_words}
+
+
+@dataclass
+class BootedResult:
+    name: str
+    path: str
+    ret: int | None                    # load_module's return: init's result or the load error
+    status: str                        # returned | refused | oops | panic | stopped
+    console: list[str]
+    oops: str
+    instructions: int
+    core_base: int
+    init_base: int
+    loader: LoaderCheck
+    stopped: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "returned" and self.ret == 0
+
+    def to_dict(self) -> dict:
+        return {"module": self.name, "path": self.path, "status": self.status, "ret": self.ret,
+                "errno": errno_name(self.ret) if self.ret and self.ret < 0 else None,
+                "console": self.console, "oops": self.oops or None, "instructions": self.instructions,
+                "core_base": self.core_base, "init_base": self.init_base, "stopped": self.stopped or None,
+                "loader_vs_kernel": self.loader.to_dict()}
+
+
+class _Replay(ModuleAllocator):
+    """module_alloc as the kernel answered it, in order; a size the kernel did not ask for is a
+    layout difference and is recorded."""
+
+    def __init__(self, config):
+        super().__init__(config, "window")
+        self.queue = []
+        self.percpu = None
+        self.mismatch: list[tuple[int, int]] = []
+
+    def alloc(self, size: int) -> int:
+        if not self.queue:
+            raise ArmloadError(f"armload's layout asks module_alloc({size:#x}) where the kernel made no "
+                               f"further allocation")
+        a = self.queue.pop(0)
+        if a.size != size:
+            self.mismatch.append((size, a.size))
+        return a.base
+
+    def alloc_percpu(self, size: int, align: int) -> int:
+        if self.percpu is None or not self.percpu.base:
+            raise ArmloadError(f"armload's layout asks for {size} bytes of per-cpu data where the kernel "
+                               f"allocated none")
+        if self.percpu.size != size:
+            self.mismatch.append((size, self.percpu.size))
+        return self.percpu.base
+
+    def free(self, base: int) -> None:
+        pass
+
+    def free_percpu(self, base: int) -> None:
+        pass
+
+
+class BootedRun:
+    """One restored copy of the booted kernel with modules loaded into it in order."""
+
+    def __init__(self, vmlinuz: str, kernel, config, cmdline: str | None = None):
+        kw = {} if cmdline is None else {"cmdline": cmdline}
+        self.bk = BootedKernel.get(vmlinuz, **kw)
+        self.session = Session(kernel, config)
+        self.replay = _Replay(config)
+        self.session.allocator = self.replay
+        self.session.kernel_word = self.bk.u32
+        self.results: list[BootedResult] = []
+
+    def load(self, path: str, params: str = "") -> BootedResult:
+        with open(path, "rb") as f:
+            ko = f.read()
+        r = kernel_load(self.bk, ko, params, name=os.path.basename(path))
+        check = self._check(path, ko, r)
+        status = ("panic" if "Kernel panic" in r.oops_text else "oops" if r.oops_text and r.ret is None
+                  else "budget" if r.ret is None else "returned" if r.core_bytes else "refused")
+        res = BootedResult(os.path.basename(path)[:-3] if path.endswith(".ko") else os.path.basename(path), path,
+                           r.ret, status, r.console_lines, r.oops_text, r.instructions, r.core_base, r.init_base,
+                           check, r.stopped)
+        self.results.append(res)
+        return res
+
+    def settle(self, budget_ns: int) -> dict:
+        """Deferred work (kthreads, workqueues, timers, softirqs, RCU) under the kernel's scheduler."""
+        mark = len(self.bk.console)
+        out = self.bk.run_until_idle(budget_ns)
+        out["console"] = self.bk.console[mark:]
+        return out
+
+    # --- the loader against the kernel ------------------------------------------------------
+    def _check(self, path: str, ko: bytes, r: KernelLoadResult) -> LoaderCheck:
+        chk = LoaderCheck()
+        self.replay.queue = list(r.allocs)
+        self.replay.percpu = r.percpu
+        self.replay.mismatch = []
+        if r.hdr:
+            self.session.temp_copy_base = r.hdr
+        try:
+            mod = self.session.load(path, ko)
+        except ArmloadError as e:
+            chk.refusal = str(e)
+            chk.identical = False
+            kernel_refused = not r.core_bytes and r.ret is not None and r.ret < 0
+            chk.agrees = kernel_refused and (e.errno is None or e.errno == r.ret)
+            return chk
+        if not r.core_bytes:                  # the kernel refused, armload accepted
+            chk.agrees = chk.identical = False
+            self.session.modules.remove(mod)
+            return chk
+        for size, ksize in self.replay.mismatch:
+            self._diff(chk, None, "(allocation size)", f"{size:#x}", f"{ksize:#x}")
+        skip = [(s.addr, s.addr + s.size) for s in mod.sections if s.name == THIS_MODULE]
+        jump = mod.finalized.jump_words if mod.finalized is not None else set()
+        final = dict(((r.core_base, r.core_bytes), (r.init_base, r.init_bytes)))
+        formed = dict(r.formed) if r.formed else final
+        for base, kb in final.items():
+            if not kb:
+                continue
+            ours = next((x for x in mod.regions if x.base == base), None)
+            if ours is None:
+                self._diff(chk, base, "(allocation)", "none", f"{len(kb):#x} bytes")
+                continue
+            a, early = bytes(ours.data), formed.get(base, kb)
+            n = min(len(a), len(kb))
+            chk.compared += n
+            for i in range(0, n, 4):
+                addr = base + i
+                theirs = kb[i:i + 4] if addr in jump else early[i:i + 4]
+                if a[i:i + 4] == theirs or any(lo <= addr < hi for lo, hi in skip):
+                    chk.runtime_words += early[i:i + 4] != kb[i:i + 4] and addr not in jump
+                    continue
+                sec = mod.section_at(addr)
+                self._diff(chk, addr, sec.name if sec is not None else "(symbol tables)", a[i:i + 4].hex(),
+                           theirs.hex())
+        return chk
+
+    @staticmethod
+    def _diff(chk: LoaderCheck, addr, section: str, ours: str, theirs: str) -> None:
+        chk.identical = False
+        chk.differences += 1
+        chk.by_section[section] = chk.by_section.get(section, 0) + 1
+        if len(chk.listed) < MAX_LISTED:
+            chk.listed.append({"addr": addr, "section": section, "armload": ours, "kernel": theirs})
