@@ -180,9 +180,11 @@ class BootedRun:
             chk.compared += n
             for i in range(0, n, 4):
                 addr = base + i
+                if any(lo <= addr < hi for lo, hi in skip):
+                    continue
                 theirs = kb[i:i + 4] if addr in jump else early[i:i + 4]
-                if a[i:i + 4] == theirs or any(lo <= addr < hi for lo, hi in skip):
-                    chk.runtime_words += early[i:i + 4] != kb[i:i + 4] and addr not in jump
+                chk.runtime_words += early[i:i + 4] != kb[i:i + 4] and addr not in jump
+                if a[i:i + 4] == theirs:
                     continue
                 sec = mod.section_at(addr)
                 self._diff(chk, addr, sec.name if sec is not None else "(symbol tables)", a[i:i + 4].hex(),
