@@ -66,17 +66,24 @@ def load_with_params(args):
     session = build_session(args)
     pairs = split_modules(args.modules)
     modules = [session.load(p, object=getattr(args, "object", False)) for p, _ in pairs]
-    params = {id(m): list(ps) for m, (_, ps) in zip(modules, pairs)}
-    for spec in getattr(args, "params", None) or []:
-        target = modules[-1]
+    per = assign_params([m.name for m in modules], pairs, getattr(args, "params", None))
+    return session, modules, {id(m): ps for m, ps in zip(modules, per)}
+
+
+def assign_params(names: list[str], pairs, specs) -> list[list[str]]:
+    """Each module's parameters: its positional words, then --param NAME=V (the last module) or
+    --param MOD.NAME=V (module MOD)."""
+    out = [list(ps) for _, ps in pairs]
+    for spec in specs or []:
+        target = len(names) - 1
         name = spec.split("=", 1)[0]
         if "." in name:
             prefix = name.split(".", 1)[0]
-            for m in modules:
-                if m.name == prefix:
-                    target, spec = m, spec[len(prefix) + 1:]
-        params[id(target)].append(spec)
-    return session, modules, params
+            for i, n in enumerate(names):
+                if n == prefix:
+                    target, spec = i, spec[len(prefix) + 1:]
+        out[target].append(spec)
+    return out
 
 
 class _DevOp(argparse.Action):
@@ -267,11 +274,27 @@ def register(sub) -> None:
                           "(printed after the call)")
     dev.add_argument("--poll", dest="devio", action=_DevOp, nargs=0, help="f_op->poll: the event mask")
     dev.add_argument("--close", dest="devio", action=_DevOp, nargs=0, help="release the open device")
+    p.add_argument("--runtime", choices=("booted", "models"),
+                   help="booted: inside the Debian kernel booted in Unicorn (the default with --kernel vmlinuz; "
+                        "the kernel's own load_module loads and inits, armload's image is compared with its); "
+                        "models: armload's Python-model runtime (the default without an image, and with "
+                        "--call/--trace/--coverage/--gdb/--probe/device I/O/--placement)")
+    p.add_argument("--settle-ms", type=int, default=1000, metavar="MS",
+                   help="booted runtime: after the last init, let the kernel run its deferred work (timers, "
+                        "workqueues, kthreads, RCU) for up to MS of simulated time, until idle (default 1000)")
     p.add_argument("--json", action="store_true", help="machine-readable result on stdout")
     p.set_defaults(func=cmd_run, devio=[])
 
 
 def cmd_run(args) -> int:
+    from .run_booted import choose_runtime, cmd_run_booted
+    runtime, why = choose_runtime(args)
+    if runtime == "booted":
+        if args.budget <= 0:
+            raise EmulationError("--budget must be positive")
+        return cmd_run_booted(args)
+    if why and not args.json:
+        print(f"armload: {why}", flush=True)
     from ..emu import Machine
     from ..loader.verify import verify_module
 

@@ -22,13 +22,15 @@ import os
 from dataclasses import dataclass, field
 
 from ...errors import ArmloadError
+from ...loader.elf import read_object
 from ...loader.layout import ModuleAllocator
 from ...loader.session import Session
 from ..errno import errno_name
 from .kernel import BootedKernel
-from .modload import KernelLoadResult, kernel_load
+from .modload import LOAD_BUDGET, KernelLoadResult, _signed, kernel_load, user_string
 
 THIS_MODULE = ".gnu.linkonce.this_module"
+O_NONBLOCK = 0o4000                    # rmmod's delete_module flags (ARM's O_NONBLOCK)
 MAX_LISTED = 20                        # differing words listed per module (all are counted)
 
 
@@ -122,18 +124,24 @@ class BootedRun:
         self.session.kernel_word = self.bk.u32
         self.results: list[BootedResult] = []
 
-    def load(self, path: str, params: str = "") -> BootedResult:
+    def load(self, path: str, params: str = "", budget: int = LOAD_BUDGET) -> BootedResult:
         with open(path, "rb") as f:
             ko = f.read()
-        r = kernel_load(self.bk, ko, params, name=os.path.basename(path))
-        check = self._check(path, ko, r)
+        r = kernel_load(self.bk, ko, params, name=os.path.basename(path), budget=budget)
+        check, name = self._check(path, ko, r)
         status = ("panic" if "Kernel panic" in r.oops_text else "oops" if r.oops_text and r.ret is None
                   else "budget" if r.ret is None else "returned" if r.core_bytes else "refused")
-        res = BootedResult(os.path.basename(path)[:-3] if path.endswith(".ko") else os.path.basename(path), path,
-                           r.ret, status, r.console_lines, r.oops_text, r.instructions, r.core_base, r.init_base,
-                           check, r.stopped)
+        res = BootedResult(name, path, r.ret, status, r.console_lines, r.oops_text, r.instructions, r.core_base,
+                           r.init_base, check, r.stopped)
         self.results.append(res)
         return res
+
+    def unload(self, name: str) -> tuple[int, list[str]]:
+        """delete_module(name, O_NONBLOCK) as rmmod calls it: the module's exit and the kernel's
+        own freeing. Returns (ret, console lines)."""
+        mark = len(self.bk.console)
+        ret = _signed(self.bk.call("sys_delete_module", user_string(self.bk, name), O_NONBLOCK))
+        return ret, self.bk.console[mark:]
 
     def settle(self, budget_ns: int) -> dict:
         """Deferred work (kthreads, workqueues, timers, softirqs, RCU) under the kernel's scheduler."""
@@ -143,8 +151,9 @@ class BootedRun:
         return out
 
     # --- the loader against the kernel ------------------------------------------------------
-    def _check(self, path: str, ko: bytes, r: KernelLoadResult) -> LoaderCheck:
+    def _check(self, path: str, ko: bytes, r: KernelLoadResult) -> tuple[LoaderCheck, str]:
         chk = LoaderCheck()
+        name = os.path.basename(path).removesuffix(".ko")
         self.replay.queue = list(r.allocs)
         self.replay.percpu = r.percpu
         self.replay.mismatch = []
@@ -153,15 +162,19 @@ class BootedRun:
         try:
             mod = self.session.load(path, ko)
         except ArmloadError as e:
+            try:
+                name = read_object(path, ko).name
+            except ArmloadError:
+                pass                          # not even a module armload can name: keep the file's
             chk.refusal = str(e)
             chk.identical = False
             kernel_refused = not r.core_bytes and r.ret is not None and r.ret < 0
             chk.agrees = kernel_refused and (e.errno is None or e.errno == r.ret)
-            return chk
+            return chk, name
         if not r.core_bytes:                  # the kernel refused, armload accepted
             chk.agrees = chk.identical = False
             self.session.modules.remove(mod)
-            return chk
+            return chk, mod.name
         for size, ksize in self.replay.mismatch:
             self._diff(chk, None, "(allocation size)", f"{size:#x}", f"{ksize:#x}")
         skip = [(s.addr, s.addr + s.size) for s in mod.sections if s.name == THIS_MODULE]
@@ -189,7 +202,7 @@ class BootedRun:
                 sec = mod.section_at(addr)
                 self._diff(chk, addr, sec.name if sec is not None else "(symbol tables)", a[i:i + 4].hex(),
                            theirs.hex())
-        return chk
+        return chk, mod.name
 
     @staticmethod
     def _diff(chk: LoaderCheck, addr, section: str, ours: str, theirs: str) -> None:

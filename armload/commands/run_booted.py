@@ -1,0 +1,134 @@
+"""`armload run` inside the booted Debian kernel (the default when --kernel names a vmlinuz).
+
+The kernel boots once (cached in .cache/boot); each run restores it copy-on-write, and the kernel's
+own load_module loads the modules in order and runs their init through do_init_module. armload's
+loader loads the same files at the same addresses and is compared with the kernel's image (see
+armload/emu/booted/modrun.py). Options that need armload's Python-model runtime (calls into the
+module, the call trace, coverage, gdb, probes, device I/O, a chosen placement) select that runtime
+instead, and the run says so.
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+from ..errors import ArmloadError
+
+# option -> why it needs the model runtime; each is checked on the parsed args
+MODEL_ONLY = {
+    "calls": "--call", "trace": "--trace", "coverage": "--coverage", "gdb": "--gdb", "probes": "--probe",
+    "devio": "device I/O (--open/--read/--write/--ioctl)", "image": "--image",
+}
+
+
+def _has_image(paths) -> bool:
+    from ..kernel.provider import _looks_like_image
+    for p in paths or ():
+        try:
+            with open(p, "rb") as f:
+                if _looks_like_image(f.read(0x28)):
+                    return True
+        except OSError:
+            continue
+    return False
+
+
+def choose_runtime(args) -> tuple[str, str]:
+    """("booted" | "models", why). --runtime decides when given; else booted with an image."""
+    model_opts = [flag for attr, flag in MODEL_ONLY.items() if getattr(args, attr, None)]
+    if args.unmodelled != "fail":
+        model_opts.append("--unmodelled")
+    if args.placement != "window":
+        model_opts.append("--placement (the booted kernel's module_alloc decides)")
+    if args.thumb2:
+        model_opts.append("--thumb2")
+    image = _has_image(args.kernel)
+    if args.runtime == "booted":
+        if not image:
+            raise ArmloadError("--runtime booted needs the kernel image (--kernel vmlinuz): it is the kernel that boots")
+        if model_opts:
+            raise ArmloadError(f"{', '.join(model_opts)}: not available inside the booted kernel yet; "
+                               f"use --runtime models for armload's Python-model runtime")
+        return "booted", ""
+    if args.runtime == "models":
+        return "models", "--runtime models"
+    if not image:
+        return "models", ""
+    if model_opts:
+        return "models", f"{', '.join(model_opts)} run on armload's Python-model runtime"
+    return "booted", ""
+
+
+def cmd_run_booted(args) -> int:
+    from ..emu.booted.modrun import BootedRun
+    from .load import session_from_args
+    from ..loader.elf import read_object
+    from .run import assign_params, split_modules
+    session = session_from_args(args)
+    pairs = split_modules(args.modules)
+    names = [read_object(p).name for p, _ in pairs]
+    per = assign_params(names, pairs, args.params)
+    as_json = args.json
+
+    def say(text: str = "") -> None:
+        if not as_json:
+            print(text, flush=True)
+
+    run = BootedRun(session.kernel.image_path, session.kernel, session.config)
+    say(f"armload: inside the booted Debian kernel ({run.bk.meta.get('boot_insns', 0):,} boot instructions, "
+        f"restored from {run.bk.directory}); the kernel's own load_module loads each module and runs its init")
+    results, ok = [], True
+    for (path, _), params in zip(pairs, per):
+        r = run.load(path, " ".join(params), budget=args.budget)
+        results.append(r)
+        for line in r.console:
+            say(line)
+        say(_verdict(r))
+        ok &= r.ok and r.loader.agrees and r.loader.identical
+        if not r.ok:
+            break
+    settled = None
+    if ok and args.settle_ms:
+        settled = run.settle(args.settle_ms * 1_000_000)
+        for line in settled["console"]:
+            say(line)
+        say(f"armload: deferred work ran for {settled['ns'] / 1e6:.1f} ms simulated "
+            f"({settled['insns']:,} instructions){'; the system is idle' if settled['idle'] else ''}")
+    unloaded = []
+    if ok and args.exit:
+        for r in reversed(results):
+            ret, lines = run.unload(r.name)
+            for line in lines:
+                say(line)
+            say(f"{r.name}: delete_module returned {ret}")
+            unloaded.append({"module": r.name, "ret": ret, "console": lines})
+            ok &= ret == 0
+    if as_json:
+        json.dump({"ok": ok, "runtime": "booted", "kernel": session.kernel.describe(),
+                   "boot": run.bk.meta, "modules": [r.to_dict() for r in results],
+                   "settled": settled, "unloaded": unloaded}, sys.stdout, indent=2)
+        print()
+    return 0 if ok else 1
+
+
+def _verdict(r) -> str:
+    c = r.loader
+    if r.status == "refused":
+        head = f"{r.name}: load_module refused it: {r.ret}"
+    elif r.status == "returned":
+        head = f"{r.name}: init returned {r.ret}"
+    elif r.status == "budget":
+        head = f"{r.name}: stopped: {r.stopped}"
+    else:
+        head = f"{r.name}: {r.status} in init (the kernel's own report above)"
+    head += f"; {r.instructions:,} instructions"
+    if r.status == "refused":
+        loader = "armload refuses it the same way" if c.agrees else f"armload DISAGREES: {c.refusal or 'it accepts it'}"
+    elif not c.agrees:
+        loader = f"armload's loader refuses it: {c.refusal}"
+    elif c.identical:
+        loader = f"armload's image is identical to the kernel's ({c.compared:,} bytes, struct module aside)"
+    else:
+        loader = (f"armload's image DIFFERS from the kernel's in {c.differences} word(s): "
+                  + ", ".join(f"{k} {v}" for k, v in sorted(c.by_section.items())))
+    return f"{head}\n{r.name}: {loader}"

@@ -1,0 +1,117 @@
+"""`armload run` inside the booted kernel and the kernel's load_module as the loader's oracle
+(armload/emu/booted/modrun.py, armload/commands/run_booted.py)."""
+import json
+import os
+import subprocess
+import sys
+import types
+
+import pytest
+
+from conftest import BOOT_VMLINUZ, CACHE, ROOT, SYMVERS, sample
+from armload.kernel.config import DEBIAN_ARMMP
+from armload.kernel.provider import Kernel
+
+TREE = os.path.join(CACHE, "linux-image-6.1.0-50-armmp", "lib", "modules", "6.1.0-50-armmp", "kernel")
+
+
+@pytest.fixture
+def run(booted_dir):
+    from armload.emu.booted.modrun import BootedRun
+    return BootedRun(BOOT_VMLINUZ, Kernel.from_files([SYMVERS, BOOT_VMLINUZ], DEBIAN_ARMMP), DEBIAN_ARMMP)
+
+
+def test_sample_loads_identically_and_its_init_runs_in_the_kernel(run):
+    r = run.load(sample("hello-arm.ko"))
+    assert (r.status, r.ret, r.name) == ("returned", 0, "hello")
+    assert any(line.endswith("hello: loaded, answer=42, greeting=world") for line in r.console)
+    c = r.loader
+    assert c.identical and c.agrees and c.differences == 0 and c.compared == 0x8000
+    assert r.core_base == 0xBF000000
+    ret, lines = run.unload("hello")
+    assert ret == 0 and any(line.endswith("hello: unloaded") for line in lines)
+    assert run.unload("hello")[0] == -2            # gone: delete_module says -ENOENT
+
+
+def test_refusal_must_be_the_kernels(run):
+    r = run.load(sample("importer-arm.ko"))        # its exporter is not loaded: Unknown symbol
+    assert (r.status, r.ret) == ("refused", -2)
+    assert any("importer: Unknown symbol armload_sample_add (err -2)" in line for line in r.console)
+    assert r.loader.agrees and "Unknown symbol armload_sample_add" in r.loader.refusal
+
+
+def test_dependencies_in_order_and_a_dependency_without_init(run):
+    for p in ("arch/arm/lib/xor-neon.ko", "crypto/xor.ko"):
+        r = run.load(os.path.join(TREE, p))
+        assert (r.status, r.ret) == ("returned", 0) and r.loader.identical, (p, r.loader.to_dict())
+    assert any("xor: using function:" in line for line in r.console)
+
+
+def test_an_oops_is_the_kernels_own_report(run):
+    r = run.load(sample("nullderef-arm.ko"))
+    assert r.status == "oops" and r.ret is None
+    assert "Internal error: Oops: 5 [#1] SMP ARM" in r.oops and "Modules linked in: nullderef" in r.oops
+    assert r.loader.identical                       # compared before init ran
+
+
+def test_a_loader_bug_is_caught_by_the_kernels_image(run, monkeypatch):
+    """The old ftrace NOP (pop {lr}) instead of 6.1's add sp, sp, #4: the kernel's bytes disagree."""
+    from armload.loader import finalize
+    monkeypatch.setattr(finalize, "ARM_FTRACE_NOP", 0xE8BD4000)
+    r = run.load(sample("hello-arm.ko"))
+    c = r.loader
+    assert not c.identical and c.differences == 1 and c.by_section == {".init.text": 1}
+    assert c.listed[0]["armload"] == "0040bde8" and c.listed[0]["kernel"] == "04d08de2"
+
+
+def test_a_layout_bug_is_caught(run, monkeypatch):
+    """6.1 page-aligns the whole core before the symbol tables: without it module_alloc's size differs."""
+    from armload.loader import layout
+    monkeypatch.setattr(layout, "page_align", lambda x: x)          # no page alignment anywhere
+    r = run.load(sample("devkit-arm-debug.ko"))
+    assert not r.loader.identical
+
+
+def _args(**kw):
+    base = dict(calls=[], trace=False, coverage=None, gdb=None, probes=[], devio=[], image=None,
+                unmodelled="fail", placement="window", thumb2=False, runtime=None, kernel=[BOOT_VMLINUZ])
+    base.update(kw)
+    return types.SimpleNamespace(**base)
+
+
+def test_runtime_choice():
+    from armload.commands.run_booted import choose_runtime
+    from armload.errors import ArmloadError
+    assert choose_runtime(_args()) == ("booted", "")
+    assert choose_runtime(_args(kernel=[SYMVERS])) == ("models", "")
+    rt, why = choose_runtime(_args(calls=[["f"]]))
+    assert rt == "models" and "--call" in why
+    assert choose_runtime(_args(placement="vmalloc"))[0] == "models"
+    assert choose_runtime(_args(runtime="models")) == ("models", "--runtime models")
+    with pytest.raises(ArmloadError, match="--trace: not available inside the booted kernel"):
+        choose_runtime(_args(runtime="booted", trace=True))
+    with pytest.raises(ArmloadError, match="needs the kernel image"):
+        choose_runtime(_args(runtime="booted", kernel=[SYMVERS]))
+
+
+def test_cli_run_booted_json_and_exit(booted_dir):
+    p = subprocess.run([sys.executable, "-m", "armload", "run", sample("exporter-arm.ko"), sample("importer-arm.ko"),
+                        "--kernel", BOOT_VMLINUZ, "--kernel", SYMVERS, "--exit", "--settle-ms", "50", "--json"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["runtime"] == "booted" and d["ok"]
+    assert [(m["module"], m["ret"], m["loader_vs_kernel"]["identical"]) for m in d["modules"]] == \
+        [("exporter", 0, True), ("importer", 0, True)]
+    assert [u["module"] for u in d["unloaded"]] == ["importer", "exporter"]
+    assert all(u["ret"] == 0 for u in d["unloaded"])
+
+
+def test_cli_verify_against_kernel_with_the_tree(booted_dir):
+    p = subprocess.run([sys.executable, "-m", "armload", "verify", "--against-kernel", "--kernel", BOOT_VMLINUZ,
+                        "--kernel", SYMVERS, "--tree", TREE, os.path.join(TREE, "crypto/xor.ko"),
+                        sample("hello-thumb2.ko")], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "xor_neon: identical to the kernel's load_module" in p.stdout
+    assert "xor: identical to the kernel's load_module" in p.stdout
+    assert "hello: the kernel refused it (-8); armload refused it too: hello: unknown relocation: 10" in p.stdout
