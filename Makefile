@@ -31,16 +31,18 @@ toolchain:
 	  else echo "need binutils-arm-linux-gnueabihf, gcc-arm-linux-gnueabihf and gcc (apt-get install as root)" >&2; exit 1; fi; }
 
 # The main job on a bundled sample: load far from the kernel (so every kernel call goes through
-# an LDR veneer), report, then run init_module in Unicorn against the real Debian kernel image
-# (fetched by package name into $(CACHE) once) and verify every branch. Without the image the
-# run uses armload's Python models alone and says so.
+# an LDR veneer) and report; then boot the real Debian kernel in Unicorn (fetched by package name
+# into $(CACHE) once; the boot is cached in $(CACHE)/boot and says when it happens), load the
+# sample with the kernel's own load_module, run its init and exit there, and check armload's image
+# against the kernel's byte for byte. Without the image the run uses armload's Python models and
+# says so.
 DEMO_VMLINUZ := $(CACHE)/linux-image-6.1.0-50-armmp/boot/vmlinuz-6.1.0-50-armmp
 demo: venv
 	$(ARMLOAD) load sample_modules/hello-arm.ko --kernel sample_modules/Module.symvers --placement vmalloc
 	@echo
 	@if [ -f $(DEMO_VMLINUZ) ] || scripts/fetch-debs.sh $(CACHE) linux-image-6.1.0-50-armmp:armhf; then \
-	  echo "$(ARMLOAD) run sample_modules/hello-arm.ko --kernel sample_modules/Module.symvers --kernel $(DEMO_VMLINUZ) --placement vmalloc --trace"; \
-	  $(ARMLOAD) run sample_modules/hello-arm.ko --kernel sample_modules/Module.symvers --kernel $(DEMO_VMLINUZ) --placement vmalloc --trace; \
+	  echo "$(ARMLOAD) run sample_modules/hello-arm.ko --kernel $(DEMO_VMLINUZ) --kernel sample_modules/Module.symvers --exit"; \
+	  $(ARMLOAD) run sample_modules/hello-arm.ko --kernel $(DEMO_VMLINUZ) --kernel sample_modules/Module.symvers --exit; \
 	else \
 	  echo "demo: the Debian kernel image could not be fetched: running on armload's Python models alone"; \
 	  $(ARMLOAD) run sample_modules/hello-arm.ko --kernel sample_modules/Module.symvers --placement vmalloc --trace; \
