@@ -241,8 +241,8 @@ def test_baseline_diff_names_what_changed(tmp_path, capsys):
     lines = [x.rstrip(",") for x in text.splitlines()]
     assert json.loads(text)["format"] == "armload-check-baseline/1"
     assert sum(1 for x in lines if x.startswith('"') and '.ko":[' in x) == 5       # one line each
-    assert '"nullderef-arm.ko":["fault null-deref in nullderef_init [nullderef]",2,4,0,0,24576]' in lines
-    assert '"enodev-arm.ko":["error -ENODEV",2,4,0,0,24576]' in lines
+    assert '"nullderef-arm.ko":["fault null-deref in nullderef_init [nullderef]",2,4,0,0,32768]' in lines
+    assert '"enodev-arm.ko":["error -ENODEV",2,4,0,0,32768]' in lines
     capsys.readouterr()
     # Same tree: no difference against either form of the baseline.
     for b in (str(tmp_path / "base.json"), compact):
