@@ -11,8 +11,8 @@ from conftest import ROOT
 
 TEXT = open(os.path.join(ROOT, "docs", "lecture.md")).read()
 COMMANDS = re.findall(r"^    armload (.+)$", TEXT, re.M)
-QUOTED = ["value = -0x2ff04018", "OUT OF RANGE", "decision: veneer", "bl #0xf0004048", "decision: direct",
-          "bl #0xc0100010", "value = 0x2000010", "value = 0x1ffbf54", "ldr\tpc, [pc, #0x38]",
+QUOTED = ["value = -0x2ff05018", "OUT OF RANGE", "decision: veneer", "bl #0xf0005048", "decision: direct",
+          "bl #0xc0100010", "value = 0x2000010", "value = 0x1ffaf54", "ldr\tpc, [pc, #0x38]",
           "00000020  0000241c  R_ARM_CALL", "branch sites: 3 (3 direct, 0 through PLT veneers)",
           "hello.c:12: \tpr_info(\"hello: loaded", "R_ARM_MOVW_ABS_NC\t.LC0", "R_ARM_PREL31",
           "core 1 (.plt 128 bytes), init 2 (.init.plt", "core 3 (.plt", "core 1 (.plt 128 bytes), init 1", "_printk has 2 entries in .plt",

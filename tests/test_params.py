@@ -132,11 +132,21 @@ def test_cli_params_calls_and_buffers():
 
 
 def test_cli_refused_parameter_fails_insmod():
-    p = _cli(sample("devkit-arm.ko"), "count=x")
+    p = _cli(sample("devkit-arm.ko"), "count=x", "--runtime", "models")
     assert p.returncode == 1
     assert "devkit: `x' invalid for parameter `count'" in p.stdout
     assert "insmod failed: parameters refused: -22 (-EINVAL)" in p.stdout
     assert "init_module" not in p.stdout                            # init never ran
+
+
+def test_cli_refused_parameter_inside_the_booted_kernel():
+    """The kernel's own parse_args refuses it: the same message, -EINVAL, init never runs."""
+    p = _cli(sample("devkit-arm.ko"), "count=x")
+    assert p.returncode == 1
+    assert "devkit: `x' invalid for parameter `count'" in p.stdout
+    assert "devkit: load_module refused it: -22" in p.stdout and "devkit: loaded" not in p.stdout
+    assert "refused after loading (parameters, sysfs or a notifier); armload's image up to there is identical" \
+        in p.stdout
 
 
 def test_cli_old_arg_form_still_works_and_arg_alone_is_refused():

@@ -7,6 +7,7 @@ import os
 import sys
 
 from ..errors import ArmloadError, EmulationError
+from .modargs import assign_params, split_modules
 
 NO_KERNEL_HINT = ("hint: without --kernel only the functions armload simulates resolve. Run against Debian's "
                   "kernel: `make test-inputs` fetches it into .cache, then --kernel .cache/linux-headers-6.1.0-50-armmp/"
@@ -44,18 +45,6 @@ def build_session(args):
     return session_from_args(args)
 
 
-def split_modules(words) -> list[tuple[str, list[str]]]:
-    """insmod semantics on the positional words: a word that is not a module file (no .ko
-    suffix and no such file) is a parameter of the module before it."""
-    out: list[tuple[str, list[str]]] = []
-    for w in words:
-        if w.endswith(".ko") or os.path.exists(w) or not out:
-            out.append((w, []))
-        else:
-            out[-1][1].append(w)
-    return out
-
-
 def load_all(args):
     session, modules, _ = load_with_params(args)
     return session, modules
@@ -68,22 +57,6 @@ def load_with_params(args):
     modules = [session.load(p, object=getattr(args, "object", False)) for p, _ in pairs]
     per = assign_params([m.name for m in modules], pairs, getattr(args, "params", None))
     return session, modules, {id(m): ps for m, ps in zip(modules, per)}
-
-
-def assign_params(names: list[str], pairs, specs) -> list[list[str]]:
-    """Each module's parameters: its positional words, then --param NAME=V (the last module) or
-    --param MOD.NAME=V (module MOD)."""
-    out = [list(ps) for _, ps in pairs]
-    for spec in specs or []:
-        target = len(names) - 1
-        name = spec.split("=", 1)[0]
-        if "." in name:
-            prefix = name.split(".", 1)[0]
-            for i, n in enumerate(names):
-                if n == prefix:
-                    target, spec = i, spec[len(prefix) + 1:]
-        out[target].append(spec)
-    return out
 
 
 class _DevOp(argparse.Action):

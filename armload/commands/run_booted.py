@@ -17,7 +17,7 @@ from ..errors import ArmloadError
 # option -> why it needs the model runtime; each is checked on the parsed args
 MODEL_ONLY = {
     "calls": "--call", "trace": "--trace", "coverage": "--coverage", "gdb": "--gdb", "probes": "--probe",
-    "devio": "device I/O (--open/--read/--write/--ioctl)", "image": "--image",
+    "devio": "device I/O (--open/--read/--write/--ioctl)", "image": "--image", "call_args": "--arg",
 }
 
 
@@ -63,7 +63,7 @@ def cmd_run_booted(args) -> int:
     from ..emu.booted.modrun import BootedRun
     from .load import session_from_args
     from ..loader.elf import read_object
-    from .run import assign_params, split_modules
+    from .modargs import assign_params, split_modules
     session = session_from_args(args)
     pairs = split_modules(args.modules)
     names = [read_object(p).name for p, _ in pairs]
@@ -84,7 +84,7 @@ def cmd_run_booted(args) -> int:
         for line in r.console:
             say(line)
         say(_verdict(r))
-        ok &= r.ok and r.loader.agrees and r.loader.identical
+        ok &= r.ok and r.loader.agrees and (r.loader.identical or (r.status == "refused" and bool(r.loader.refusal)))
         if not r.ok:
             break
     settled = None
@@ -122,7 +122,10 @@ def _verdict(r) -> str:
     else:
         head = f"{r.name}: {r.status} in init (the kernel's own report above)"
     head += f"; {r.instructions:,} instructions"
-    if r.status == "refused":
+    if r.status == "refused" and c.agrees and not c.refusal:
+        loader = ("refused after loading (parameters, sysfs or a notifier); armload's image up to there "
+                  + ("is identical to the kernel's" if c.identical else f"DIFFERS in {c.differences} word(s)"))
+    elif r.status == "refused":
         loader = "armload refuses it the same way" if c.agrees else f"armload DISAGREES: {c.refusal or 'it accepts it'}"
     elif not c.agrees:
         loader = f"armload's loader refuses it: {c.refusal}"

@@ -59,7 +59,7 @@ def _against_kernel(args) -> int:
         for p in (load_order(path, index) if index else [path]):
             r = run.load(p)
             chk = r.loader
-            good = chk.agrees and (chk.identical or r.status == "refused")
+            good = chk.agrees and (chk.identical or (r.status == "refused" and bool(chk.refusal)))
             ok &= good
             results.append(r)
             if not args.json:
@@ -74,6 +74,9 @@ def _against_kernel(args) -> int:
 
 def _line(r) -> str:
     c = r.loader
+    if r.status == "refused" and c.agrees and not c.refusal:
+        return (f"{r.name}: the kernel refused it ({r.ret}) after loading it (parameters, sysfs or a notifier); "
+                f"armload's image up to there: " + ("identical" if c.identical else f"{c.differences} word(s) differ"))
     if r.status == "refused":
         head = (f"{r.name}: the kernel refused it ({r.ret}); armload "
                 + (f"refused it too: {c.refusal}" if c.agrees else

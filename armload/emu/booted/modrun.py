@@ -171,16 +171,21 @@ class BootedRun:
             kernel_refused = not r.core_bytes and r.ret is not None and r.ret < 0
             chk.agrees = kernel_refused and (e.errno is None or e.errno == r.ret)
             return chk, name
-        if not r.core_bytes:                  # the kernel refused, armload accepted
+        if not r.core_bytes and not r.formed:  # the kernel's loader refused, armload's accepted
             chk.agrees = chk.identical = False
             self.session.modules.remove(mod)
             return chk, mod.name
+        if not r.core_bytes:
+            # Refused after loading (parse_args, sysfs, a notifier): the image is compared as formed;
+            # the module is gone from the kernel, so it goes from armload's session too.
+            self.session.modules.remove(mod)
         for size, ksize in self.replay.mismatch:
             self._diff(chk, None, "(allocation size)", f"{size:#x}", f"{ksize:#x}")
         skip = [(s.addr, s.addr + s.size) for s in mod.sections if s.name == THIS_MODULE]
         jump = mod.finalized.jump_words if mod.finalized is not None else set()
-        final = dict(((r.core_base, r.core_bytes), (r.init_base, r.init_bytes)))
+        final = dict(((r.core_base, r.core_bytes), (r.init_base, r.init_bytes))) if r.core_bytes else dict(r.formed)
         formed = dict(r.formed) if r.formed else final
+        jump_final = bool(r.core_bytes)       # refused before do_init_module: the jump words are not compared
         for base, kb in final.items():
             if not kb:
                 continue
@@ -194,6 +199,8 @@ class BootedRun:
             for i in range(0, n, 4):
                 addr = base + i
                 if any(lo <= addr < hi for lo, hi in skip):
+                    continue
+                if addr in jump and not jump_final:
                     continue
                 theirs = kb[i:i + 4] if addr in jump else early[i:i + 4]
                 chk.runtime_words += early[i:i + 4] != kb[i:i + 4] and addr not in jump
