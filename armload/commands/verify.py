@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 from .run import add_module_args, load_all
@@ -34,7 +35,7 @@ def cmd_verify(args) -> int:
     results = [verify_module(m, session.kernel) for m in modules]
     ok = all(r.ok for r in results)
     if args.json:
-        json.dump({"ok": ok, "modules": [r.to_dict() for r in results]}, sys.stdout, indent=2)
+        json.dump({"ok": ok, "runtime": "booted", "modules": results}, sys.stdout, indent=2)
         print()
     else:
         for r in results:
@@ -56,18 +57,23 @@ def _against_kernel(args) -> int:
     results, ok = [], True
     for path in args.modules:
         run = BootedRun(image, session.kernel, session.config)       # a fresh copy of the booted kernel
-        for p in (load_order(path, index) if index else [path]):
+        order = load_order(path, index) if index else [path]
+        for p in order:
             r = run.load(p)
             chk = r.loader
             good = chk.agrees and (chk.identical or (r.status == "refused" and bool(chk.refusal)))
             ok &= good
-            results.append(r)
+            results.append(r.to_dict())
             if not args.json:
                 print(_line(r))
-            if r.status != "returned" or r.ret:
+            if (r.status != "returned" or r.ret) and p != path:      # insmod of the module never happens
+                results.append({"module": os.path.basename(path)[:-3], "path": path, "status": "dependency-failed",
+                                "dependency": {"module": r.name, "status": r.status, "ret": r.ret}})
+                if not args.json:
+                    print(f"{os.path.basename(path)}: not loaded: its dependency {r.name} failed ({r.status} {r.ret})")
                 break
     if args.json:
-        json.dump({"ok": ok, "modules": [r.to_dict() for r in results]}, sys.stdout, indent=2)
+        json.dump({"ok": ok, "runtime": "booted", "modules": results}, sys.stdout, indent=2)
         print()
     return 0 if ok else 1
 
