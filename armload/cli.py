@@ -16,7 +16,8 @@ import sys
 from . import __version__
 from .errors import ArmloadError
 
-COMMANDS = ("load", "run", "verify", "disasm", "explain", "report", "check", "calls", "kallsyms", "bench")
+COMMANDS = ("load", "run", "verify", "disasm", "explain", "report", "check", "check-merge", "calls", "kallsyms",
+            "bench")
 
 
 def command_in(argv: list[str]) -> str | None:
@@ -35,7 +36,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMANDS if only is None else (only,):
-        importlib.import_module(f"armload.commands.{name}").register(sub)
+        importlib.import_module(f"armload.commands.{name.replace('-', '_')}").register(sub)
     return p
 
 

@@ -55,6 +55,13 @@ DEFAULT_BUDGET = 5_000_000          # instructions per init run (dependencies' i
 DEFAULT_TIMEOUT = 60.0              # seconds of wall clock per init run: only a safety net
 
 
+def labelled(label: str, text: str | None) -> str:
+    """'label: text', without saying the label twice when the text already starts with it."""
+    if not text:
+        return label
+    return text if text.startswith(label + ":") or text.startswith(label + " ") else f"{label}: {text}"
+
+
 def init_class(init: dict | None) -> str | None:
     """The outcome class of one init run (a record's "init" dict); None when init was not run."""
     if init is None:
@@ -92,6 +99,8 @@ class ModuleInfo:
     size: int
     scan_error: str | None = None    # .modinfo could not be read (the loader will say why)
     rel: str = ""                    # path relative to the tree: how reports name the module
+    sha256: str | None = None        # the file's content (first 16 hex digits of its SHA-256)
+    build_id: str | None = None      # .note.gnu.build-id (hex), None when the module has none
 
     def __post_init__(self):
         self.rel = self.rel or os.path.basename(self.path)
@@ -104,6 +113,42 @@ def read_modinfo(path: str) -> tuple[dict[str, list[str]], str | None]:
             data = f.read()
     except OSError as e:
         return {}, f"cannot read: {e.strerror}"
+    return parse_modinfo(data)
+
+
+def file_sha256(data: bytes) -> str:
+    import hashlib
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+NT_GNU_BUILD_ID = 3
+
+
+def build_id(data: bytes) -> str | None:
+    """The GNU build-id note (`ld --build-id`, in .note.gnu.build-id), as readelf -n prints it."""
+    try:
+        e_shoff, = struct.unpack_from("<I", data, 0x20)
+        e_shentsize, e_shnum = struct.unpack_from("<HH", data, 0x2E)
+        if e_shentsize != 40:
+            return None
+        shdrs = [struct.unpack_from("<10I", data, e_shoff + 40 * i) for i in range(e_shnum)]
+        for sh in shdrs:
+            if sh[1] != 7:                       # SHT_NOTE
+                continue
+            off, end = sh[4], min(sh[4] + sh[5], len(data))
+            while off + 12 <= end:               # Elf32_Nhdr: namesz, descsz, type; padded to 4
+                namesz, descsz, typ = struct.unpack_from("<3I", data, off)
+                name = data[off + 12:off + 12 + namesz]
+                desc_at = off + 12 + (namesz + 3) // 4 * 4
+                if typ == NT_GNU_BUILD_ID and name == b"GNU\0" and desc_at + descsz <= end:
+                    return data[desc_at:desc_at + descsz].hex()
+                off = desc_at + (descsz + 3) // 4 * 4
+        return None
+    except (struct.error, IndexError):
+        return None
+
+
+def parse_modinfo(data: bytes) -> tuple[dict[str, list[str]], str | None]:
     try:
         if data[:4] != b"\x7fELF" or len(data) < 52:
             return {}, "not an ELF file"
@@ -147,12 +192,73 @@ def scan_tree(root: str) -> list[ModuleInfo]:
         paths.sort()
     out = []
     for p in paths:
-        info, err = read_modinfo(p)
+        try:
+            with open(p, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            data, (info, err) = None, ({}, f"cannot read: {e.strerror}")
+        else:
+            info, err = parse_modinfo(data)
         name = (info.get("name") or [None])[0] or _name_from_path(p)
         deps = [d.replace("-", "_") for d in ",".join(info.get("depends", [])).split(",") if d]
         rel = os.path.basename(p) if p == root else os.path.relpath(p, root).replace(os.sep, "/")
-        out.append(ModuleInfo(p, name, deps, (info.get("vermagic") or [None])[0], os.path.getsize(p), err, rel))
+        out.append(ModuleInfo(p, name, deps, (info.get("vermagic") or [None])[0], os.path.getsize(p), err, rel,
+                              file_sha256(data) if data is not None else None,
+                              build_id(data) if data is not None else None))
     return out
+
+
+def scan_with_deps(tree: str, deps_from: str) -> tuple[list[ModuleInfo], list[str]]:
+    """The modules of `tree` to check, with the dependencies they need taken from the full tree
+    `deps_from`: (every module, the names of the ones to check). A module of `tree` replaces the
+    full tree's module of the same name; one that lies inside `deps_from` is named by its path
+    there, so its records match a baseline of the full tree."""
+    full = scan_tree(deps_from)
+    mine = scan_tree(tree)
+    top = os.path.realpath(deps_from)
+    for m in mine:
+        real = os.path.realpath(m.path)
+        if os.path.isdir(top) and real.startswith(top + os.sep):
+            m.rel = os.path.relpath(real, top).replace(os.sep, "/")
+    names = {m.name for m in mine}
+    return [m for m in full if m.name not in names] + mine, sorted(names)
+
+
+def select(plan: "Plan", patterns: list[str]) -> list[str]:
+    """The modules (in plan order) that any pattern names: a module name (- and _ alike), a path
+    relative to the tree, a directory of the tree (every module under it) or a glob over either
+    (`drivers/net/can/*`, `*wifi*`). ValueError names the patterns that match nothing."""
+    import fnmatch
+    hit: set[str] = set()
+    none = []
+    for pat in patterns:
+        p = pat.strip().rstrip("/")
+        key = p.replace("-", "_")
+        got = {n for n, m in plan.modules.items()
+               if n == key or m.rel == p or m.rel.startswith(p + "/")
+               or fnmatch.fnmatchcase(m.rel, p) or fnmatch.fnmatchcase(n, key)}
+        if not got:
+            none.append(pat)
+        hit |= got
+    if none:
+        raise ValueError(", ".join(none))
+    return [n for n in plan.order if n in hit]
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """'K/N' -> (K, N) with 1 <= K <= N. ValueError otherwise."""
+    try:
+        k, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise ValueError(f"{text!r} is not K/N (e.g. 1/4)") from None
+    if not 1 <= k <= n:
+        raise ValueError(f"{text!r}: need 1 <= K <= N")
+    return k, n
+
+
+def shard(names: list[str], k: int, n: int) -> list[str]:
+    """Shard K of N: every N-th module of the selection, starting at the K-th."""
+    return names[k - 1::n]
 
 
 # --------------------------------------------------------------------------------------------
@@ -305,12 +411,20 @@ class _Stack:
         self.session = None
         self.names: list[str] = []
         self.mods: list = []
+        self.sims: list = []         # simulated-address state before each level (see sim_state)
 
     def reset(self, ctx) -> None:
         from ..loader.session import Session
         opts = ctx["options"]
+        if self.sims:                # back to the kernel as it was before this stack loaded anything
+            sim_restore(ctx["kernel"], self.sims[0])
         self.session = Session(ctx["kernel"], ctx["config"], opts.placement, modversions=opts.modversions)
-        self.names, self.mods = [], []
+        self.names, self.mods, self.sims = [], [], [sim_state(ctx["kernel"])]
+
+    def rewind(self, kernel) -> None:
+        """The simulated addresses as they were after the last module of the stack was loaded,
+        so that a module's own imports get the same addresses whatever was checked before."""
+        sim_restore(kernel, self.sims[len(self.names)])
 
     def enter(self, ctx, closure: list[str]):
         """Make the session hold exactly `closure`; returns (dep name, error) on failure."""
@@ -322,15 +436,36 @@ class _Stack:
         while len(self.names) > i:
             unload_last(self.session, self.mods.pop())
             self.names.pop()
+        del self.sims[len(self.names) + 1:]
         plan = ctx["plan"]
         for d in closure[i:]:
+            self.rewind(ctx["kernel"])
             try:
                 m = self.session.load(plan.modules[d].path)
             except Exception as e:
                 return d, e
             self.names.append(d)
             self.mods.append(m)
+            self.sims.append(sim_state(ctx["kernel"]))
+        self.rewind(ctx["kernel"])
         return None
+
+
+def sim_state(kernel) -> tuple:
+    """The kernel's simulated-address allocator (Module.symvers or the built-in kernel give no
+    addresses: armload hands them out in order of first use, provider.Kernel.address_of)."""
+    return dict(kernel.simulated), kernel._next_text, kernel._next_data
+
+
+def sim_restore(kernel, state: tuple) -> None:
+    """Undo the addresses handed out since `state`: a module's simulated addresses then depend
+    on its dependency closure and its own content only, never on which worker checked which
+    modules before it (so the JSON is the same for any --jobs, shard or subset)."""
+    sim, nt, nd = state
+    if len(kernel.simulated) != len(sim) or kernel._next_text != nt or kernel._next_data != nd:
+        kernel.simulated = dict(sim)
+        kernel._next_text, kernel._next_data = nt, nd
+        kernel._sorted = None
 
 
 def unload_last(session, mod) -> None:
@@ -349,6 +484,7 @@ def check_group(names: list[str]) -> list[dict]:
 
 def _new_record(info: ModuleInfo) -> dict:
     return {"module": info.rel, "name": info.name, "size": info.size, "depends": info.depends,
+            "sha256": info.sha256, "build_id": info.build_id,
             "outcome": "ok", "stage": None, "reason": None, "where": None}
 
 
@@ -433,6 +569,17 @@ def _first_line(s: str | None) -> str | None:
     return None if s is None else s.split("\n", 1)[0]
 
 
+def image_hash(mod) -> str:
+    """The loaded image: every allocation's name, address and relocated bytes (first 16 hex
+    digits of a SHA-256). It changes with the file, the kernel's addresses or the loader."""
+    import hashlib
+    h = hashlib.sha256()
+    for r in mod.regions:
+        h.update(f"{r.name}@{r.base:#x}:{r.size}\0".encode())
+        h.update(bytes(r.data))
+    return h.hexdigest()[:16]
+
+
 def _module_record(mod) -> dict:
     from_kernel = 0
     simulated = 0
@@ -464,6 +611,7 @@ def _module_record(mod) -> dict:
                     "weak_undefined": weak, "crc_checked": crc_checked,
                     "from_modules": {k: sorted(v) for k, v in sorted(from_modules.items())}},
         "image_bytes": int(sum(r.size for r in mod.regions)),
+        "image_sha256": image_hash(mod),
         "regions": {r.name: r.base for r in mod.regions},
         "has_init": mod.init_addr is not None,
         "warnings": len(mod.warnings),
@@ -831,7 +979,8 @@ def failing_apis(records: list[dict], top: int = 20) -> list[tuple[str, int, Cou
         elif i.get("last_call"):
             culprit = i["last_call"]["name"]
         culprit = culprit or "(no kernel call)"
-        per.setdefault(culprit, Counter())[cls + (":" + i["fault"]["kind"] if i.get("fault") else "")] += 1
+        kind = (i.get("fault") or {}).get("kind")
+        per.setdefault(culprit, Counter())[cls + (f" ({kind})" if kind and kind != cls else "")] += 1
     rows = sorted(((k, sum(v.values()), v) for k, v in per.items()), key=lambda x: (-x[1], x[0]))
     return rows[:top]
 
