@@ -16,8 +16,8 @@ import sys
 from . import __version__
 from .errors import ArmloadError
 
-COMMANDS = ("load", "run", "verify", "disasm", "explain", "report", "check", "check-merge", "calls", "kallsyms",
-            "bench")
+COMMANDS = ("load", "run", "verify", "disasm", "explain", "report", "check", "check-merge", "matrix", "calls",
+            "kallsyms", "bench")
 
 
 def command_in(argv: list[str]) -> str | None:

@@ -384,7 +384,11 @@ _WORKER: dict = {}
 
 
 def set_worker_context(kernel, config, options: CheckOptions, plan: Plan) -> None:
-    """Called in the parent before forking (workers inherit it) or directly for jobs=1."""
+    """Called in the parent before forking (workers inherit it) or directly for jobs=1 (or in a
+    Ray worker, ci/cluster.py). A kernel used before gets its simulated addresses back as they
+    were before that use."""
+    if _STACK.sims and _WORKER.get("kernel") is not None:
+        sim_restore(_WORKER["kernel"], _STACK.sims[0])
     _WORKER.update(kernel=kernel, config=config, options=options, plan=plan)
     _STACK.__init__()
 
@@ -789,8 +793,10 @@ def skip_record(name: str, plan: Plan) -> dict:
 
 
 def run_checks(plan: Plan, kernel, config, options: CheckOptions, *, jobs: int = 1, names=None,
-               progress=None, chunk: int = 24) -> RunStats:
-    """Check `names` (default: every module in plan.order). progress(done, total, failures, rec)."""
+               progress=None, chunk: int = 24, executor=None) -> RunStats:
+    """Check `names` (default: every module in plan.order). progress(done, total, failures, rec).
+    `executor(groups)`, when given, runs check_group on each group of names elsewhere and yields
+    their record lists in any order (ci/cluster.py); `jobs` then only sizes the groups."""
     if jobs < 1:
         raise ValueError("jobs must be at least 1")
     names = list(plan.order if names is None else names)
@@ -831,7 +837,11 @@ def run_checks(plan: Plan, kernel, config, options: CheckOptions, *, jobs: int =
         if progress:
             progress(done, total, failures, rec)
 
-    if jobs <= 1 or len(groups) <= 1:
+    if executor is not None:                 # e.g. ci/cluster.py: groups as Ray tasks
+        for recs in executor(groups):
+            for rec in recs:
+                take(rec)
+    elif jobs <= 1 or len(groups) <= 1:
         for g in groups:
             for n in g:
                 take(check_one(n))

@@ -34,6 +34,10 @@ def register(sub) -> None:
                         "(check refuses to run without --kernel otherwise)")
     p.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1, metavar="N",
                    help="worker processes, at least 1 (default: number of CPUs)")
+    p.add_argument("--ray", metavar="ADDRESS",
+                   help="run the module checks as Ray tasks (pip install 'armload[cluster]'): 'local' starts a "
+                        "local Ray instance with --jobs CPUs, 'auto' joins the cluster `ray start` made, or a "
+                        "cluster's address; the JSON is the same as a local run's")
     p.add_argument("--json", metavar="FILE", help="write per-module records as JSON to FILE ('-' = stdout); "
                                                   "wall-clock data only under the top-level \"timing\"")
     p.add_argument("--no-timing", action="store_true",
@@ -123,7 +127,7 @@ class Progress:
         self.last = now
         rate, eta = self.rate_eta(done, total)
         frac = done / total if total else 1.0
-        speed = f"{rate:.1f} modules/s, ETA {_hms(eta)}" if rate else "rate not known yet"
+        speed = f"{_rate(rate)} modules/s, ETA {_hms(eta)}" if rate else "rate not known yet"
         self.stream.write(f"check: {done}/{total} modules ({frac:.0%}), {failures} failed, {speed}, "
                           f"{now - self.t0:.0f}s elapsed" + (f", last {mod}" if mod else "") + "\n")
         self.stream.flush()
@@ -138,7 +142,7 @@ class Progress:
         class RateEta(ProgressColumn):
             def render(self, task):
                 rate, eta = prog.rate_eta(int(task.completed), int(task.total or 0))
-                return Text(f"{rate:5.1f}/s ETA {_hms(eta)}" if rate else "    -/s ETA -")
+                return Text(f"{_rate(rate):>5}/s ETA {_hms(eta)}" if rate else "    -/s ETA -")
         bar = Bar(TextColumn("check"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("[red]{task.fields[failures]} failed"), RateEta(), TimeElapsedColumn(),
                   TextColumn("{task.fields[module]}"), console=Console(file=self.stream), transient=False)
@@ -150,6 +154,10 @@ class Progress:
         if self.bar is not None:
             self.bar[0].stop()
             self.bar = None
+
+
+def _rate(r: float) -> str:
+    return f"{r:.1f}" if r >= 1 else f"{r:.2g}"
 
 
 def _hms(sec: float | None) -> str:
@@ -224,8 +232,15 @@ def run(args) -> int:
                         modversions=not args.no_modversions, params=read_params_file(args.params))
     t_setup = time.perf_counter() - t_start
     progress = Progress(enabled=not args.quiet)
+    executor = None
+    if args.ray:
+        from ..ci import cluster
+        executor = cluster.executor(cluster.connect(args.ray, args.jobs),
+                                    {"kernel": list(args.kernel), "vermagic": kernel.vermagic, "config": config,
+                                     "options": opts}, plan)
     try:
-        stats = run_checks(plan, kernel, config, opts, jobs=args.jobs, names=names, progress=progress)
+        stats = run_checks(plan, kernel, config, opts, jobs=args.jobs, names=names, progress=progress,
+                           executor=executor)
     finally:
         progress.close()
     recs = stats.records
