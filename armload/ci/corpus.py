@@ -208,15 +208,15 @@ def scan_tree(root: str) -> list[ModuleInfo]:
     return out
 
 
-def scan_with_deps(tree: str, deps_from: str) -> tuple[list[ModuleInfo], list[str]]:
+def scan_with_deps(tree: str, deps_from: str, *, rename: bool = True) -> tuple[list[ModuleInfo], list[str]]:
     """The modules of `tree` to check, with the dependencies they need taken from the full tree
     `deps_from`: (every module, the names of the ones to check). A module of `tree` replaces the
     full tree's module of the same name; one that lies inside `deps_from` is named by its path
-    there, so its records match a baseline of the full tree."""
+    there (unless not `rename`), so its records match a baseline of the full tree."""
     full = scan_tree(deps_from)
     mine = scan_tree(tree)
     top = os.path.realpath(deps_from)
-    for m in mine:
+    for m in mine if rename else ():
         real = os.path.realpath(m.path)
         if os.path.isdir(top) and real.startswith(top + os.sep):
             m.rel = os.path.relpath(real, top).replace(os.sep, "/")

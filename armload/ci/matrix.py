@@ -142,7 +142,7 @@ def run_matrix(cells: list[Cell], config, options: CheckOptions, *, patterns=(),
         kernel = build_kernel(cell.kernel_files, config)
         kernel.vermagic = cell.vermagic
         if modules:
-            mods, mine = scan_with_deps(modules, cell.tree)
+            mods, mine = scan_with_deps(modules, cell.tree, rename=False)   # the same names in every cell
         else:
             mods, mine = scan_tree(cell.tree), None
         plan = plan_order(mods)
@@ -186,7 +186,7 @@ def cell_text(r: dict | None) -> str:
         return r["outcome"]
     parts = []
     if "vermagic" in d:
-        parts.append(f"vermagic {d['vermagic']['module'].split(' ', 1)[-1]!r}")
+        parts.append(f"vermagic, kernel's is {d['vermagic']['kernel'].split(' ', 1)[-1].strip()!r}")
     if "crc" in d:
         parts.append("CRC " + ",".join(d["crc"][:3]) + ("..." if len(d["crc"]) > 3 else ""))
     if "missing" in d:
