@@ -402,3 +402,19 @@ def test_progress_on_a_terminal_is_a_rich_bar():
     pr.close()
     out = buf.getvalue()
     assert "3/3" in out and "ETA" in out and "/s" in out and "net/c.ko" in out
+
+
+def test_no_word_is_said_twice(tmp_path, monkeypatch, capsys):
+    """"unmodelled: unmodelled: ..." and "unmodelled:unmodelled 3" were both printed."""
+    _unmodelled(monkeypatch)
+    tree = make_tree(tmp_path, "exporter", "importer")
+    xml = str(tmp_path / "j.xml")
+    capsys.readouterr()
+    rc, doc, recs = check(tree, "--fail-on", "none", "--junit", xml)
+    out = capsys.readouterr().out + json.dumps(doc) + open(xml).read()
+    imp = recs["importer-arm.ko"]
+    assert imp["reason"] == ("dependency exporter (exporter-arm.ko) init unmodelled: regulator_get called from "
+                             "hello_init+0x10/0x40 [hello]")
+    assert "unmodelled: unmodelled" not in out and "unmodelled:unmodelled" not in out
+    assert "unmodelled (unmodelled)" not in out
+    assert any(x.split() == ["regulator_get", "2", "unmodelled", "2"] for x in out.splitlines())

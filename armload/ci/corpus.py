@@ -62,6 +62,11 @@ def labelled(label: str, text: str | None) -> str:
     return text if text.startswith(label + ":") or text.startswith(label + " ") else f"{label}: {text}"
 
 
+def unlabelled(label: str, text: str | None) -> str | None:
+    """The text without a leading 'label: ' (for a sentence that names the label itself)."""
+    return text[len(label) + 2:] if text and text.startswith(label + ": ") else text
+
+
 def init_class(init: dict | None) -> str | None:
     """The outcome class of one init run (a record's "init" dict); None when init was not run."""
     if init is None:
@@ -867,7 +872,7 @@ def _dependency_failure(dr: dict) -> str | None:
         return f"failed to load: {dr['reason']}"
     cls = init_class(dr.get("init"))
     if cls not in (None, "ok"):
-        return f"init {cls}: {dr['init'].get('reason')}"
+        return f"init {labelled(cls, dr['init'].get('reason'))}"
     return None
 
 
@@ -892,7 +897,8 @@ def apply_dependencies(plan: Plan, records: dict[str, dict]) -> None:
         if dep is None:
             for x in (rec.get("init") or {}).get("dependency_init_failures", []):
                 dep, where = x["name"], x.get("where")
-                why = f"init {init_class(x)} when run before this module's own: {x.get('reason')}"
+                cls = init_class(x)
+                why = f"init {cls} when run before this module's own: {unlabelled(cls, x.get('reason'))}"
                 break
         if dep is not None:
             mark_dependency_failed(rec, plan, dep, why, where=where,
