@@ -95,12 +95,22 @@ def test_deps_from_takes_dependencies_from_the_full_tree(tmp_path, capsys):
     assert check(full, "--baseline", base, "--update-baseline", name="full")[0] == 0
     rc, doc, _ = check(sub, "--deps-from", full, "--baseline", base, "--fail-on", "none", name="deps2")
     assert rc == 0 and doc["baseline"]["differences"] == 0 and doc["baseline"]["subset"] is True
-    # A module outside the full tree (out-of-tree build) keeps its own name.
+    # A copy of a module of the full tree (rebuilt, patched) is named by that module's path.
+    patched = tmp_path / "patched"
+    patched.mkdir()
+    shutil.copy(os.path.join(SAMPLES, "exporter-arm.ko"), patched)
+    rc, doc, recs = check(str(patched), "--deps-from", full, "--baseline", base, "--fail-on", "none", name="p")
+    assert list(recs) == ["lib/exporter-arm.ko"] and doc["baseline"]["differences"] == 0
+    patch_init(str(patched / "exporter-arm.ko"), MVN_R0_18, BX_LR)
+    rc, doc, recs = check(str(patched), "--deps-from", full, "--baseline", base, "--fail-on", "none", name="p")
+    assert [c["kinds"] for c in doc["baseline"]["changes"]] == [
+        ["newly failing", "file changed, same build-id", "loaded image changed"]]
+    # A module that is not in the full tree (out-of-tree build) keeps its own name.
     out = tmp_path / "oot"
     out.mkdir()
-    shutil.copy(os.path.join(SAMPLES, "importer-arm.ko"), out)
+    shutil.copy(os.path.join(SAMPLES, "kalloc-arm.ko"), out)
     rc, doc, recs = check(str(out), "--deps-from", full, name="oot")
-    assert list(recs) == ["importer-arm.ko"] and recs["importer-arm.ko"]["outcome"] == "ok"
+    assert list(recs) == ["kalloc-arm.ko"] and recs["kalloc-arm.ko"]["outcome"] == "ok"
     capsys.readouterr()
     assert main(["check", str(out), "--kernel", SYMVERS, "-q", "--deps-from", str(tmp_path / "nope")]) == 1
     assert "--deps-from" in capsys.readouterr().err

@@ -216,15 +216,19 @@ def scan_tree(root: str) -> list[ModuleInfo]:
 def scan_with_deps(tree: str, deps_from: str, *, rename: bool = True) -> tuple[list[ModuleInfo], list[str]]:
     """The modules of `tree` to check, with the dependencies they need taken from the full tree
     `deps_from`: (every module, the names of the ones to check). A module of `tree` replaces the
-    full tree's module of the same name; one that lies inside `deps_from` is named by its path
-    there (unless not `rename`), so its records match a baseline of the full tree."""
+    full tree's module of the same name; one that lies inside `deps_from`, or replaces a module
+    of it, is named by that module's path there (unless not `rename`), so its records match a
+    baseline of the full tree."""
     full = scan_tree(deps_from)
     mine = scan_tree(tree)
     top = os.path.realpath(deps_from)
+    in_full = {m.name: m.rel for m in full}
     for m in mine if rename else ():
         real = os.path.realpath(m.path)
         if os.path.isdir(top) and real.startswith(top + os.sep):
             m.rel = os.path.relpath(real, top).replace(os.sep, "/")
+        elif m.name in in_full:              # a rebuilt or patched copy of a module of the tree
+            m.rel = in_full[m.name]
     names = {m.name for m in mine}
     return [m for m in full if m.name not in names] + mine, sorted(names)
 
