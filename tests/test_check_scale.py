@@ -163,6 +163,15 @@ def test_shards_merged_equal_one_whole_run(tmp_path, capsys, extra):
     assert rc == whole_rc == 1
     w = {r["module"]: r for r in json.load(open(merged))["modules"]}
     assert w["importer-arm.ko"]["outcome"] == "dependency-failed"
+    # The merge is compared with a baseline (the whole run's JSON) and writes JUnit like a whole run.
+    xml = str(tmp_path / "m.xml")
+    assert main(["check-merge", *shards, "--baseline", str(tmp_path / "w.json"), "--junit", xml,
+                 "--json", merged]) == whole_rc
+    d = json.load(open(merged))["baseline"]
+    assert d["differences"] == 0 and d["modules_compared"] == len(MIX) and d["subset"] is False
+    main(["check", tree, "--kernel", SYMVERS, "-q", "--no-timing", "--junit", str(tmp_path / "w.xml"), *extra])
+    strip = lambda t: [x for x in t.splitlines() if "timestamp=" not in x and "<property" not in x]   # noqa: E731
+    assert strip(open(xml).read()) == strip(open(tmp_path / "w.xml").read())
     capsys.readouterr()
     assert main(["check-merge", shards[0], shards[2]]) == 1
     assert "shards of 3: missing 2" in capsys.readouterr().err
