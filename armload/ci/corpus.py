@@ -104,8 +104,6 @@ class ModuleInfo:
     size: int
     scan_error: str | None = None    # .modinfo could not be read (the loader will say why)
     rel: str = ""                    # path relative to the tree: how reports name the module
-    sha256: str | None = None        # the file's content (first 16 hex digits of its SHA-256)
-    build_id: str | None = None      # .note.gnu.build-id (hex), None when the module has none
 
     def __post_init__(self):
         self.rel = self.rel or os.path.basename(self.path)
@@ -197,20 +195,23 @@ def scan_tree(root: str) -> list[ModuleInfo]:
         paths.sort()
     out = []
     for p in paths:
-        try:
-            with open(p, "rb") as f:
-                data = f.read()
-        except OSError as e:
-            data, (info, err) = None, ({}, f"cannot read: {e.strerror}")
-        else:
-            info, err = parse_modinfo(data)
+        info, err = read_modinfo(p)
         name = (info.get("name") or [None])[0] or _name_from_path(p)
         deps = [d.replace("-", "_") for d in ",".join(info.get("depends", [])).split(",") if d]
         rel = os.path.basename(p) if p == root else os.path.relpath(p, root).replace(os.sep, "/")
-        out.append(ModuleInfo(p, name, deps, (info.get("vermagic") or [None])[0], os.path.getsize(p), err, rel,
-                              file_sha256(data) if data is not None else None,
-                              build_id(data) if data is not None else None))
+        out.append(ModuleInfo(p, name, deps, (info.get("vermagic") or [None])[0], os.path.getsize(p), err, rel))
     return out
+
+
+def fingerprint(info: ModuleInfo) -> tuple[str | None, str | None]:
+    """(file SHA-256, build-id) of a module, read when its record is made (in the worker that
+    checks it), so that a subset of a large tree hashes only its own modules."""
+    try:
+        with open(info.path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None, None
+    return file_sha256(data), build_id(data)
 
 
 def scan_with_deps(tree: str, deps_from: str, *, rename: bool = True) -> tuple[list[ModuleInfo], list[str]]:
@@ -496,8 +497,9 @@ def check_group(names: list[str]) -> list[dict]:
 
 
 def _new_record(info: ModuleInfo) -> dict:
+    sha, bid = fingerprint(info)
     return {"module": info.rel, "name": info.name, "size": info.size, "depends": info.depends,
-            "sha256": info.sha256, "build_id": info.build_id,
+            "sha256": sha, "build_id": bid,
             "outcome": "ok", "stage": None, "reason": None, "where": None}
 
 
