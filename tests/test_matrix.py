@@ -16,7 +16,21 @@ from armload.cli import main
 ARM = ("exporter", "importer", "kalloc", "deferred", "hello", "enodev")
 
 
-def _cell(cache, release, edit=lambda lines: lines, vermagic=None):
+def _move_init(data: bytes, by: int) -> bytes:
+    """Move the relocations of .gnu.linkonce.this_module (init, exit) `by` bytes: a kernel
+    whose struct module is laid out otherwise (rt-armmp has init at 0xc8, exit at 0x228)."""
+    import io
+    import struct
+    from elftools.elf.elffile import ELFFile
+    rel = ELFFile(io.BytesIO(data)).get_section_by_name(".rel.gnu.linkonce.this_module")
+    out = bytearray(data)
+    for i in range(rel["sh_size"] // 8):
+        at = rel["sh_offset"] + 8 * i
+        struct.pack_into("<I", out, at, struct.unpack_from("<I", out, at)[0] + by)
+    return bytes(out)
+
+
+def _cell(cache, release, edit=lambda lines: lines, vermagic=None, move_init=0):
     tree = cache / f"linux-image-{release}" / "lib" / "modules" / release / "kernel" / "drivers" / "misc"
     tree.mkdir(parents=True)
     for n in ARM:
@@ -26,6 +40,8 @@ def _cell(cache, release, edit=lambda lines: lines, vermagic=None):
             new = f"vermagic={vermagic}".encode()
             assert old in data and len(new) <= len(old)
             data = data.replace(old, new + b"\0" * (len(old) - len(new)))
+        if move_init:
+            data = _move_init(data, move_init)
         (tree / f"{n}-arm.ko").write_bytes(data)
     hdr = cache / f"linux-headers-{release}" / "usr" / "src" / f"linux-headers-{release}"
     hdr.mkdir(parents=True)
@@ -43,7 +59,7 @@ def cache(tmp_path_factory):
     _cell(c, "6.1.0-50-armmp")
     _cell(c, "6.1.0-51-armmp", _crc("kmalloc_trace", "0x00000001"))
     _cell(c, "6.1.0-52-armmp", lambda lines: [x for x in lines if "\twake_up_process\t" not in x])
-    _cell(c, "6.1.0-50-rt-armmp", vermagic="6.1.0-50-rt-armmp SMP preempt_rt mod_unload")   # fits in place
+    _cell(c, "6.1.0-50-rt-armmp", vermagic="6.1.0-50-rt-armmp SMP preempt_rt mod_unload", move_init=-4)
     return str(c)
 
 
@@ -62,12 +78,15 @@ def test_tree_matrix_names_crc_changes_and_removed_symbols(cache, tmp_path, caps
     assert rc == 0 and doc["mode"] == "tree" and [c["release"] for c in doc["cells"]] == CELLS
     m = doc["modules"]
     k = m["drivers/misc/kalloc-arm.ko"]
-    assert k["6.1.0-50-armmp"] == {"outcome": "ok"}
-    assert k["6.1.0-51-armmp"] == {"outcome": "load symbol EINVAL", "resolve": {"crc": ["kmalloc_trace"]}}
-    assert k["6.1.0-52-armmp"] == {"outcome": "ok"}
+    assert k["6.1.0-50-armmp"] == {"outcome": "ok", "loaded": True}
+    assert k["6.1.0-51-armmp"] == {"outcome": "load symbol EINVAL", "loaded": False,
+                                   "resolve": {"crc": ["kmalloc_trace"]}}
+    assert k["6.1.0-52-armmp"] == {"outcome": "ok", "loaded": True}
     d = m["drivers/misc/deferred-arm.ko"]
-    assert d["6.1.0-52-armmp"] == {"outcome": "load symbol ENOENT", "resolve": {"missing": ["wake_up_process"]}}
-    assert all(v == {"outcome": "ok"} for v in m["drivers/misc/importer-arm.ko"].values())
+    assert d["6.1.0-52-armmp"] == {"outcome": "load symbol ENOENT", "loaded": False,
+                                   "resolve": {"missing": ["wake_up_process"]}}
+    assert all(v == {"outcome": "ok", "loaded": True} for v in m["drivers/misc/importer-arm.ko"].values())
+    assert all(c["init"] == "run" and c["struct_module"] == {"init": 0xCC, "exit": 0x230} for c in doc["cells"])
     assert {c["module"]: c["kind"] for c in doc["changes"]} == {
         "drivers/misc/kalloc-arm.ko": "CRC change", "drivers/misc/deferred-arm.ko": "symbol removed"}
     assert doc["summary"] == {"modules": 6, "changing": 2, "kinds": {"CRC change": 1, "symbol removed": 1}}
@@ -87,9 +106,27 @@ def test_out_of_tree_modules_on_another_flavour(cache, tmp_path):
     rt = m["enodev-arm.ko"]["6.1.0-50-rt-armmp"]
     assert rt["outcome"] == "load ENOEXEC"
     assert rt["resolve"]["vermagic"]["kernel"].startswith("6.1.0-50-rt-armmp SMP preempt_rt")
-    assert m["importer-arm.ko"]["6.1.0-50-rt-armmp"] == {"outcome": "dependency-failed exporter"}
+    assert m["importer-arm.ko"]["6.1.0-50-rt-armmp"] == {"outcome": "dependency-failed exporter", "loaded": False,
+                                                         "init": "not run"}
     kinds = {c["module"]: c["kind"] for c in doc["changes"]}
     assert kinds["enodev-arm.ko"] == "version magic" and kinds["importer-arm.ko"] == "dependency"
+
+
+def test_a_cell_whose_struct_module_differs_runs_no_init(cache, tmp_path, capsys):
+    """rt-armmp's struct module puts init at 0xc8: read at armmp's 0xcc every module would seem to
+    have no init (and pass). The cell is checked without init, says so, and its results are
+    compared with the others' on loading only."""
+    rc, doc = matrix(cache, tmp_path, cells=["6.1.0-50-armmp", "6.1.0-50-rt-armmp"])
+    rt = doc["cells"][1]
+    assert rt["struct_module"] == {"init": 0xC8, "exit": 0x22C}
+    assert rt["init"].startswith("init not run: this kernel's struct module has init at 0xc8 and exit at 0x22c")
+    assert doc["cells"][0]["init"] == "run"
+    m = doc["modules"]
+    assert m["drivers/misc/enodev-arm.ko"] == {"6.1.0-50-armmp": {"outcome": "error -ENODEV", "loaded": True},
+                                               "6.1.0-50-rt-armmp": {"outcome": "ok", "loaded": True,
+                                                                     "init": "not run"}}
+    assert doc["changes"] == []                 # nothing differs in what both cells ran
+    assert "6.1.0-50-rt-armmp: init not run: this kernel's struct module" in capsys.readouterr().out
 
 
 def test_matrix_refusals(cache, tmp_path, capsys):
@@ -106,6 +143,11 @@ def test_change_kind_rules():
     from armload.ci.matrix import change_kind
     ok = {"outcome": "ok"}
     assert change_kind({"a": ok, "b": ok}) is None
+    no_init = {"outcome": "ok", "loaded": True, "init": "not run"}
+    assert change_kind({"a": {"outcome": "error -ENODEV", "loaded": True}, "b": no_init}) is None
+    assert change_kind({"a": {"outcome": "dependency-failed x", "loaded": False}, "b": no_init}) == "dependency"
+    assert change_kind({"a": {"outcome": "error -ENODEV", "loaded": True}, "b": no_init,
+                        "c": {"outcome": "ok", "loaded": True}}) == "init"
     assert change_kind({"a": ok, "b": None}) == "absent"
     assert change_kind({"a": ok, "b": {"outcome": "error -ENODEV"}}) == "init"
     assert change_kind({"a": ok, "b": {"outcome": "fault null-deref in f"}}) == "init"

@@ -18,6 +18,7 @@ not the same in every cell is a change, with its kind.
 """
 from __future__ import annotations
 
+import dataclasses
 import glob
 import os
 import re
@@ -100,16 +101,19 @@ def resolve_detail(rec: dict) -> dict | None:
     return out or None
 
 
-def result(rec: dict) -> dict:
-    r = {"outcome": outcome_key(rec)}
+def result(rec: dict, init_run: bool = True) -> dict:
+    r = {"outcome": outcome_key(rec), "loaded": "relocations" in rec}
     d = resolve_detail(rec)
     if d:
         r["resolve"] = d
+    if not init_run:
+        r["init"] = "not run"
     return r
 
 
 def change_kind(results: dict[str, dict | None]) -> str | None:
-    """What differs between the cells' results for one module, or None when nothing does."""
+    """What differs between the cells' results for one module, or None when nothing does. Load
+    results are compared over every cell, init results over the cells where init ran."""
     vals = list(results.values())
     if all(v == vals[0] for v in vals):
         return None
@@ -122,17 +126,49 @@ def change_kind(results: dict[str, dict | None]) -> str | None:
             return "CRC change"
         return "symbol removed"
     heads = {v["outcome"].split()[0] for v in vals}
+    loaded = {v.get("loaded", True) for v in vals}
+    if len(loaded) > 1:                        # loaded here, not there
+        return "dependency" if "dependency-failed" in heads else "load"
     if heads & {"load", "verify"}:
-        return "load"
-    if "dependency-failed" in heads:
-        return "dependency"
-    return "init"
+        return "load" if len({v["outcome"] for v in vals}) > 1 else None
+    ran = [v for v in vals if v.get("init") != "not run"]
+    if all(v["outcome"] == ran[0]["outcome"] for v in ran):
+        return None
+    return "dependency" if "dependency-failed" in {v["outcome"].split()[0] for v in ran} else "init"
+
+
+def struct_module_offsets(tree: str, sample: int = 20) -> tuple[int, int] | None:
+    """offsetof(struct module, init) and (.., exit) in the kernel a tree was built for: where its
+    modules' .gnu.linkonce.this_module is relocated against init_module and cleanup_module
+    (the first module that has both, of the first `sample`)."""
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.relocation import RelocationSection
+    seen = 0
+    for d, dirs, files in os.walk(tree):
+        dirs.sort()
+        for f in sorted(files):
+            if not f.endswith(".ko") or seen >= sample:
+                continue
+            seen += 1
+            try:
+                with open(os.path.join(d, f), "rb") as fh:
+                    elf = ELFFile(fh)
+                    rel = elf.get_section_by_name(".rel.gnu.linkonce.this_module")
+                    if not isinstance(rel, RelocationSection):
+                        continue
+                    symtab = elf.get_section(rel["sh_link"])
+                    offs = {symtab.get_symbol(r["r_info_sym"]).name: r["r_offset"] for r in rel.iter_relocations()}
+            except Exception:
+                continue
+            if "init_module" in offs and "cleanup_module" in offs:
+                return offs["init_module"], offs["cleanup_module"]
+    return None
 
 
 def run_matrix(cells: list[Cell], config, options: CheckOptions, *, patterns=(), modules: str | None = None,
                jobs: int = 1, executor=None, progress=None) -> dict:
     """Check the selection on every cell; the matrix document (deterministic: no wall clock).
-    executor(cell, plan) -> a run_checks executor, or None for local --jobs."""
+    executor(cell, kernel, plan, options) -> a run_checks executor, or None for local --jobs."""
     import time
     out_cells, per_module = [], {}
     timing = {}
@@ -153,16 +189,28 @@ def run_matrix(cells: list[Cell], config, options: CheckOptions, *, patterns=(),
             except ValueError as e:
                 raise ArmloadError(f"matrix: {cell.release}: no module named or matching {e}") from None
             names = [n for n in names if n in want]
+        # armload's loader reads init/exit at 6.1 armmp's offsets of struct module; a build whose
+        # struct module differs (rt-armmp: PREEMPT_RT locks) would look as if no module had an init.
+        # Such a cell is checked without init, and says so.
+        from ..loader.elf import MODULE_EXIT_OFF, MODULE_INIT_OFF
+        offs = struct_module_offsets(cell.tree)
+        cell_opts, why = options, None
+        if options.emulate and offs is not None and offs != (MODULE_INIT_OFF, MODULE_EXIT_OFF):
+            why = (f"init not run: this kernel's struct module has init at {offs[0]:#x} and exit at {offs[1]:#x}, "
+                   f"armload's loader reads {MODULE_INIT_OFF:#x} and {MODULE_EXIT_OFF:#x}")
+            cell_opts = dataclasses.replace(options, emulate=False)
         if progress:
             progress(cell.release, len(names))
-        stats = run_checks(plan, kernel, config, options, jobs=jobs, names=names,
-                           executor=executor(cell, kernel, plan) if executor else None)
+        stats = run_checks(plan, kernel, config, cell_opts, jobs=jobs, names=names,
+                           executor=executor(cell, kernel, plan, cell_opts) if executor else None)
         summ = summarize(stats.records)
         out_cells.append({"release": cell.release, "kernel": kernel.describe(), "vermagic": cell.vermagic,
+                          "struct_module": {"init": offs[0], "exit": offs[1]} if offs else None,
+                          "init": "run" if cell_opts.emulate else (why or "not run (--no-emulate)"),
                           "modules": len(stats.records), "outcomes": {k: v for k, v in summ["outcomes"].items() if v},
                           "success": summ["success"]})
         for r in stats.records:
-            per_module.setdefault(r["module"], {})[cell.release] = result(r)
+            per_module.setdefault(r["module"], {})[cell.release] = result(r, cell_opts.emulate)
         timing[cell.release] = round(time.perf_counter() - t0, 3)
     releases = [c.release for c in cells]
     table, changes, kinds = {}, [], {}
@@ -183,7 +231,7 @@ def cell_text(r: dict | None) -> str:
         return "-"
     d = r.get("resolve")
     if not d:
-        return r["outcome"]
+        return r["outcome"] + (" (no init)" if r.get("init") == "not run" and r.get("loaded") else "")
     parts = []
     if "vermagic" in d:
         parts.append(f"vermagic, kernel's is {d['vermagic']['kernel'].split(' ', 1)[-1].strip()!r}")

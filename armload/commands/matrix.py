@@ -62,9 +62,9 @@ def run(args) -> int:
         from ..ci import cluster
         ray = cluster.connect(args.ray, args.jobs)
 
-        def executor(cell, kernel, plan):
+        def executor(cell, kernel, plan, options):
             return cluster.executor(ray, {"kernel": cell.kernel_files, "vermagic": kernel.vermagic,
-                                          "config": config, "options": opts}, plan)
+                                          "config": config, "options": options}, plan)
 
     def progress(release, n):
         if not args.quiet:
@@ -89,6 +89,7 @@ def run(args) -> int:
     cls = sorted({k for c in doc["cells"] for k in c["outcomes"]})
     lines.append(table([[c["release"], str(c["modules"]), *(str(c["outcomes"].get(k, 0)) for k in cls)]
                         for c in doc["cells"]], ["cell", "modules", *cls], "l" + "r" * (len(cls) + 1)))
+    lines += [f"{c['release']}: {c['init']}" for c in doc["cells"] if c["init"] != "run"]
     s = doc["summary"]
     lines += ["", f"modules whose result differs between cells: {s['changing']} of {s['modules']}"
               + (" (" + ", ".join(f"{k} {v}" for k, v in sorted(s["kinds"].items())) + ")" if s["kinds"] else "")]
