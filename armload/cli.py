@@ -17,7 +17,8 @@ from . import __version__
 from .errors import ArmloadError
 
 INTERMIXED = ("run",)          # commands whose positional words may come between options
-COMMANDS = ("load", "run", "verify", "disasm", "explain", "report", "check", "calls", "kallsyms", "bench")
+COMMANDS = ("load", "run", "verify", "disasm", "explain", "report", "check", "check-merge", "matrix", "calls",
+            "kallsyms", "bench")
 
 
 def command_in(argv: list[str]) -> str | None:
@@ -36,7 +37,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMANDS if only is None else (only,):
-        importlib.import_module(f"armload.commands.{name}").register(sub)
+        importlib.import_module(f"armload.commands.{name.replace('-', '_')}").register(sub)
     return p
 
 

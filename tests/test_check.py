@@ -38,6 +38,17 @@ def check(tree, *extra, name="check"):
     return rc, doc, {r["module"]: r for r in doc["modules"]}
 
 
+def _sha16(path) -> str:
+    import hashlib
+    return hashlib.sha256(open(path, "rb").read()).hexdigest()[:16]
+
+
+def _build_id(path) -> str:
+    """The build-id as binutils reads it (an oracle independent of armload's note parser)."""
+    out = subprocess.run(["arm-linux-gnueabihf-readelf", "-n", path], capture_output=True, text=True).stdout
+    return next(x.split()[-1] for x in out.splitlines() if "Build ID:" in x)
+
+
 def patch_init(path, *words) -> None:
     """Overwrite the first instructions of init_module (no relocation touches them in the
     samples: the first is at +8, the mcount call)."""
@@ -239,10 +250,12 @@ def test_baseline_diff_names_what_changed(tmp_path, capsys):
     assert check(tree, "--fail-on", "none", "--baseline", compact, "--update-baseline")[0] == 0
     text = open(compact).read()
     lines = [x.rstrip(",") for x in text.splitlines()]
-    assert json.loads(text)["format"] == "armload-check-baseline/1"
+    assert json.loads(text)["format"] == "armload-check-baseline/2"
     assert sum(1 for x in lines if x.startswith('"') and '.ko":[' in x) == 5       # one line each
-    assert '"nullderef-arm.ko":["fault null-deref in nullderef_init [nullderef]",2,4,0,0,32768]' in lines
-    assert '"enodev-arm.ko":["error -ENODEV",2,4,0,0,32768]' in lines
+    bid = _build_id(os.path.join(tree, "nullderef-arm.ko"))
+    assert any(x.startswith('"nullderef-arm.ko":["fault null-deref in nullderef_init [nullderef]",2,4,0,0,32768,'
+                            f'"{_sha16(os.path.join(tree, "nullderef-arm.ko"))}","{bid}","') for x in lines)
+    assert any(x.startswith('"enodev-arm.ko":["error -ENODEV",2,4,0,0,32768,"') for x in lines)
     capsys.readouterr()
     # Same tree: no difference against either form of the baseline.
     for b in (str(tmp_path / "base.json"), compact):
@@ -259,13 +272,18 @@ def test_baseline_diff_names_what_changed(tmp_path, capsys):
         d = doc["baseline"]
         assert rc == 1 and doc["ok"] is False
         kinds = {c["module"]: c["kinds"] for c in d["changes"]}
-        assert kinds["hello-arm.ko"] == ["newly failing"]
-        assert kinds["nullderef-arm.ko"] == ["newly passing"]
-        assert kinds["enodev-arm.ko"] == ["newly passing", "changed PLT counts"]       # kalloc now
+        assert kinds["hello-arm.ko"] == ["newly failing", "file changed"]      # the build-id note cut off
+        assert kinds["nullderef-arm.ko"] == ["newly passing", "file changed, same build-id", "loaded image changed"]
+        assert kinds["enodev-arm.ko"] == ["newly passing", "changed PLT counts",       # kalloc now
+                                          "rebuilt (new build-id)", "loaded image changed"]
         assert set(kinds) == {"hello-arm.ko", "nullderef-arm.ko", "enodev-arm.ko"}
-        assert d["counts"] == {"newly failing": 1, "newly passing": 2, "changed PLT counts": 1}
+        assert d["counts"] == {"newly failing": 1, "newly passing": 2, "changed PLT counts": 1, "file changed": 1,
+                               "file changed, same build-id": 1, "rebuilt (new build-id)": 1,
+                               "loaded image changed": 2}
         hello = next(c for c in d["changes"] if c["module"] == "hello-arm.ko")
-        assert hello["baseline"]["outcome"] == "ok" and hello["now"] == {"outcome": "load ElfFormatError ENOEXEC"}
+        assert hello["baseline"]["outcome"] == "ok" and hello["now"]["outcome"] == "load format ENOEXEC"
+        assert hello["now"]["image_bytes"] is None and hello["now"]["build_id"] is None
+        assert "ElfFormatError" not in out
         assert "Invalid ELF" in hello["reason"]
         assert "3 module(s) differ, 2 option/total difference(s)" in out
         assert d["option_differences"] == ["total relocations: 102 in the baseline, 97 now",
@@ -287,7 +305,7 @@ def test_baseline_change_kinds():
     assert _kind(ok, ["ok", 2, 4, 1, 0, 24576]) == ["changed PLT counts"]             # emitted entries
     assert _kind(ok, ["fault null-deref in f [m]", 2, 4, 0, 0, 28672]) == ["newly failing", "changed image size"]
     assert _kind(["error -ENODEV", 2, 4, 0, 0, 24576], ["error -EBUSY", 2, 4, 0, 0, 24576]) == ["changed outcome"]
-    assert _kind(["load ElfFormatError ENOEXEC"], ok) == ["newly passing"]
+    assert _kind(["load format ENOEXEC"], ok) == ["newly passing"]
     assert _kind(None, ok) == ["new module"] and _kind(ok, None) == ["module gone"]
     ch = {"baseline": dict(zip(("outcome", "plt_core", "plt_init", "plt_used_core", "plt_used_init",
                                 "image_bytes"), ok)),
@@ -343,29 +361,39 @@ def test_junit_report(tmp_path):
     cases = suite.findall("testcase")
     assert len(cases) == 3 * 6 and int(suite.get("tests")) == 18
     assert {(c.get("classname"), c.get("name")) for c in cases} == {
-        (m, s) for m in recs for s in ("load", "verify", "init")}
+        (m[:-len(".ko")], s) for m in recs for s in ("load", "verify", "init")}
     assert int(suite.get("failures")) == 2 and int(suite.get("errors")) == 0 and int(suite.get("skipped")) == 0
     by = {(c.get("classname"), c.get("name")): c for c in cases}
-    f = by[("nullderef-arm.ko", "init")].find("failure")
+    f = by[("nullderef-arm", "init")].find("failure")
     assert f.get("type") == "fault"
     assert f.get("message").startswith("fault: Unable to handle kernel NULL pointer dereference")
     assert "(at nullderef_init+0x" in f.get("message") and "log: nullderef: about to read *NULL" in f.text
-    f = by[("importer-arm.ko", "init")].find("failure")
+    f = by[("importer-arm", "init")].find("failure")
     assert f.get("type") == "dependency-failed" and "dependency exporter (exporter-arm.ko)" in f.get("message")
-    for m in ("nullderef-arm.ko", "importer-arm.ko"):
+    for m in ("nullderef-arm", "importer-arm"):
         assert by[(m, "load")].find("failure") is None and by[(m, "verify")].find("failure") is None
     # Not in --fail-on: the case passes and says what happened.
-    spin = by[("spin-arm.ko", "init")]
+    spin = by[("spin-arm", "init")]
     assert spin.find("failure") is None and "budget" in spin.find("system-out").text
-    assert "not in --fail-on" in by[("enodev-arm.ko", "init")].find("system-out").text
-    assert by[("hello-arm.ko", "init")].find("system-out") is None
+    assert "not in --fail-on" in by[("enodev-arm", "init")].find("system-out").text
+    assert by[("hello-arm", "init")].find("system-out") is None
     assert all(float(c.get("time")) >= 0 for c in cases)
     # Stages that did not run are skipped; a harness failure is an <error>.
     rc, doc, recs = check(tree, "--junit", xml, "--no-emulate", "--no-verify")
     cases = ET.parse(xml).getroot().iter("testcase")
     skipped = {(c.get("classname"), c.get("name")): c.find("skipped") for c in cases}
     assert all((s is not None) == (stage != "load") for (m, stage), s in skipped.items())
-    assert skipped[("hello-arm.ko", "init")].get("message") == "not run (--no-emulate)"
+    assert skipped[("hello-arm", "init")].get("message") == "not run (--no-emulate)"
+
+
+# --------------------------------------------------------------------------------------------
+def test_junit_classname_is_not_split_inside_a_module_name():
+    from armload.ci.junit import classname
+    # Viewers split at the last dot: package "net.hamradio", class "6pack" (not "ko").
+    assert classname("drivers/net/hamradio/6pack.ko") == "drivers.net.hamradio.6pack"
+    assert classname("hello-arm.ko") == "hello-arm"
+    assert classname("fs/nls/nls_cp437.ko") == "fs.nls.nls_cp437"
+    assert classname("x/a.b.ko") == "x.a_b"                  # a dot in the file name is not a split point
 
 
 # --------------------------------------------------------------------------------------------

@@ -55,6 +55,18 @@ DEFAULT_BUDGET = 5_000_000          # instructions per init run (dependencies' i
 DEFAULT_TIMEOUT = 60.0              # seconds of wall clock per init run: only a safety net
 
 
+def labelled(label: str, text: str | None) -> str:
+    """'label: text', without saying the label twice when the text already starts with it."""
+    if not text:
+        return label
+    return text if text.startswith(label + ":") or text.startswith(label + " ") else f"{label}: {text}"
+
+
+def unlabelled(label: str, text: str | None) -> str | None:
+    """The text without a leading 'label: ' (for a sentence that names the label itself)."""
+    return text[len(label) + 2:] if text and text.startswith(label + ": ") else text
+
+
 def init_class(init: dict | None) -> str | None:
     """The outcome class of one init run (a record's "init" dict); None when init was not run."""
     if init is None:
@@ -104,6 +116,42 @@ def read_modinfo(path: str) -> tuple[dict[str, list[str]], str | None]:
             data = f.read()
     except OSError as e:
         return {}, f"cannot read: {e.strerror}"
+    return parse_modinfo(data)
+
+
+def file_sha256(data: bytes) -> str:
+    import hashlib
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+NT_GNU_BUILD_ID = 3
+
+
+def build_id(data: bytes) -> str | None:
+    """The GNU build-id note (`ld --build-id`, in .note.gnu.build-id), as readelf -n prints it."""
+    try:
+        e_shoff, = struct.unpack_from("<I", data, 0x20)
+        e_shentsize, e_shnum = struct.unpack_from("<HH", data, 0x2E)
+        if e_shentsize != 40:
+            return None
+        shdrs = [struct.unpack_from("<10I", data, e_shoff + 40 * i) for i in range(e_shnum)]
+        for sh in shdrs:
+            if sh[1] != 7:                       # SHT_NOTE
+                continue
+            off, end = sh[4], min(sh[4] + sh[5], len(data))
+            while off + 12 <= end:               # Elf32_Nhdr: namesz, descsz, type; padded to 4
+                namesz, descsz, typ = struct.unpack_from("<3I", data, off)
+                name = data[off + 12:off + 12 + namesz]
+                desc_at = off + 12 + (namesz + 3) // 4 * 4
+                if typ == NT_GNU_BUILD_ID and name == b"GNU\0" and desc_at + descsz <= end:
+                    return data[desc_at:desc_at + descsz].hex()
+                off = desc_at + (descsz + 3) // 4 * 4
+        return None
+    except (struct.error, IndexError):
+        return None
+
+
+def parse_modinfo(data: bytes) -> tuple[dict[str, list[str]], str | None]:
     try:
         if data[:4] != b"\x7fELF" or len(data) < 52:
             return {}, "not an ELF file"
@@ -153,6 +201,74 @@ def scan_tree(root: str) -> list[ModuleInfo]:
         rel = os.path.basename(p) if p == root else os.path.relpath(p, root).replace(os.sep, "/")
         out.append(ModuleInfo(p, name, deps, (info.get("vermagic") or [None])[0], os.path.getsize(p), err, rel))
     return out
+
+
+def fingerprint(info: ModuleInfo) -> tuple[str | None, str | None]:
+    """(file SHA-256, build-id) of a module, read when its record is made (in the worker that
+    checks it), so that a subset of a large tree hashes only its own modules."""
+    try:
+        with open(info.path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None, None
+    return file_sha256(data), build_id(data)
+
+
+def scan_with_deps(tree: str, deps_from: str, *, rename: bool = True) -> tuple[list[ModuleInfo], list[str]]:
+    """The modules of `tree` to check, with the dependencies they need taken from the full tree
+    `deps_from`: (every module, the names of the ones to check). A module of `tree` replaces the
+    full tree's module of the same name; one that lies inside `deps_from`, or replaces a module
+    of it, is named by that module's path there (unless not `rename`), so its records match a
+    baseline of the full tree."""
+    full = scan_tree(deps_from)
+    mine = scan_tree(tree)
+    top = os.path.realpath(deps_from)
+    in_full = {m.name: m.rel for m in full}
+    for m in mine if rename else ():
+        real = os.path.realpath(m.path)
+        if os.path.isdir(top) and real.startswith(top + os.sep):
+            m.rel = os.path.relpath(real, top).replace(os.sep, "/")
+        elif m.name in in_full:              # a rebuilt or patched copy of a module of the tree
+            m.rel = in_full[m.name]
+    names = {m.name for m in mine}
+    return [m for m in full if m.name not in names] + mine, sorted(names)
+
+
+def select(plan: "Plan", patterns: list[str]) -> list[str]:
+    """The modules (in plan order) that any pattern names: a module name (- and _ alike), a path
+    relative to the tree, a directory of the tree (every module under it) or a glob over either
+    (`drivers/net/can/*`, `*wifi*`). ValueError names the patterns that match nothing."""
+    import fnmatch
+    hit: set[str] = set()
+    none = []
+    for pat in patterns:
+        p = pat.strip().rstrip("/")
+        key = p.replace("-", "_")
+        got = {n for n, m in plan.modules.items()
+               if n == key or m.rel == p or m.rel.startswith(p + "/")
+               or fnmatch.fnmatchcase(m.rel, p) or fnmatch.fnmatchcase(n, key)}
+        if not got:
+            none.append(pat)
+        hit |= got
+    if none:
+        raise ValueError(", ".join(none))
+    return [n for n in plan.order if n in hit]
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """'K/N' -> (K, N) with 1 <= K <= N. ValueError otherwise."""
+    try:
+        k, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise ValueError(f"{text!r} is not K/N (e.g. 1/4)") from None
+    if not 1 <= k <= n:
+        raise ValueError(f"{text!r}: need 1 <= K <= N")
+    return k, n
+
+
+def shard(names: list[str], k: int, n: int) -> list[str]:
+    """Shard K of N: every N-th module of the selection, starting at the K-th."""
+    return names[k - 1::n]
 
 
 # --------------------------------------------------------------------------------------------
@@ -278,7 +394,11 @@ _WORKER: dict = {}
 
 
 def set_worker_context(kernel, config, options: CheckOptions, plan: Plan) -> None:
-    """Called in the parent before forking (workers inherit it) or directly for jobs=1."""
+    """Called in the parent before forking (workers inherit it) or directly for jobs=1 (or in a
+    Ray worker, ci/cluster.py). A kernel used before gets its simulated addresses back as they
+    were before that use."""
+    if _STACK.sims and _WORKER.get("kernel") is not None:
+        sim_restore(_WORKER["kernel"], _STACK.sims[0])
     _WORKER.update(kernel=kernel, config=config, options=options, plan=plan)
     _STACK.__init__()
 
@@ -305,12 +425,20 @@ class _Stack:
         self.session = None
         self.names: list[str] = []
         self.mods: list = []
+        self.sims: list = []         # simulated-address state before each level (see sim_state)
 
     def reset(self, ctx) -> None:
         from ..loader.session import Session
         opts = ctx["options"]
+        if self.sims:                # back to the kernel as it was before this stack loaded anything
+            sim_restore(ctx["kernel"], self.sims[0])
         self.session = Session(ctx["kernel"], ctx["config"], opts.placement, modversions=opts.modversions)
-        self.names, self.mods = [], []
+        self.names, self.mods, self.sims = [], [], [sim_state(ctx["kernel"])]
+
+    def rewind(self, kernel) -> None:
+        """The simulated addresses as they were after the last module of the stack was loaded,
+        so that a module's own imports get the same addresses whatever was checked before."""
+        sim_restore(kernel, self.sims[len(self.names)])
 
     def enter(self, ctx, closure: list[str]):
         """Make the session hold exactly `closure`; returns (dep name, error) on failure."""
@@ -322,15 +450,36 @@ class _Stack:
         while len(self.names) > i:
             unload_last(self.session, self.mods.pop())
             self.names.pop()
+        del self.sims[len(self.names) + 1:]
         plan = ctx["plan"]
         for d in closure[i:]:
+            self.rewind(ctx["kernel"])
             try:
                 m = self.session.load(plan.modules[d].path)
             except Exception as e:
                 return d, e
             self.names.append(d)
             self.mods.append(m)
+            self.sims.append(sim_state(ctx["kernel"]))
+        self.rewind(ctx["kernel"])
         return None
+
+
+def sim_state(kernel) -> tuple:
+    """The kernel's simulated-address allocator (Module.symvers or the built-in kernel give no
+    addresses: armload hands them out in order of first use, provider.Kernel.address_of)."""
+    return dict(kernel.simulated), kernel._next_text, kernel._next_data
+
+
+def sim_restore(kernel, state: tuple) -> None:
+    """Undo the addresses handed out since `state`: a module's simulated addresses then depend
+    on its dependency closure and its own content only, never on which worker checked which
+    modules before it (so the JSON is the same for any --jobs, shard or subset)."""
+    sim, nt, nd = state
+    if len(kernel.simulated) != len(sim) or kernel._next_text != nt or kernel._next_data != nd:
+        kernel.simulated = dict(sim)
+        kernel._next_text, kernel._next_data = nt, nd
+        kernel._sorted = None
 
 
 def unload_last(session, mod) -> None:
@@ -348,7 +497,9 @@ def check_group(names: list[str]) -> list[dict]:
 
 
 def _new_record(info: ModuleInfo) -> dict:
+    sha, bid = fingerprint(info)
     return {"module": info.rel, "name": info.name, "size": info.size, "depends": info.depends,
+            "sha256": sha, "build_id": bid,
             "outcome": "ok", "stage": None, "reason": None, "where": None}
 
 
@@ -433,6 +584,17 @@ def _first_line(s: str | None) -> str | None:
     return None if s is None else s.split("\n", 1)[0]
 
 
+def image_hash(mod) -> str:
+    """The loaded image: every allocation's name, address and relocated bytes (first 16 hex
+    digits of a SHA-256). It changes with the file, the kernel's addresses or the loader."""
+    import hashlib
+    h = hashlib.sha256()
+    for r in mod.regions:
+        h.update(f"{r.name}@{r.base:#x}:{r.size}\0".encode())
+        h.update(bytes(r.data))
+    return h.hexdigest()[:16]
+
+
 def _module_record(mod) -> dict:
     from_kernel = 0
     simulated = 0
@@ -464,6 +626,7 @@ def _module_record(mod) -> dict:
                     "weak_undefined": weak, "crc_checked": crc_checked,
                     "from_modules": {k: sorted(v) for k, v in sorted(from_modules.items())}},
         "image_bytes": int(sum(r.size for r in mod.regions)),
+        "image_sha256": image_hash(mod),
         "regions": {r.name: r.base for r in mod.regions},
         "has_init": mod.init_addr is not None,
         "warnings": len(mod.warnings),
@@ -641,8 +804,10 @@ def skip_record(name: str, plan: Plan) -> dict:
 
 
 def run_checks(plan: Plan, kernel, config, options: CheckOptions, *, jobs: int = 1, names=None,
-               progress=None, chunk: int = 24) -> RunStats:
-    """Check `names` (default: every module in plan.order). progress(done, total, failures, rec)."""
+               progress=None, chunk: int = 24, executor=None) -> RunStats:
+    """Check `names` (default: every module in plan.order). progress(done, total, failures, rec).
+    `executor(groups)`, when given, runs check_group on each group of names elsewhere and yields
+    their record lists in any order (ci/cluster.py); `jobs` then only sizes the groups."""
     if jobs < 1:
         raise ValueError("jobs must be at least 1")
     names = list(plan.order if names is None else names)
@@ -683,7 +848,11 @@ def run_checks(plan: Plan, kernel, config, options: CheckOptions, *, jobs: int =
         if progress:
             progress(done, total, failures, rec)
 
-    if jobs <= 1 or len(groups) <= 1:
+    if executor is not None:                 # e.g. ci/cluster.py: groups as Ray tasks
+        for recs in executor(groups):
+            for rec in recs:
+                take(rec)
+    elif jobs <= 1 or len(groups) <= 1:
         for g in groups:
             for n in g:
                 take(check_one(n))
@@ -709,7 +878,7 @@ def _dependency_failure(dr: dict) -> str | None:
         return f"failed to load: {dr['reason']}"
     cls = init_class(dr.get("init"))
     if cls not in (None, "ok"):
-        return f"init {cls}: {dr['init'].get('reason')}"
+        return f"init {labelled(cls, dr['init'].get('reason'))}"
     return None
 
 
@@ -734,7 +903,8 @@ def apply_dependencies(plan: Plan, records: dict[str, dict]) -> None:
         if dep is None:
             for x in (rec.get("init") or {}).get("dependency_init_failures", []):
                 dep, where = x["name"], x.get("where")
-                why = f"init {init_class(x)} when run before this module's own: {x.get('reason')}"
+                cls = init_class(x)
+                why = f"init {cls} when run before this module's own: {unlabelled(cls, x.get('reason'))}"
                 break
         if dep is not None:
             mark_dependency_failed(rec, plan, dep, why, where=where,
@@ -831,7 +1001,8 @@ def failing_apis(records: list[dict], top: int = 20) -> list[tuple[str, int, Cou
         elif i.get("last_call"):
             culprit = i["last_call"]["name"]
         culprit = culprit or "(no kernel call)"
-        per.setdefault(culprit, Counter())[cls + (":" + i["fault"]["kind"] if i.get("fault") else "")] += 1
+        kind = (i.get("fault") or {}).get("kind")
+        per.setdefault(culprit, Counter())[cls + (f" ({kind})" if kind and kind != cls else "")] += 1
     rows = sorted(((k, sum(v.values()), v) for k, v in per.items()), key=lambda x: (-x[1], x[0]))
     return rows[:top]
 

@@ -1,5 +1,6 @@
 """JUnit XML for `armload check` (written with junitparser): one test case per module and stage
-(load, verify, init), the module's path as the class name, so CI dashboards group by module.
+(load, verify, init), the module's path as the class name (dots between its directories, no ".ko",
+see `classname`), so CI dashboards group by directory and module.
 
 A stage whose outcome class is in --fail-on is a <failure> (an <error> for the harness classes,
 timeout and internal); a stage that did not succeed but is not in --fail-on passes and says
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from junitparser import Error, Failure, JUnitXml, Skipped, TestCase, TestSuite
 
-from .corpus import OUTCOMES, CheckOptions, stage_results
+from .corpus import OUTCOMES, CheckOptions, labelled, stage_results
 
 STAGES = ("load", "verify", "init")
 _TIME_KEY = {"load": "load", "verify": "verify", "init": "init"}
@@ -24,8 +25,9 @@ def build(records: list[dict], options: CheckOptions, fail_on, *, name: str = "a
     for rec in records:
         t = (timing or {}).get(rec["module"], {})
         for stage, (cls, why) in stage_results(rec, options).items():
-            case = TestCase(stage, classname=rec["module"], time=t.get(_TIME_KEY[stage]) if timing else None)
-            msg = f"{cls}: {why}" if why else str(cls)
+            case = TestCase(stage, classname=classname(rec["module"]),
+                            time=t.get(_TIME_KEY[stage]) if timing else None)
+            msg = labelled(str(cls), why)
             where = rec.get("where") if cls == rec["outcome"] else (rec.get("init") or {}).get("where")
             if where and cls not in (None, "ok") and where not in msg:
                 msg += f" (at {where})"
@@ -42,6 +44,17 @@ def build(records: list[dict], options: CheckOptions, fail_on, *, name: str = "a
     xml = JUnitXml()
     xml.add_testsuite(suite)
     return xml
+
+
+def classname(module: str) -> str:
+    """The module's path without ".ko", its directories joined by dots: viewers (Jenkins, GitLab)
+    split a class name at its last dot into package and class, so "net/hamradio/6pack.ko" would
+    show as class "ko" of package "net/hamradio/6pack"; "net.hamradio.6pack" shows as class
+    "6pack" in package "net.hamradio". A dot inside a file name becomes "_" so that the split
+    still falls between the directory and the module."""
+    stem = module[:-3] if module.endswith(".ko") else module
+    parts = stem.split("/")
+    return ".".join(p.replace(".", "_") for p in parts)
 
 
 def _detail(rec: dict, stage: str) -> str:

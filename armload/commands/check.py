@@ -7,6 +7,7 @@ import os
 import sys
 import textwrap
 import time
+from collections import OrderedDict
 
 from ..errors import ArmloadError
 from .load import add_common_args, config_from_args, parse_placement
@@ -33,6 +34,10 @@ def register(sub) -> None:
                         "(check refuses to run without --kernel otherwise)")
     p.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1, metavar="N",
                    help="worker processes, at least 1 (default: number of CPUs)")
+    p.add_argument("--ray", metavar="ADDRESS",
+                   help="run the module checks as Ray tasks (pip install 'armload[cluster]'): 'local' starts a "
+                        "local Ray instance with --jobs CPUs, 'auto' joins the cluster `ray start` made, or a "
+                        "cluster's address; the JSON is the same as a local run's")
     p.add_argument("--json", metavar="FILE", help="write per-module records as JSON to FILE ('-' = stdout); "
                                                   "wall-clock data only under the top-level \"timing\"")
     p.add_argument("--no-timing", action="store_true",
@@ -45,7 +50,8 @@ def register(sub) -> None:
                         "--update-baseline; any difference fails the check and is listed")
     p.add_argument("--update-baseline", action="store_true",
                    help="write this run's pass (placement, +init) into the --baseline FILE in the compact "
-                        "one-line-per-module form (other passes kept) instead of failing on differences")
+                        "one-line-per-module form (other passes kept; a subset or shard rewrites only its "
+                        "modules' lines) and exit 0 once written, whatever --fail-on says")
     p.add_argument("--junit", metavar="FILE", help="write a JUnit XML report: one test case per module and stage")
     p.add_argument("--no-emulate", action="store_true", help="do not run init_module in the emulator")
     p.add_argument("--no-verify", action="store_true", help="skip branch-reach verification")
@@ -53,8 +59,16 @@ def register(sub) -> None:
                    help="do not run the dependencies' init functions before a module's own init")
     p.add_argument("--limit", type=int, metavar="N", help="check only the first N modules in dependency order")
     p.add_argument("--module", action="append", default=[], metavar="NAME",
-                   help="check only this module (a name or a path relative to the tree; its dependencies "
-                        "are loaded for it); repeatable")
+                   help="check only these modules: a module name, a path relative to the tree, a directory "
+                        "of the tree or a glob over either ('drivers/net/can', '*wifi*'); their dependencies "
+                        "come from the whole tree; repeatable")
+    p.add_argument("--deps-from", metavar="TREE",
+                   help="check the modules of DIR only, taking the dependencies they need from the full tree "
+                        "TREE (a DIR inside TREE names its modules by their path in TREE, so a baseline of "
+                        "TREE applies)")
+    p.add_argument("--shard", metavar="K/N",
+                   help="check shard K of N (every N-th module of the selection); the baseline is compared "
+                        "on the modules that ran; `armload check-merge` joins the shards' --json outputs")
     p.add_argument("--budget", type=int, default=None, metavar="INSNS",
                    help=f"instruction budget per init run, dependencies' included (default {DEFAULT_BUDGET:,})")
     p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
@@ -72,50 +86,93 @@ def register(sub) -> None:
 
 
 class Progress:
-    """`\\r` status line on a TTY, a plain line every few seconds otherwise."""
+    """Progress on stderr: a rich bar on a terminal (done/total, failures, rate, ETA, the module
+    just finished), a plain line every few seconds otherwise. The rate counts the modules checked
+    since the start, not the ones decided before it (blocked by the plan), and is shown once a
+    module has been checked."""
 
     def __init__(self, stream=sys.stderr, enabled: bool = True, every: float = 5.0):
         self.stream = stream
         self.enabled = enabled
         self.tty = enabled and hasattr(stream, "isatty") and stream.isatty()
         self.every = every
-        self.t0 = time.perf_counter()
+        self.t0 = None
+        self.done0 = 0
         self.last = 0.0
-        self.width = 0
+        self.bar = None
+
+    def rate_eta(self, done: int, total: int) -> tuple[float | None, float | None]:
+        el = time.perf_counter() - self.t0
+        n = done - self.done0
+        if n < 1 or el <= 0:
+            return None, None
+        rate = n / el
+        return rate, (total - done) / rate
 
     def __call__(self, done: int, total: int, failures: int, rec) -> None:
         if not self.enabled:
             return
+        if self.t0 is None:                       # the first call: what the plan decided alone
+            self.t0, self.done0 = time.perf_counter(), done
+            if self.tty:
+                self._start_bar(done, total)
+        mod = rec["module"] if rec else ""
+        if self.bar is not None:
+            bar, task = self.bar
+            bar.update(task, completed=done, failures=failures, module=mod)
+            return
         now = time.perf_counter()
-        el = now - self.t0
-        finished = done >= total
-        if self.tty:
-            if now - self.last < 0.1 and not finished:
-                return
-        elif now - self.last < self.every and not finished:
+        if now - self.last < self.every and done < total:
             return
         self.last = now
-        rate = done / el if el > 0 else 0.0
-        eta = (total - done) / rate if rate > 0 else 0.0
+        rate, eta = self.rate_eta(done, total)
         frac = done / total if total else 1.0
-        if self.tty:
-            n = 28
-            bar = "#" * int(frac * n) + "-" * (n - int(frac * n))
-            line = (f"[{bar}] {done}/{total} modules  {failures} failed  {rate:.1f}/s  "
-                    f"{el:.0f}s elapsed, ~{eta:.0f}s left")
-            pad = max(0, self.width - len(line))
-            self.width = len(line)
-            self.stream.write("\r" + line + " " * pad + ("\n" if finished else ""))
-        else:
-            self.stream.write(f"check: {done}/{total} modules ({frac:.0%}), {failures} failed, "
-                              f"{rate:.1f} modules/s, {el:.0f}s elapsed\n")
+        speed = f"{_rate(rate)} modules/s, ETA {_hms(eta)}" if rate else "rate not known yet"
+        self.stream.write(f"check: {done}/{total} modules ({frac:.0%}), {failures} failed, {speed}, "
+                          f"{now - self.t0:.0f}s elapsed" + (f", last {mod}" if mod else "") + "\n")
         self.stream.flush()
+
+    def _start_bar(self, done: int, total: int) -> None:
+        from rich.console import Console
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress as Bar, ProgressColumn,
+                                   TextColumn, TimeElapsedColumn)
+        from rich.text import Text
+        prog = self
+
+        class RateEta(ProgressColumn):
+            def render(self, task):
+                rate, eta = prog.rate_eta(int(task.completed), int(task.total or 0))
+                return Text(f"{_rate(rate):>5}/s ETA {_hms(eta)}" if rate else "    -/s ETA -")
+        bar = Bar(TextColumn("check"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("[red]{task.fields[failures]} failed"), RateEta(), TimeElapsedColumn(),
+                  TextColumn("{task.fields[module]}"), console=Console(file=self.stream), transient=False)
+        task = bar.add_task("check", total=total, completed=done, failures=0, module="")
+        bar.start()
+        self.bar = (bar, task)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar[0].stop()
+            self.bar = None
+
+
+def _rate(r: float) -> str:
+    return f"{r:.1f}" if r >= 1 else f"{r:.2g}"
+
+
+def _hms(sec: float | None) -> str:
+    if sec is None:
+        return "-"
+    sec = int(round(sec))
+    return f"{sec // 3600}:{sec // 60 % 60:02d}:{sec % 60:02d}" if sec >= 3600 else f"{sec // 60}:{sec % 60:02d}"
 
 
 def run(args) -> int:
     from ..ci import baseline as bl
     from ..ci.corpus import (CheckOptions, DEFAULT_BUDGET, DEFAULT_TIMEOUT, build_kernel, failed_modules,
-                          parse_fail_on, plan_order, run_checks, scan_tree, summarize)
+                             parse_fail_on, parse_shard, plan_order, run_checks, scan_tree, scan_with_deps,
+                             select, shard, summarize)
+    from ..ci.merge import shard_info
     if not os.path.exists(args.tree):
         raise ArmloadError(f"{args.tree}: no such file or directory")
     if not args.kernel and not args.builtin_kernel:
@@ -137,34 +194,62 @@ def run(args) -> int:
     t_start = time.perf_counter()
     kernel = build_kernel(args.kernel, config)
     kernel.vermagic = getattr(args, "vermagic", None)
-    mods = scan_tree(args.tree)
-    if not mods:
+    filters = []
+    if args.deps_from:
+        if not os.path.isdir(args.deps_from):
+            raise ArmloadError(f"check: --deps-from {args.deps_from}: not a directory")
+        mods, mine = scan_with_deps(args.tree, args.deps_from)
+        filters.append(f"modules of {args.tree} with dependencies from {args.deps_from}")
+    else:
+        mods = scan_tree(args.tree)
+        mine = None
+    if not mods or mine == []:
         raise ArmloadError(f"{args.tree}: no .ko files found")
     plan = plan_order(mods)
-    names = list(plan.order)
+    names = list(plan.order) if mine is None else [n for n in plan.order if n in set(mine)]
     if args.module:
-        by_rel = {m.rel: n for n, m in plan.modules.items()}
-        want = [by_rel.get(m, m.replace("-", "_")) for m in args.module]
-        unknown = [m for m, w in zip(args.module, want) if w not in plan.modules]
-        if unknown:
-            raise ArmloadError(f"no module named {', '.join(unknown)} in {args.tree}")
+        try:
+            want = set(select(plan, args.module))
+        except ValueError as e:
+            raise ArmloadError(f"check: --module: no module named or matching {e} in "
+                               f"{args.deps_from or args.tree}") from None
         names = [n for n in names if n in want]
+        filters.append("--module " + " ".join(args.module))
     if args.limit is not None:
         names = names[:max(0, args.limit)]
+        filters.append(f"--limit {args.limit}")
+    shard_of = None
+    if args.shard:
+        try:
+            k, n = parse_shard(args.shard)
+        except ValueError as e:
+            raise ArmloadError(f"check: --shard {e}") from None
+        shard_of = (k, n, names)
+        names = shard(names, k, n)
     opts = CheckOptions(verify=not args.no_verify, emulate=not args.no_emulate, unmodelled=args.unmodelled,
                         budget=args.budget or DEFAULT_BUDGET, timeout=args.timeout or DEFAULT_TIMEOUT,
                         dep_inits=not args.no_dep_inits, placement=parse_placement(args.placement),
                         modversions=not args.no_modversions, params=read_params_file(args.params))
     t_setup = time.perf_counter() - t_start
     progress = Progress(enabled=not args.quiet)
-    stats = run_checks(plan, kernel, config, opts, jobs=args.jobs, names=names, progress=progress)
+    executor = None
+    if args.ray:
+        from ..ci import cluster
+        executor = cluster.executor(cluster.connect(args.ray, args.jobs),
+                                    {"kernel": list(args.kernel), "vermagic": kernel.vermagic, "config": config,
+                                     "options": opts}, plan)
+    try:
+        stats = run_checks(plan, kernel, config, opts, jobs=args.jobs, names=names, progress=progress,
+                           executor=executor)
+    finally:
+        progress.close()
     recs = stats.records
     summ = summarize(recs)
     failed = failed_modules(recs, fail_on)
     timing = {"jobs": args.jobs, "wall_seconds": round(time.perf_counter() - t_start, 3),
               "check_seconds": round(stats.wall, 3), "setup_seconds": round(t_setup, 3),
               "modules": stats.timing}
-    doc = {"ok": None, "tree": args.tree, "kernel": kernel.describe(),
+    doc = OrderedDict({"ok": None, "tree": args.tree, "kernel": kernel.describe(),
            "config": {"plt_algorithm": config.plt_algorithm, "l1_cache_bytes": config.l1_cache_bytes,
                       "dynamic_ftrace": config.dynamic_ftrace, "thumb2": config.thumb2,
                       "module_unload": config.module_unload, "layout": config.layout,
@@ -175,13 +260,20 @@ def run(args) -> int:
            "summary": summ,
            "failed": failed,
            "duplicates": [{"name": n, "path": p} for n, p in plan.duplicates],
-           "modules": recs}
+           "selection": ({"filters": filters, "modules": len(shard_of[2]) if shard_of else len(names),
+                          "of": len(plan.order)} if filters else None),
+           "modules": recs})
+    if shard_of:
+        doc["shard"] = shard_info(plan, *shard_of)
+        doc.move_to_end("modules")
     diff = None
     if base is not None and (bl.pass_name(doc) in base or not args.update_baseline):
         diff = bl.diff(base, doc, args.baseline)
         doc["baseline"] = diff
-    rc = 1 if failed or (diff and diff["differences"] and not args.update_baseline) else 0
-    doc["ok"] = rc == 0
+    # --update-baseline records this run as the new truth: once written, the check has done its job.
+    bad = 1 if failed or (diff and diff["differences"]) else 0
+    rc = 0 if args.update_baseline else bad
+    doc["ok"] = not bad
     if not args.no_timing:
         doc["timing"] = timing
     # The baseline is written from the records without the timing object.
@@ -202,7 +294,7 @@ def run(args) -> int:
     out = sys.stderr if args.json == "-" else sys.stdout
     print(format_report(recs, summ, plan, opts, kernel.describe(), args.top, fail_on=fail_on,
                         timing=None if args.no_timing else timing, diff=diff, updated=updated,
-                        baseline_file=args.baseline, rc=rc), file=out)
+                        baseline_file=args.baseline, rc=bad), file=out)
     return rc
 
 
@@ -296,7 +388,8 @@ def format_report(recs: list[dict], summ: dict, plan, opts, kernel_desc: str, to
             lines.append(table([[k, str(n), ", ".join(f"{o} {c}" for o, c in v.most_common(3))]
                                 for k, n, v in rows], ["kernel function", "modules", "outcomes"], "lrl"))
     if diff is not None:
-        lines += ["", f"baseline {diff['file']} (pass {diff['pass']}, {diff['modules_compared']:,} modules compared): "
+        ran = ", the modules that ran" if diff.get("subset") else ""
+        lines += ["", f"baseline {diff['file']} (pass {diff['pass']}, {diff['modules_compared']:,} modules compared{ran}): "
                   + (_diff_text(diff) if diff["differences"] else "no difference")]
         for note in diff["option_differences"]:
             lines.append(f"  {note}")
@@ -316,8 +409,12 @@ def format_report(recs: list[dict], summ: dict, plan, opts, kernel_desc: str, to
     verdict = [f"{fails} (--fail-on {','.join(fail_on) or 'none'})"] if fails else []
     if diff and diff["differences"] and not updated:
         verdict.append(f"baseline: {_diff_text(diff)}")
-    lines += ["", f"check: {'FAILED: ' + '; '.join(verdict) if rc else 'passed'}"
-              + ("" if rc or not fail_on else f" (no module in --fail-on {','.join(fail_on)})")]
+    if updated:
+        lines += ["", f"check: baseline written (exit status 0 with --update-baseline)"
+                  + (f"; without it: FAILED: {'; '.join(verdict)}" if verdict else "")]
+    else:
+        lines += ["", f"check: {'FAILED: ' + '; '.join(verdict) if rc else 'passed'}"
+                  + ("" if rc or not fail_on else f" (no module in --fail-on {','.join(fail_on)})")]
     return "\n".join(lines)
 
 
@@ -343,7 +440,9 @@ def _init_text(r: dict) -> str:
         return f"returned {v}" + (f" ({i['errno_name']})" if i.get("errno_name") else "")
     if st == "no-function":
         return "no init function"
-    return st + (f": {i['reason']}" if i.get("reason") else "") + (f" (at {i['where']})" if i.get("where") else "")
+    from ..ci.corpus import labelled
+    where = i.get("where")
+    return labelled(st, i.get("reason")) + (f" (at {where})" if where and where not in (i.get("reason") or "") else "")
 
 
 def _ms(v) -> str:
