@@ -115,3 +115,26 @@ def test_cli_verify_against_kernel_with_the_tree(booted_dir):
     assert "xor_neon: identical to the kernel's load_module" in p.stdout
     assert "xor: identical to the kernel's load_module" in p.stdout
     assert "hello: the kernel refused it (-8); armload refused it too: hello: unknown relocation: 10" in p.stdout
+
+
+def test_check_runtime_booted_outcomes_and_the_dependency_rule(booted_dir, tmp_path):
+    """check --runtime booted: each module after its dependencies in a fresh copy of the booted
+    kernel; the outcomes are the kernel's, the loader is compared on every module."""
+    import shutil
+    from armload.cli import main
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    for n in ("hello", "nullderef", "enodev", "exporter", "importer"):
+        shutil.copy(sample(f"{n}-arm.ko"), tree)
+    out = tmp_path / "c.json"
+    rc = main(["check", str(tree), "--kernel", SYMVERS, "--kernel", BOOT_VMLINUZ, "--runtime", "booted", "-q",
+               "--jobs", "1", "--json", str(out), "--fail-on", "none"])
+    assert rc == 0
+    recs = {r["module"]: r for r in json.loads(out.read_text())["modules"]}
+    got = {m: (r["outcome"], r["init"]["status"], r["init"].get("retval")) for m, r in recs.items()}
+    assert got == {"hello-arm.ko": ("ok", "returned", 0), "nullderef-arm.ko": ("fault", "oops", None),
+                   "enodev-arm.ko": ("error", "returned", -19), "exporter-arm.ko": ("ok", "returned", 0),
+                   "importer-arm.ko": ("ok", "returned", 0)}
+    assert recs["importer-arm.ko"]["depends"] == ["exporter"] and "dependency_init_failures" not in recs["importer-arm.ko"]["init"]
+    assert all(r["init"]["loader_vs_kernel"]["identical"] for r in recs.values())
+    assert "Unable to handle kernel NULL pointer dereference" in recs["nullderef-arm.ko"]["reason"]

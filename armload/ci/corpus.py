@@ -48,10 +48,13 @@ INIT_STATUS = {
     "unmodelled": "unmodelled",
     "timeout": "timeout",
     "params-refused": "error",       # parse_args refused a parameter: the load fails, init never runs
+    "refused": "error",              # booted runtime: the kernel's load_module returned -errno before init
+    "oops": "fault",                 # booted runtime: the kernel oopsed (its own report)
     "not-run": "internal",
 }
 
 DEFAULT_BUDGET = 5_000_000          # instructions per init run (dependencies' inits get the same)
+BOOTED_BUDGET = 1_000_000_000       # booted runtime: per load_module (the kernel's loading and init)
 DEFAULT_TIMEOUT = 60.0              # seconds of wall clock per init run: only a safety net
 
 
@@ -388,6 +391,9 @@ class CheckOptions:
     modversions: bool = True
     unmodelled: str = "fail"        # policy for calls nothing simulates: fail | real | zero
     params: dict = field(default_factory=dict)   # module name -> insmod parameter words
+    runtime: str = "models"         # models: armload's Python-model machine; booted: the booted kernel
+    image: str | None = None        # the vmlinuz the booted runtime boots
+    settle_ns: int = 0              # booted: deferred work after init (simulated ns)
 
 
 _WORKER: dict = {}
@@ -563,7 +569,10 @@ def check_one(name: str) -> dict:
         times["verify"] = time.perf_counter() - t
     if opts.emulate:
         t = time.perf_counter()
-        init = _run_init(mod, deps, ctx["kernel"], opts)
+        if opts.runtime == "booted":
+            init = _run_booted(info, [plan.modules[d] for d in plan.closure[name]], ctx, opts)
+        else:
+            init = _run_init(mod, deps, ctx["kernel"], opts)
         times["init"] = time.perf_counter() - t
         times["init.emulator"] = init.pop("elapsed", None)
         dep_inits = init.pop("dependency_inits", [])
@@ -689,6 +698,63 @@ def _run_init(mod, deps, kernel, opts: CheckOptions) -> dict:
     out["dependency_inits"] = dep_inits
     if params is not None:
         out["params"] = params
+    return out
+
+
+def _run_booted(info, closure, ctx, opts: CheckOptions) -> dict:
+    """The booted runtime: a fresh copy of the booted kernel, the closure then the module loaded by
+    its own load_module (init and all), armload's image compared with the kernel's (modrun.py).
+    Same shape as _run_init's dict, plus "loader_vs_kernel" and the kernel's last console lines."""
+    from ..emu.booted.modrun import BootedRun
+    try:
+        run = BootedRun(opts.image, ctx["kernel"], ctx["config"])
+    except Exception as e:
+        return {"status": "not-run", "reason": f"booted kernel could not start: {_err_dict(e)['message']}"}
+    t0 = time.perf_counter()
+    dep_inits = []
+    for d in closure:
+        try:
+            r = run.load(d.path, " ".join(opts.params.get(d.name, [])), budget=opts.budget)
+        except Exception as e:
+            return {"status": "not-run", "reason": f"dependency {d.name}: {_err_dict(e)['message']}",
+                    "dependency_inits": dep_inits}
+        x = _booted_data(r)
+        dep_inits.append({"name": d.name, "status": x["status"], "retval": x.get("retval"),
+                          "reason": x.get("reason"), "where": x.get("where")})
+        if init_class(x) != "ok":            # insmod of the module never happens
+            return {"status": "not-run", "reason": f"dependency {d.name} failed in the kernel: {x.get('reason')}",
+                    "dependency_inits": dep_inits, "elapsed": time.perf_counter() - t0}
+    try:
+        r = run.load(info.path, " ".join(opts.params.get(info.name, [])), budget=opts.budget)
+        if opts.settle_ns and r.ok:
+            run.settle(opts.settle_ns)
+    except Exception as e:
+        return {"status": "not-run", "reason": f"booted kernel: {_err_dict(e)['message']}",
+                "dependency_inits": dep_inits}
+    out = _booted_data(r)
+    out["dependency_inits"] = dep_inits
+    out["elapsed"] = time.perf_counter() - t0
+    return out
+
+
+def _booted_data(r) -> dict:
+    """A modrun.BootedResult as check's init data."""
+    st = {"returned": "returned", "refused": "refused", "oops": "oops", "panic": "oops",
+          "budget": "budget"}.get(r.status, "not-run")
+    out = {"status": st, "retval": r.ret, "instructions": r.instructions, "runtime": "booted",
+           "console": r.console[-5:], "loader_vs_kernel": r.loader.to_dict()}
+    if r.status == "refused":
+        out["reason"] = f"load_module returned {r.ret} ({_errno_name(r.ret)})"
+    elif r.status == "returned" and r.ret and r.ret < 0:
+        out["reason"] = f"init returned {r.ret} ({_errno_name(r.ret)})"
+    elif r.status in ("oops", "panic"):
+        first = next((ln for ln in r.oops.splitlines() if ln.strip()), "")
+        out["reason"] = first.split("] ", 1)[-1]
+        out["where"] = next((ln.split("PC is at ", 1)[1] for ln in r.oops.splitlines() if "PC is at " in ln), None)
+    elif r.status == "budget":
+        out["reason"] = f"no return within {r.instructions:,} instructions"
+    if not r.loader.agrees or not (r.loader.identical or r.status == "refused"):
+        out["loader_differs"] = True
     return out
 
 

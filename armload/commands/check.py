@@ -74,6 +74,11 @@ def register(sub) -> None:
     p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                    help=f"wall-clock safety net per init run (default {DEFAULT_TIMEOUT:g}); when it ends a run "
                         "the outcome is 'timeout', a harness failure")
+    p.add_argument("--runtime", choices=("models", "booted"), default="models",
+                   help="where init runs: models (armload's Python-model machine, the default) or booted (the "
+                        "Debian kernel booted in Unicorn: its own load_module loads each module after its "
+                        "dependencies and runs init, and armload's image is compared with the kernel's; needs "
+                        "--kernel vmlinuz)")
     p.add_argument("--unmodelled", choices=("fail", "real", "zero"), default="fail",
                    help="a call to a kernel function armload does not simulate: fail (default: the init's "
                         "outcome is unmodelled), real (run the kernel's own code), zero (return 0, marked)")
@@ -169,7 +174,7 @@ def _hms(sec: float | None) -> str:
 
 def run(args) -> int:
     from ..ci import baseline as bl
-    from ..ci.corpus import (CheckOptions, DEFAULT_BUDGET, DEFAULT_TIMEOUT, build_kernel, failed_modules,
+    from ..ci.corpus import (BOOTED_BUDGET, CheckOptions, DEFAULT_BUDGET, DEFAULT_TIMEOUT, build_kernel, failed_modules,
                              parse_fail_on, parse_shard, plan_order, run_checks, scan_tree, scan_with_deps,
                              select, shard, summarize)
     from ..ci.merge import shard_info
@@ -229,7 +234,13 @@ def run(args) -> int:
     opts = CheckOptions(verify=not args.no_verify, emulate=not args.no_emulate, unmodelled=args.unmodelled,
                         budget=args.budget or DEFAULT_BUDGET, timeout=args.timeout or DEFAULT_TIMEOUT,
                         dep_inits=not args.no_dep_inits, placement=parse_placement(args.placement),
-                        modversions=not args.no_modversions, params=read_params_file(args.params))
+                        modversions=not args.no_modversions, params=read_params_file(args.params),
+                        runtime=args.runtime, image=getattr(kernel, "image_path", None))
+    if opts.runtime == "booted" and not opts.image:
+        raise ArmloadError("check --runtime booted needs the kernel image (--kernel vmlinuz): it is the kernel "
+                           "that boots")
+    if opts.runtime == "booted" and not args.budget:
+        opts.budget = BOOTED_BUDGET
     t_setup = time.perf_counter() - t_start
     progress = Progress(enabled=not args.quiet)
     executor = None
