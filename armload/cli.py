@@ -16,7 +16,7 @@ import sys
 from . import __version__
 from .errors import ArmloadError
 
-COMMANDS = ("load", "run", "verify", "disasm", "explain", "report", "check", "calls", "kallsyms", "bench")
+COMMANDS = ("load", "run", "verify", "disasm", "explain", "report", "check", "agree", "calls", "kallsyms", "bench")
 
 
 def command_in(argv: list[str]) -> str | None:
