@@ -16,8 +16,8 @@ QEMU_DIR = os.path.join(ROOT, "tests", "oracles", "qemu")
 RESULTS = os.path.join(QEMU_DIR, "results.json")
 
 
-def _k(module, verdict, ret=None, errno=None, deps=()):
-    return {"module": module, "verdict": verdict, "ret": ret, "errno": errno, "dep_results": list(deps)}
+def _k(module, verdict, ret=None, errno=None, dep_failed=None):
+    return {"module": module, "verdict": verdict, "ret": ret, "errno": errno, "dep_failed": dep_failed}
 
 
 def _a(module, outcome, init=None, **kw):
@@ -27,7 +27,8 @@ def _a(module, outcome, init=None, **kw):
 ORACLE = {"kernel": {"version": "Linux version 6.1.0-50-armmp"}, "modules": [
     _k("a.ko", "ok", 0), _k("b.ko", "error", -19, "ENODEV"), _k("c.ko", "oops"), _k("d.ko", "hang"),
     _k("e.ko", "ok", 0), _k("f.ko", "ok", 0), _k("g.ko", "ok", 0), _k("h.ko", "error", -11, "EAGAIN"),
-    _k("i.ko", "dependency-failed", deps=[{"module": "x.ko", "ret": None, "killed": True, "oops": True}]),
+    _k("i.ko", "dependency-failed", dep_failed={"module": "x.ko", "ret": None, "killed": True, "oops": True}),
+    _k("j.ko", "ok", 0),
 ]}
 ARMLOAD = {"modules": [
     _a("a.ko", "ok", {"status": "returned", "retval": 0}),
@@ -41,6 +42,7 @@ ARMLOAD = {"modules": [
     _a("g.ko", "ok", {"status": "returned", "retval": 0xc1234567 - (1 << 32)}),    # a pointer
     _a("h.ko", "error", {"status": "returned", "retval": -22}),
     _a("i.ko", "dependency-failed", None, dependency={"name": "x", "module": "x.ko", "outcome": "fault"}),
+    _a("j.ko", "budget", {"status": "budget", "where": "do_xor_speed+0x38 [j]"}),
 ]}
 
 
@@ -49,13 +51,14 @@ def test_each_kind_agrees_only_with_its_own():
     agree = {r.module for r in ag.rows if r.agree}
     # a: 0 = 0; b: -ENODEV both; c: oops/fault; d: hang/budget; i: both stopped at a dependency.
     assert agree == {"a.ko", "b.ko", "c.ko", "d.ko", "i.ko"}
-    assert (ag.total, ag.agreed) == (9, 5) and ag.percent == pytest.approx(500 / 9)
+    assert (ag.total, ag.agreed) == (10, 5) and ag.percent == 50.0
     cls = ag.classes()
     assert cls == {"kernel 0 / armload unmodelled": 1, "kernel 0 / armload dependency (unmodelled)": 1,
-                   "kernel 0 / armload 0xc1234567": 1, "kernel -EAGAIN / armload -EINVAL": 1}
+                   "kernel 0 / armload 0xc1234567": 1, "kernel -EAGAIN / armload -EINVAL": 1,
+                   "kernel 0 / armload budget": 1}
     assert ag.stopping_functions() == {"crypto_alloc_shash": 1, "__netlink_kernel_create": 1}
     d = ag.to_dict()
-    assert d["agree"] == 5 and len(d["disagreements"]) == 4
+    assert d["agree"] == 5 and len(d["disagreements"]) == 5
 
 
 def test_return_values_compare_as_finit_module_returns_them():
@@ -88,7 +91,7 @@ def test_run_json_is_matched_by_path_suffix():
     run_doc = {"modules": [{"name": "b", "path": "/tmp/tree/b.ko", "run": {"status": "returned", "retval": -19}}]}
     ag = compare(oracle_verdicts(ORACLE), armload_verdicts(run_doc))
     row = next(r for r in ag.rows if r.module == "b.ko")
-    assert row.agree and sum(r.armload.kind == "missing" for r in ag.rows) == 8
+    assert row.agree and sum(r.armload.kind == "missing" for r in ag.rows) == 9
 
 
 def _write(tmp_path, name, doc):
@@ -99,10 +102,10 @@ def _write(tmp_path, name, doc):
 
 def test_agree_command_threshold_both_sides(tmp_path, capsys):
     o, a = _write(tmp_path, "o.json", ORACLE), _write(tmp_path, "a.json", ARMLOAD)
-    pct = 500 / 9
+    pct = 50.0
     assert main(["agree", a, "--oracle", o, "--min", f"{pct - 0.01:.2f}"]) == 0
     out = capsys.readouterr().out
-    assert "agreement: 5 of 9 modules (55.6%)" in out and "kernel 0 / armload unmodelled" in out
+    assert "agreement: 5 of 10 modules (50.0%)" in out and "kernel 0 / armload unmodelled" in out
     assert main(["agree", a, "--oracle", o, "--min", f"{pct + 0.01:.2f}"]) == 1
 
 
@@ -110,7 +113,7 @@ def test_agree_command_json(tmp_path, capsys):
     o, a = _write(tmp_path, "o.json", ORACLE), _write(tmp_path, "a.json", ARMLOAD)
     assert main(["agree", a, "--oracle", o, "--json", "--min", "60"]) == 1
     d = json.loads(capsys.readouterr().out)
-    assert (d["ok"], d["modules"], d["agree"], d["percent"]) == (False, 9, 5, 55.6)
+    assert (d["ok"], d["modules"], d["agree"], d["percent"]) == (False, 10, 5, 50.0)
 
 
 @pytest.mark.parametrize("content,msg", [("{", "not JSON"), ("[]", "no \"modules\" list"),
@@ -218,3 +221,19 @@ def test_oracle_record_verdicts():
     rec, _ = oracle.finish_record(0, plan, [dep_ok, many], None, "done", 0.1, 0)
     assert rec["lines_total"] == 100 and len(rec["lines"]) == oracle.LINES_HEAD + oracle.LINES_TAIL + 1
     assert all(len(t) <= oracle.LINE_MAX + 3 for t in rec["lines"]) and "60 lines" in rec["lines"][oracle.LINES_HEAD]
+
+
+def test_oracle_compact_record_keeps_the_failed_dependency_only():
+    plan = [["lib/a.ko", "lib/d.ko", "net/m.ko"]]
+    have = dict(oracle.new_attempt("lib/a.ko"), ret=0, already=True)
+    bad = dict(oracle.new_attempt("lib/d.ko"), ret=-19, errno=19)
+    rec, _ = oracle.finish_record(0, plan, [have, bad], None, "done", 0.1, 0)
+    c = oracle.compact(rec)
+    assert "dep_results" not in c and c["deps_present"] == ["lib/a.ko"] and c["rmmod"] is None
+    assert c["dep_failed"] == {"module": "lib/d.ko", "ret": -19, "errno": "ENODEV", "oops": False, "killed": False}
+    assert oracle_verdicts({"modules": [c]})["net/m.ko"] == Verdict("dependency", None, "ENODEV: lib/d.ko")
+    ok = dict(oracle.new_attempt("lib/d.ko"), ret=0)
+    rec, _ = oracle.finish_record(0, plan, [have, ok, dict(oracle.new_attempt("net/m.ko"), ret=0)],
+                                  {"ret": -16, "errno": "EBUSY"}, "done", 0.1, 0)
+    c = oracle.compact(rec)
+    assert c["dep_failed"] is None and c["rmmod"] == -16 and c["verdict"] == "ok"

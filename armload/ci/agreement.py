@@ -46,9 +46,9 @@ class Verdict:
         """A short class name: '0', '-ENODEV', 'oops', 'unmodelled', 'dependency (unmodelled)'..."""
         if self.kind == "returned":
             return "0" if self.ret == 0 else _errno(self.ret)
-        if self.kind in ("undecided", "dependency") and self.detail:
+        if self.kind in ("undecided", "dependency", "hang") and self.detail:
             head = self.detail.split(":", 1)[0]
-            return head if self.kind == "undecided" else f"dependency ({head})"
+            return f"dependency ({head})" if self.kind == "dependency" else head
         return self.kind
 
 
@@ -93,7 +93,7 @@ def oracle_verdicts(doc: dict) -> dict[str, Verdict]:
         elif v == "hang":
             out[r["module"]] = Verdict("hang")
         elif v == "dependency-failed":
-            bad = next((d for d in r.get("dep_results", []) if d.get("ret") != 0), {})
+            bad = r.get("dep_failed") or {}
             why = "oops" if bad.get("oops") or bad.get("killed") else (bad.get("errno") or "?")
             out[r["module"]] = Verdict("dependency", None, f"{why}: {bad.get('module', '?')}")
         else:

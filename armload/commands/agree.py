@@ -57,8 +57,10 @@ def run(args) -> int:
                  ["kernel verdict", "modules", "armload agrees", "share"], "lrrr"))
     print()
     cls = ag.classes()
-    print(_table([[c, n, ", ".join(r.module for r in ag.disagreements() if r.cls == c)[:100]]
-                  for c, n in cls.most_common()], ["disagreement class", "modules", "e.g."], "lrl"))
+    def eg(c):
+        mods = [r.module for r in ag.disagreements() if r.cls == c]
+        return ", ".join(mods[:3]) + (", ..." if len(mods) > 3 else "")
+    print(_table([[c, n, eg(c)] for c, n in cls.most_common()], ["disagreement class", "modules", "e.g."], "lrl"))
     fns = ag.stopping_functions()
     if fns:
         print()

@@ -22,6 +22,7 @@ import json
 import os
 import re
 import select
+import signal
 import statistics
 import subprocess
 import sys
@@ -33,6 +34,7 @@ QEMU = ["qemu-system-arm", "-M", "virt", "-cpu", "cortex-a15", "-smp", "1", "-m"
 CMDLINE = "console=ttyAMA0 panic=-1 loglevel=8 log_buf_len=4M"
 BOOT_TIMEOUT = 300.0          # seconds from spawn to @@READY
 MODULE_TIMEOUT = 120.0        # seconds from @@BEGIN to @@END: past it the module hung
+RMMOD_TIMEOUT = 30.0          # seconds for one delete_module (the removals after init)
 SLOW = {"lib/test_bpf.ko": 1800.0, "lib/test_user_copy.ko": 1800.0, "crypto/tcrypt.ko": 600.0}   # self-tests that run long under TCG
 LINES_HEAD, LINES_TAIL, LINE_MAX = 30, 10, 200
 
@@ -183,7 +185,8 @@ def finish_record(idx, plan, attempts, rm, status, seconds, boot_no):
         all_text += texts
         if a["module"] != target:
             rec["dep_results"].append({"module": a["module"], "ret": a["ret"], "errno": errno_name(a["errno"]),
-                                       "killed": a["killed"], "oops": any(OOPS.search(t) for t in texts)})
+                                       "killed": a["killed"], "oops": any(OOPS.search(t) for t in texts),
+                                       "already": bool(a.get("already"))})
     rec["oops"] = any(OOPS.search(t) for t in all_text)
     rec["panic"] = status == "panic" or any(PANIC.search(t) for t in all_text)
     rec["lockup"] = any(LOCKUP.search(t) for t in all_text)
@@ -200,7 +203,8 @@ def finish_record(idx, plan, attempts, rm, status, seconds, boot_no):
             texts = texts[:LINES_HEAD] + [f"... {len(texts) - LINES_HEAD - LINES_TAIL} lines ..."] + texts[-LINES_TAIL:]
         rec["lines"] = [cut(t) for t in texts]
         full = [t for _, t in a["lines"]] or a["console"]
-        rec["summary"] = [cut(t) for t in full if SUMMARY.search(t)][:20]
+        summ = [cut(t) for t in full if SUMMARY.search(t)]
+        rec["summary"] = summ if len(summ) <= 20 else summ[:10] + [f"... {len(summ) - 20} lines ..."] + summ[-10:]
     rec["rmmod"] = rm
     if status in ("hang", "panic") and not (mine and mine[0]["ret"] is not None):
         rec["verdict"] = status
@@ -219,6 +223,18 @@ def finish_record(idx, plan, attempts, rm, status, seconds, boot_no):
     if rec["verdict"] in ("hang", "panic"):
         rec["ret"] = None
     return rec, seconds
+
+
+def compact(rec: dict) -> dict:
+    """The committed form of a record: of the dependencies only the one that failed (and those
+    already loaded), of the removals only the module's own result."""
+    out = dict(rec)
+    deps = out.pop("dep_results")
+    bad = next((d for d in deps if d["ret"] != 0 or d["killed"]), None)
+    out["dep_failed"] = None if bad is None else {k: bad[k] for k in ("module", "ret", "errno", "oops", "killed")}
+    out["deps_present"] = [d["module"] for d in deps if d.get("already")]
+    out["rmmod"] = None if rec["rmmod"] is None else rec["rmmod"]["ret"]
+    return out
 
 
 def run_boot(argv_base, plan, start, end, work, boot_no, info):
@@ -289,6 +305,7 @@ def run_boot(argv_base, plan, start, end, work, boot_no, info):
             elif tag == "RMTRY":
                 cur = None
                 rmcur = {"name": rest.strip()}
+                state["deadline"] = time.monotonic() + RMMOD_TIMEOUT
             elif tag == "RM":
                 f = rest.split()
                 rmcur["ret"] = 0 if int(f[0]) == 0 else -int(f[1])
@@ -346,6 +363,7 @@ def main(argv=None):
     ap.add_argument("--batch", type=int, default=100)
     ap.add_argument("--limit", type=int, default=None, help="only the first N modules of the list")
     a = ap.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))    # unwind: Boot.kill() ends our QEMU
     os.makedirs(a.work, exist_ok=True)
     mods = read_list(a.list)[:a.limit]
     dep = read_modules_dep(os.path.join(a.depmod_dir, "modules.dep"))
@@ -396,7 +414,7 @@ def main(argv=None):
                 raise RuntimeError(f"no progress at module {i}")
             i = nxt
             boot_no += 1
-    records = [done[j]["record"] for j in sorted(done)]
+    records = [compact(done[j]["record"]) for j in sorted(done)]
     secs = [done[j]["seconds"] for j in sorted(done) if done[j]["record"]["verdict"] in ("ok", "error")]
     with open(progress) as f:
         boot_times = [json.loads(ln)["boot_s"] for ln in f if '"type": "info"' in ln]
@@ -412,7 +430,7 @@ def main(argv=None):
         "policy": (f"batches of up to {a.batch} modules per boot; dependencies first (modules.dep, modprobe "
                    "order), stop at the first failing one; after each module everything it loaded is removed "
                    "(newest first); a fresh boot after an oops, panic, soft lockup or hang (no result within "
-                   f"{MODULE_TIMEOUT:.0f} s, longer for {', '.join(SLOW)})"),
+                   f"{MODULE_TIMEOUT:.0f} s, longer for {', '.join(SLOW)}; {RMMOD_TIMEOUT:.0f} s for each removal)"),
         "list": os.path.basename(a.list),
         "verdicts": dict(sorted(verdicts.items())),
         "timing": {"boots": len(boot_times), "boot_seconds_median": round(statistics.median(boot_times), 1),
@@ -421,9 +439,11 @@ def main(argv=None):
                    "module_seconds_total": round(sum(done[j]["seconds"] for j in done), 1)},
         "modules": records,
     }
-    with open(a.out, "w") as f:
-        json.dump(out, f, indent=1)
-        f.write("\n")
+    with open(a.out, "w") as f:          # one line per module: small diffs between runs
+        head = json.dumps({k: v for k, v in out.items() if k != "modules"}, indent=1)
+        f.write(head[:-2] + ',\n "modules": [\n')
+        f.write(",\n".join(json.dumps(r, separators=(",", ":")) for r in records))
+        f.write("\n ]\n}\n")
     print(f"qemu-oracle: {len(records)} modules: {out['verdicts']}; wrote {a.out}")
 
 
