@@ -237,3 +237,21 @@ def test_oracle_compact_record_keeps_the_failed_dependency_only():
                                   {"ret": -16, "errno": "EBUSY"}, "done", 0.1, 0)
     c = oracle.compact(rec)
     assert c["dep_failed"] is None and c["rmmod"] == -16 and c["verdict"] == "ok"
+
+
+def test_oracle_module_loaded_meanwhile_by_request_module():
+    """insmod's -EEXIST after a dependency's init loaded the module itself (init.sh prints @@LIVE
+    once /sys/module/NAME/initstate is live): its init returned 0, and the record says so."""
+    plan = [["net/6lowpan/6lowpan.ko", "net/6lowpan/nhc_ipv6.ko"]]
+    dep = dict(oracle.new_attempt(plan[0][0]), ret=0)
+    mine = dict(oracle.new_attempt(plan[0][1]), ret=0, errno=None, autoloaded=-17)
+    rec, _ = oracle.finish_record(0, plan, [dep, mine], None, "done", 0.1, 0)
+    c = oracle.compact(rec)
+    assert (c["verdict"], c["ret"], c["autoloaded"]) == ("ok", 0, {"insmod_ret": -17})
+    rec, _ = oracle.finish_record(0, plan, [dict(dep, autoloaded=-17), dict(mine, autoloaded=None)][:1] +
+                                  [dict(oracle.new_attempt(plan[0][1]), ret=0)], None, "done", 0.1, 0)
+    c = oracle.compact(rec)
+    assert c["deps_autoloaded"] == [plan[0][0]] and "autoloaded" not in c
+    have = dict(oracle.new_attempt(plan[0][1]), ret=0, already=True)     # live before our insmod
+    rec, _ = oracle.finish_record(0, plan, [dep, have], None, "done", 0.1, 0)
+    assert (rec["verdict"], rec["autoloaded"]) == ("ok", {"insmod_ret": None})

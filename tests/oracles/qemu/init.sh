@@ -20,6 +20,13 @@ for w in $(cat /proc/cmdline); do
 done
 M=/lib/modules/$(uname -r)/kernel
 kmsg() { dmesg -c -r | sed 's/^/@@K /'; }
+# Wait (up to 10 s) while module $1 is still in its init (loaded by a request_module()).
+settle() {
+  i=0
+  while [ $i -lt 100 ] && [ "$(cat /sys/module/$1/initstate 2>/dev/null)" = coming ]; do
+    sleep 0.1; i=$((i + 1))
+  done
+}
 mods() { cut -d' ' -f1 /proc/modules; }
 dmesg -c >/dev/null
 echo "@@READY $start $end $(uname -r)"
@@ -30,9 +37,16 @@ while read -r idx rest <&3; do
   echo "@@BEGIN $idx"
   for p in $rest; do
     n=${p##*/}; n=${n%.ko}; n=$(echo "$n" | tr - _)
-    if [ -d "/sys/module/$n" ]; then echo "@@HAVE $p"; continue; fi
+    [ -d "/sys/module/$n" ] && settle "$n"
+    if [ "$(cat /sys/module/$n/initstate 2>/dev/null)" = live ]; then echo "@@HAVE $p"; continue; fi
     echo "@@TRY $p"
     modh ins "$M/$p"; st=$?
+    if [ $st = 17 ]; then
+      # EEXIST: a request_module() loaded it meanwhile (a dependency's init asked for it, e.g.
+      # 6lowpan's request_module_nowait("nhc_ipv6")). Live means that init returned 0.
+      settle "$n"
+      [ "$(cat /sys/module/$n/initstate 2>/dev/null)" = live ] && { echo "@@LIVE $p"; st=0; }
+    fi
     kmsg
     [ $st = 0 ] || { echo "@@STOP $st"; break; }
   done

@@ -1,6 +1,7 @@
 /* The guest side of the QEMU oracle: one system call per command, its raw result on one line.
  *   modh ins PATH   finit_module(fd, "", 0)        -> "@@INS <ret> <errno>"
  *   modh rm NAME    delete_module(NAME, O_NONBLOCK) -> "@@RM <ret> <errno>"
+ * The exit status is 0 or the errno (at most 127).
  * busybox insmod prints only strerror text; this gives the errno number the kernel returned
  * (kernel/module/main.c: finit_module -> load_module -> do_init_module). Built static for armhf. */
 #include <errno.h>
@@ -33,5 +34,5 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	fflush(stdout);
-	return ret < 0;
+	return ret < 0 ? (errno & 0x7f ? errno & 0x7f : 1) : 0;   /* the shell sees the errno (EEXIST: 17) */
 }

@@ -186,7 +186,7 @@ def finish_record(idx, plan, attempts, rm, status, seconds, boot_no):
         if a["module"] != target:
             rec["dep_results"].append({"module": a["module"], "ret": a["ret"], "errno": errno_name(a["errno"]),
                                        "killed": a["killed"], "oops": any(OOPS.search(t) for t in texts),
-                                       "already": bool(a.get("already"))})
+                                       "already": bool(a.get("already")), "autoloaded": "autoloaded" in a})
     rec["oops"] = any(OOPS.search(t) for t in all_text)
     rec["panic"] = status == "panic" or any(PANIC.search(t) for t in all_text)
     rec["lockup"] = any(LOCKUP.search(t) for t in all_text)
@@ -196,6 +196,10 @@ def finish_record(idx, plan, attempts, rm, status, seconds, boot_no):
         a = mine[0]
         rec["ret"] = a["ret"]
         rec["errno"] = errno_name(a["errno"])
+        if "autoloaded" in a:     # our insmod's own result (-EEXIST): a request_module() won the race
+            rec["autoloaded"] = {"insmod_ret": a["autoloaded"]}
+        elif a.get("already"):    # live before our insmod: a dependency's request_module() or a leak
+            rec["autoloaded"] = {"insmod_ret": None}
         texts = [f"<{lv}>{t}" if lv is not None else t for lv, t in a["lines"]] or a["console"]
         rec["lines_total"] = len(texts)
         cut = lambda t: t if len(t) <= LINE_MAX else t[:LINE_MAX] + "..."
@@ -233,6 +237,7 @@ def compact(rec: dict) -> dict:
     bad = next((d for d in deps if d["ret"] != 0 or d["killed"]), None)
     out["dep_failed"] = None if bad is None else {k: bad[k] for k in ("module", "ret", "errno", "oops", "killed")}
     out["deps_present"] = [d["module"] for d in deps if d.get("already")]
+    out["deps_autoloaded"] = [d["module"] for d in deps if d.get("autoloaded")]
     out["rmmod"] = None if rec["rmmod"] is None else rec["rmmod"]["ret"]
     return out
 
@@ -264,7 +269,7 @@ def run_boot(argv_base, plan, start, end, work, boot_no, info):
                 elif "Kernel command line:" in s:
                     info.setdefault("cmdline", re.sub(r"oracle\.start=\d+ oracle\.end=\d+", "oracle.start=N oracle.end=M",
                                                       s.split("Kernel command line:", 1)[1].strip()))
-            m = re.search(r"@@(READY|BEGIN|TRY|INS|K|STOP|RMTRY|RM|HAVE|LEFT|END|ALLDONE)\b ?(.*)", s)
+            m = re.search(r"@@(READY|BEGIN|TRY|INS|K|STOP|RMTRY|RM|HAVE|LIVE|LEFT|END|ALLDONE)\b ?(.*)", s)
             if not m:
                 if cur is not None:
                     cur["console"].append(s)
@@ -277,6 +282,10 @@ def run_boot(argv_base, plan, start, end, work, boot_no, info):
             if tag == "READY":
                 boot_s = time.monotonic() - t0
                 info["uname_r"] = rest.split()[-1] if rest.split() else None
+            elif tag == "LIVE":             # loaded meanwhile by request_module(): its init returned 0
+                if cur is not None:
+                    cur["autoloaded"] = cur["ret"]
+                    cur["ret"], cur["errno"] = 0, None
             elif tag == "LEFT":
                 left = rest.split()
             elif tag == "BEGIN":
