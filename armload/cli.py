@@ -17,8 +17,8 @@ from . import __version__
 from .errors import ArmloadError
 
 INTERMIXED = ("run",)          # commands whose positional words may come between options
-COMMANDS = ("load", "run", "verify", "disasm", "explain", "report", "check", "check-merge", "matrix", "calls",
-            "kallsyms", "bench")
+COMMANDS = ("load", "run", "verify", "disasm", "explain", "report", "check", "check-merge", "matrix", "agree",
+            "calls", "kallsyms", "bench")
 
 
 def command_in(argv: list[str]) -> str | None:

@@ -1,0 +1,68 @@
+# The real-kernel oracle (issue 20, item 6): the same Debian kernel booted in QEMU, insmod on a list.
+#   make qemu-oracle    boot the Debian kernel in qemu-system-arm (-M virt, cortex-a15, -smp 1) with a
+#                       busybox initramfs holding the listed modules, insmod each (dependencies first),
+#                       and write $(QEMU_RESULTS) (committed: CI compares without booting QEMU).
+#                       Installs qemu-system-arm and kmod (depmod) when missing, as `make toolchain`
+#                       does for binutils. Slow: about 30 minutes for the committed list (2 cores); resumes an
+#                       interrupted run from $(QEMU_BUILD)/progress.jsonl (delete it to start over).
+#   make qemu-compare   run `armload check` on the listed modules (and their dependencies) with the
+#                       Debian image and print the agreement of its init verdicts with $(QEMU_RESULTS);
+#                       exit 1 below QEMU_MIN_AGREEMENT percent.
+# The oracle (tests/oracles/qemu/) is stdlib Python, a static C helper and busybox: it shares no code
+# with armload. Not part of `make test`.
+
+QEMU_DIR      := tests/oracles/qemu
+QEMU_LIST     ?= $(QEMU_DIR)/modules.txt
+QEMU_RESULTS  ?= $(QEMU_DIR)/results.json
+QEMU_CACHE    := $(CACHE)/qemu-oracle
+QEMU_BUILD    ?= build/qemu-oracle
+QEMU_BUSYBOX  := $(QEMU_CACHE)/busybox-static/bin/busybox
+QEMU_DEPMOD   := $(QEMU_CACHE)/depmod/lib/modules/$(CORPUS_KREL)
+QEMU_MODH     := $(QEMU_BUILD)/modh
+QEMU_BATCH    ?= 100
+QEMU_ARGS     ?=
+QEMU_MIN_AGREEMENT ?= 63
+QEMU_COMPARE_JOBS  ?= 2
+QEMU_COMPARE_ARGS  ?=
+
+.PHONY: qemu-oracle qemu-compare qemu-tools
+
+qemu-tools:
+	@command -v qemu-system-arm >/dev/null && command -v depmod >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq >/dev/null 2>&1; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends qemu-system-arm kmod >/dev/null; \
+	  else echo "need qemu-system-arm and kmod (apt-get install as root)" >&2; exit 1; fi; }
+
+$(QEMU_BUSYBOX):
+	@scripts/fetch-debs.sh $(QEMU_CACHE) busybox-static:armhf
+	@test -x $@
+
+# kmod's depmod computes modules.dep for the tree (the Debian package ships none: its postinst
+# runs depmod); its own folder links to the unpacked tree, which is never written.
+$(QEMU_DEPMOD)/modules.dep: | $(CORPUS_STAMPS) qemu-tools
+	@mkdir -p $(QEMU_DEPMOD)
+	@ln -sfn $(abspath $(CORPUS_DIR)) $(QEMU_DEPMOD)/kernel
+	@cp $(CORPUS_IMAGE)/lib/modules/$(CORPUS_KREL)/modules.order $(CORPUS_IMAGE)/lib/modules/$(CORPUS_KREL)/modules.builtin* $(QEMU_DEPMOD)/
+	depmod -b $(abspath $(QEMU_CACHE))/depmod $(CORPUS_KREL)
+
+$(QEMU_MODH): $(QEMU_DIR)/modh.c | toolchain
+	@mkdir -p $(@D)
+	$(CROSS)gcc -O2 -static -o $@ $<
+
+qemu-oracle: qemu-tools $(QEMU_BUSYBOX) $(QEMU_DEPMOD)/modules.dep $(QEMU_MODH) | $(CORPUS_STAMPS)
+	$(PYTHON) $(QEMU_DIR)/run.py --kernel $(CORPUS_VMLINUZ) --tree $(CORPUS_DIR) --busybox $(QEMU_BUSYBOX) \
+	  --modh $(QEMU_MODH) --depmod-dir $(QEMU_DEPMOD) --list $(QEMU_LIST) --out $(QEMU_RESULTS) \
+	  --work $(QEMU_BUILD) --batch $(QEMU_BATCH) $(QEMU_ARGS)
+
+# armload on the oracle's modules (each after its dependencies, as `check --module` does), then the
+# comparison. armload's own summary goes to $(QEMU_CHECK_LOG); the agreement table to stdout.
+QEMU_CHECK_JSON ?= $(QEMU_BUILD)/armload-check.json
+QEMU_CHECK_LOG  ?= $(QEMU_BUILD)/armload-check.txt
+qemu-compare: venv | $(CORPUS_STAMPS)
+	@mkdir -p $(QEMU_BUILD)
+	@echo "armload check on the $$(grep -vc '^#' $(QEMU_LIST)) modules of $(QEMU_LIST) (log: $(QEMU_CHECK_LOG))"
+	@nice -n 10 $(ARMLOAD) check $(CORPUS_DIR) --kernel $(CORPUS_SYMVERS) --kernel $(CORPUS_VMLINUZ) \
+	  --vermagic "$(CORPUS_VERMAGIC)" --jobs $(QEMU_COMPARE_JOBS) --json $(QEMU_CHECK_JSON) --fail-on none -q \
+	  $$(grep -v '^#' $(QEMU_LIST) | sed 's/^/--module /') $(QEMU_COMPARE_ARGS) > $(QEMU_CHECK_LOG)
+	$(ARMLOAD) agree $(QEMU_CHECK_JSON) --oracle $(QEMU_RESULTS) --min $(QEMU_MIN_AGREEMENT)
