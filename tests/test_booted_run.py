@@ -138,3 +138,30 @@ def test_check_runtime_booted_outcomes_and_the_dependency_rule(booted_dir, tmp_p
     assert recs["importer-arm.ko"]["depends"] == ["exporter"] and "dependency_init_failures" not in recs["importer-arm.ko"]["init"]
     assert all(r["init"]["loader_vs_kernel"]["identical"] for r in recs.values())
     assert "Unable to handle kernel NULL pointer dereference" in recs["nullderef-arm.ko"]["reason"]
+
+
+def test_request_module_is_served_as_modprobe_from_the_tree(booted_dir):
+    """nls_euc-jp's init calls load_nls("cp932"): request_module runs /sbin/modprobe; armload
+    does modprobe's part (name, then .modinfo aliases) with the kernel's load_module."""
+    from armload.emu.booted.modrun import BootedRun, package_tree
+    k = Kernel.from_files([SYMVERS, BOOT_VMLINUZ], DEBIAN_ARMMP)
+    assert package_tree(BOOT_VMLINUZ) == os.path.abspath(TREE)
+    run = BootedRun(BOOT_VMLINUZ, k, DEBIAN_ARMMP, tree=TREE)
+    r = run.load(os.path.join(TREE, "fs/nls/nls_euc-jp.ko"))
+    assert (r.status, r.ret) == ("returned", 0) and r.loader.identical
+    assert [(q["request"], [m["module"] for m in q["modules"]], q["status"]) for q in run.requests] == \
+        [("nls_cp932", ["nls_cp932"], 0)]
+    run = BootedRun(BOOT_VMLINUZ, k, DEBIAN_ARMMP, tree=TREE)     # by alias: crypto-crc32c
+    r = run.load(os.path.join(TREE, "lib/libcrc32c.ko"))
+    assert (r.status, r.ret) == ("returned", 0)
+    first = run.requests[0]
+    assert first["request"] == "crypto-crc32c" and first["status"] == 0
+    assert ("crc32c_generic", 0) in [(m["module"], m["ret"]) for m in first["modules"]]
+
+
+def test_request_module_without_a_tree_fails_as_modprobe_would(booted_dir):
+    from armload.emu.booted.modrun import BootedRun
+    run = BootedRun(BOOT_VMLINUZ, Kernel.from_files([SYMVERS, BOOT_VMLINUZ], DEBIAN_ARMMP), DEBIAN_ARMMP)
+    r = run.load(os.path.join(TREE, "fs/nls/nls_euc-jp.ko"))
+    assert (r.status, r.ret) == ("returned", -22)                  # load_nls failed: init's -EINVAL
+    assert run.requests[0]["status"] == 256 and run.requests[0]["note"] == "no module tree given"

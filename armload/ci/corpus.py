@@ -394,6 +394,7 @@ class CheckOptions:
     runtime: str = "models"         # models: armload's Python-model machine; booted: the booted kernel
     image: str | None = None        # the vmlinuz the booted runtime boots
     settle_ns: int = 0              # booted: deferred work after init (simulated ns)
+    tree: str | None = None         # booted: where request_module's modprobe finds modules
 
 
 _WORKER: dict = {}
@@ -707,7 +708,7 @@ def _run_booted(info, closure, ctx, opts: CheckOptions) -> dict:
     Same shape as _run_init's dict, plus "loader_vs_kernel" and the kernel's last console lines."""
     from ..emu.booted.modrun import BootedRun
     try:
-        run = BootedRun(opts.image, ctx["kernel"], ctx["config"])
+        run = BootedRun(opts.image, ctx["kernel"], ctx["config"], tree=opts.tree)
     except Exception as e:
         return {"status": "not-run", "reason": f"booted kernel could not start: {_err_dict(e)['message']}"}
     t0 = time.perf_counter()

@@ -235,7 +235,9 @@ def run(args) -> int:
                         budget=args.budget or DEFAULT_BUDGET, timeout=args.timeout or DEFAULT_TIMEOUT,
                         dep_inits=not args.no_dep_inits, placement=parse_placement(args.placement),
                         modversions=not args.no_modversions, params=read_params_file(args.params),
-                        runtime=args.runtime, image=getattr(kernel, "image_path", None))
+                        runtime=args.runtime, image=getattr(kernel, "image_path", None),
+                        tree=os.path.abspath(args.deps_from or (args.tree if os.path.isdir(args.tree) else
+                                                                os.path.dirname(args.tree))))
     if opts.runtime == "booted" and not opts.image:
         raise ArmloadError("check --runtime booted needs the kernel image (--kernel vmlinuz): it is the kernel "
                            "that boots")

@@ -252,6 +252,9 @@ def register(sub) -> None:
                         "the kernel's own load_module loads and inits, armload's image is compared with its); "
                         "models: armload's Python-model runtime (the default without an image, and with "
                         "--call/--trace/--coverage/--gdb/--probe/device I/O/--placement)")
+    p.add_argument("--tree", metavar="DIR",
+                   help="booted runtime: the module tree request_module's modprobe loads from (default: the "
+                        "lib/modules tree of the kernel package the vmlinuz comes from, when present)")
     p.add_argument("--settle-ms", type=int, default=1000, metavar="MS",
                    help="booted runtime: after the last init, let the kernel run its deferred work (timers, "
                         "workqueues, kthreads, RCU) for up to MS of simulated time, until idle (default 1000)")

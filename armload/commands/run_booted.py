@@ -60,7 +60,7 @@ def choose_runtime(args) -> tuple[str, str]:
 
 
 def cmd_run_booted(args) -> int:
-    from ..emu.booted.modrun import BootedRun
+    from ..emu.booted.modrun import BootedRun, package_tree
     from .load import session_from_args
     from ..loader.elf import read_object
     from .modargs import assign_params, split_modules
@@ -74,7 +74,9 @@ def cmd_run_booted(args) -> int:
         if not as_json:
             print(text, flush=True)
 
-    run = BootedRun(session.kernel.image_path, session.kernel, session.config)
+    image = session.kernel.image_path
+    tree = args.tree or package_tree(image)
+    run = BootedRun(image, session.kernel, session.config, tree=tree)
     say(f"armload: inside the booted Debian kernel ({run.bk.meta.get('boot_insns', 0):,} boot instructions, "
         f"restored from {run.bk.directory}); the kernel's own load_module loads each module and runs its init")
     results, ok = [], True
@@ -87,6 +89,10 @@ def cmd_run_booted(args) -> int:
         ok &= r.ok and r.loader.agrees and (r.loader.identical or (r.status == "refused" and bool(r.loader.refusal)))
         if not r.ok:
             break
+    for q in run.requests:
+        mods = ", ".join(f"{m['module']} ({m['ret']})" for m in q["modules"]) or q.get("note", "nothing")
+        say(f"armload: request_module({q['request']}) served as /sbin/modprobe would: {mods}; exit status "
+            f"{q['status'] >> 8}")
     settled = None
     if ok and args.settle_ms:
         settled = run.settle(args.settle_ms * 1_000_000)
@@ -106,7 +112,8 @@ def cmd_run_booted(args) -> int:
     if as_json:
         json.dump({"ok": ok, "runtime": "booted", "kernel": session.kernel.describe(),
                    "boot": run.bk.meta, "modules": [r.to_dict() for r in results],
-                   "settled": settled, "unloaded": unloaded}, sys.stdout, indent=2)
+                   "settled": settled, "unloaded": unloaded, "request_module": run.requests,
+                   "tree": tree}, sys.stdout, indent=2)
         print()
     return 0 if ok else 1
 

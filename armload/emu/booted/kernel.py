@@ -49,6 +49,10 @@ class BootedKernel:
         self.directory = directory
         self.trap = image.symbols["run_init_process"]   # where pid 1 is parked (see above)
         self.console_mark = len(machine.hw.uart.lines)
+        # service_handler(request) -> r0: what the host does for a request a hook stopped on
+        # (modrun: /sbin/modprobe for request_module); `servicing` is the nesting depth.
+        self.service_handler = None
+        self.servicing = 0
 
     # --- construction ------------------------------------------------------------------------
     @classmethod
@@ -129,7 +133,23 @@ class BootedKernel:
             m.set_reg("lr", self.trap)
             uc.reg_write(A.UC_ARM_REG_CPSR, (saved["cpsr"] & ~0xFF) | 0x13)   # SVC, IRQs on, ARM
             m.set_reg("pc", self.addr(fn))
+            i0 = self.insns
             how = m.run(self.trap, budget)
+            while how == "service":                       # a hook stopped at a function's entry
+                req, m.service = m.service, None
+                ctx = uc.context_save()
+                self.servicing += 1
+                try:
+                    r0 = self.service_handler(req) if self.service_handler else None
+                finally:
+                    self.servicing -= 1
+                uc.context_restore(ctx)
+                if r0 is not None:                        # the hooked function returns r0 at once
+                    lr = m.reg("lr")
+                    m.set_reg("r0", r0)
+                    uc.reg_write(A.UC_ARM_REG_CPSR, uc.reg_read(A.UC_ARM_REG_CPSR) & ~0x20 | (0x20 if lr & 1 else 0))
+                    m.set_reg("pc", lr & ~1)
+                how = m.run(self.trap, max(1, budget - (self.insns - i0)))
             if how != "until":
                 raise CallError(f"{fn}: did not return within {budget} instructions "
                                 f"(pc {m.reg('pc'):#x})")

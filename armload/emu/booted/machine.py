@@ -73,6 +73,7 @@ class Machine:
         self.t.insns = self.hw.insns
         self.exceptions: list[tuple[str, int]] = []
         self.stop_reason = None
+        self.service = None        # a request a hook left for the host (a usermode helper): run() returns "service"
         uc.hook_add(UC_HOOK_INTR, self._intr)
         uc.hook_add(UC_HOOK_INSN_INVALID, self._undef)   # Unicorn reports UNDEF here, not as INTR
         sites, self.wfi_sites = _scan(image)
@@ -262,6 +263,8 @@ class Machine:
                 raise GuestFault(f"Unicorn stopped at {pc:#x}: {e}") from None
             self.hw.insns = t.insns
             pc = self.uc.reg_read(A.UC_ARM_REG_PC)
+            if self.service is not None:
+                return "service"
             if pc == until and not t.reason:
                 return "until"
             if self.stop_reason:

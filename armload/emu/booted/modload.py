@@ -87,6 +87,7 @@ def bl_sites(image, target: int) -> list[int]:
 class _Capture:
     def __init__(self, k: BootedKernel, uargs_va: int, run_init: bool = True):
         self.k, self.uargs_va, self.run_init = k, uargs_va, run_init
+        self.level = k.servicing             # hooks see only this load, not one a request_module nests
         self.allocs: list[Alloc] = []
         self.mod = 0
         self.snap: list[tuple[int, bytes]] = []
@@ -121,25 +122,37 @@ class _Capture:
             self.k.m.uc.hook_del(h)
 
     def _alloc_entry(self, uc, addr, size, _):
+        if self.k.servicing != self.level:
+            return
         self.allocs.append(Alloc(uc.reg_read(A.UC_ARM_REG_R0)))
 
     def _alloc_return(self, uc, addr, size, _):
+        if self.k.servicing != self.level:
+            return
         if self.allocs and not self.allocs[-1].base:
             self.allocs[-1].base = uc.reg_read(A.UC_ARM_REG_R0)
 
     def _percpu_entry(self, uc, addr, size, _):
+        if self.k.servicing != self.level:
+            return
         if self.allocs and self.percpu is None:      # the module's, not a later kernel allocation
             self.percpu = Alloc(uc.reg_read(A.UC_ARM_REG_R0))
 
     def _percpu_return(self, uc, addr, size, _):
+        if self.k.servicing != self.level:
+            return
         if self.percpu is not None and not self.percpu.base:
             self.percpu.base = uc.reg_read(A.UC_ARM_REG_R0)
 
     def _coming(self, uc, addr, size, _):
+        if self.k.servicing != self.level:
+            return
         if uc.reg_read(A.UC_ARM_REG_R1) == MODULE_STATE_COMING and not self.formed:
             self.formed = [(a.base, self.k.read(a.base, a.size)) for a in self.allocs if a.base]
 
     def _init_entry(self, uc, addr, size, _):
+        if self.k.servicing != self.level:
+            return
         self.mod = uc.reg_read(A.UC_ARM_REG_R0)
         self.snap = [(a.base, self.k.read(a.base, a.size)) for a in self.allocs if a.base]
         if not self.run_init:

@@ -18,8 +18,12 @@ The verdict (init's return value, the kernel's own console lines and oops) is th
 """
 from __future__ import annotations
 
+import fnmatch
 import os
 from dataclasses import dataclass, field
+
+from unicorn import UC_HOOK_CODE
+from unicorn import arm_const as A
 
 from ...errors import ArmloadError
 from ...loader.elf import read_object
@@ -27,7 +31,7 @@ from ...loader.layout import ModuleAllocator
 from ...loader.session import Session
 from ..errno import errno_name
 from .kernel import BootedKernel
-from .modload import LOAD_BUDGET, KernelLoadResult, _signed, kernel_load, user_string
+from .modload import LOAD_BUDGET, KernelLoadResult, _signed, kernel_load, load_order, modinfo, tree_index, user_string
 
 THIS_MODULE = ".gnu.linkonce.this_module"
 O_NONBLOCK = 0o4000                    # rmmod's delete_module flags (ARM's O_NONBLOCK)
@@ -112,10 +116,31 @@ class _Replay(ModuleAllocator):
         pass
 
 
-class BootedRun:
-    """One restored copy of the booted kernel with modules loaded into it in order."""
+def package_tree(vmlinuz: str) -> str | None:
+    """The module tree of the Debian package a vmlinuz came from (boot/vmlinuz-REL ->
+    lib/modules/REL/kernel), where modprobe would look; None when it is not there."""
+    rel = os.path.basename(vmlinuz).removeprefix("vmlinuz-")
+    d = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(vmlinuz))), "lib", "modules", rel, "kernel")
+    return d if rel and os.path.isdir(d) else None
 
-    def __init__(self, vmlinuz: str, kernel, config, cmdline: str | None = None):
+
+# struct subprocess_info (include/linux/umh.h, 32-bit, no LOCKDEP): work_struct (16), complete,
+# path, argv, envp, wait, retval, init, cleanup, data
+UMH_PATH, UMH_ARGV, UMH_CLEANUP = 20, 24, 44
+MODPROBE_FAILED = 1 << 8             # modprobe's exit status 1, as call_usermodehelper_exec returns it
+
+
+class BootedRun:
+    """One restored copy of the booted kernel with modules loaded into it in order.
+
+    User space is not simulated, with one exception: when the kernel runs its usermode helper
+    /sbin/modprobe (request_module: `call_usermodehelper_exec`), armload does what modprobe does,
+    inside the same kernel: it finds the module by name or by a `.modinfo` alias in `tree` and
+    loads it, dependencies first, with the kernel's own load_module; the helper then returns
+    modprobe's exit status (0, or 1 << 8 when nothing could be loaded). Every request is recorded
+    in `requests`. Without a tree, a request fails as modprobe would without the module."""
+
+    def __init__(self, vmlinuz: str, kernel, config, cmdline: str | None = None, tree: str | None = None):
         kw = {} if cmdline is None else {"cmdline": cmdline}
         self.bk = BootedKernel.get(vmlinuz, **kw)
         self.session = Session(kernel, config)
@@ -123,8 +148,17 @@ class BootedRun:
         self.session.allocator = self.replay
         self.session.kernel_word = self.bk.u32
         self.results: list[BootedResult] = []
+        self.tree = tree
+        self._index = None
+        self.requests: list[dict] = []
+        self.budget = LOAD_BUDGET
+        umh = self.bk.image.symbols.get("call_usermodehelper_exec")
+        if umh:
+            self.bk.m.uc.hook_add(UC_HOOK_CODE, self._umh, begin=umh, end=umh)
+            self.bk.service_handler = self._serve
 
     def load(self, path: str, params: str = "", budget: int = LOAD_BUDGET) -> BootedResult:
+        self.budget = budget
         with open(path, "rb") as f:
             ko = f.read()
         r = kernel_load(self.bk, ko, params, name=os.path.basename(path), budget=budget)
@@ -142,6 +176,73 @@ class BootedRun:
         mark = len(self.bk.console)
         ret = _signed(self.bk.call("sys_delete_module", user_string(self.bk, name), O_NONBLOCK))
         return ret, self.bk.console[mark:]
+
+    # --- /sbin/modprobe ----------------------------------------------------------------------------
+    def _umh(self, uc, addr, size, _):
+        info = uc.reg_read(A.UC_ARM_REG_R0)
+        path = self.bk.cstr(self.bk.u32(info + UMH_PATH), 64)
+        if not path.endswith("/modprobe"):
+            return                                     # another helper: the kernel's own path runs
+        argv, at = [], self.bk.u32(info + UMH_ARGV)
+        for i in range(8):
+            p = self.bk.u32(at + 4 * i)
+            if not p:
+                break
+            argv.append(self.bk.cstr(p, 128))
+        self.bk.m.service = {"helper": path, "argv": argv, "info": info}
+        uc.emu_stop()
+
+    def _serve(self, req: dict) -> int:
+        want = req["argv"][-1] if req["argv"] else ""
+        found = self._resolve(want)
+        rec = {"request": want, "argv": req["argv"], "modules": [], "status": 0}
+        loaded = {r.name for r in self.results if r.ok}
+        ok = False
+        for path in found:
+            for p in load_order(path, self.index):
+                name = os.path.basename(p)[:-3].replace("-", "_")
+                if name in loaded:
+                    continue
+                r = self.load(p, budget=self.budget)
+                rec["modules"].append({"module": r.name, "status": r.status, "ret": r.ret})
+                if not r.ok:
+                    break
+                loaded.add(name)
+            else:
+                ok = True
+        rec["status"] = 0 if ok else MODPROBE_FAILED
+        if not found:
+            rec["note"] = "no module of that name or alias in the tree" if self.tree else "no module tree given"
+        self.requests.append(rec)
+        cleanup = self.bk.u32(req["info"] + UMH_CLEANUP)        # call_usermodehelper_freeinfo
+        if cleanup:
+            self.bk.call(cleanup, req["info"])
+        self.bk.kfree(req["info"])
+        return rec["status"]
+
+    @property
+    def index(self) -> dict[str, str]:
+        if self._index is None:
+            self._index = tree_index(self.tree) if self.tree else {}
+        return self._index
+
+    def _resolve(self, want: str) -> list[str]:
+        """modprobe's lookup: a module name (dashes as underscores), else every module one of whose
+        `alias=` patterns matches (fnmatch, as modules.alias is used), in name order."""
+        if not want or not self.tree:
+            return []
+        name = want.replace("-", "_")
+        if name in self.index:
+            return [self.index[name]]
+        if self._aliases is None:
+            self._aliases = []
+            for n, p in sorted(self.index.items()):
+                with open(p, "rb") as f:
+                    for a in modinfo(f.read()).get("alias", []):
+                        self._aliases.append((a, p))
+        return sorted({p for a, p in self._aliases if fnmatch.fnmatchcase(want, a)})
+
+    _aliases = None
 
     def settle(self, budget_ns: int) -> dict:
         """Deferred work (kthreads, workqueues, timers, softirqs, RCU) under the kernel's scheduler."""
