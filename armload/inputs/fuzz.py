@@ -408,7 +408,7 @@ def run_case(case: Case, seed: Seed, kernels: dict, verify: bool = True, measure
         if run and sum(r.size for r in mod.regions) > RUN_MAX_MEMORY:
             out.detail = "init: not run (module memory above RUN_MAX_MEMORY)"
         elif run:
-            from ..emulate import Machine
+            from ..emu.machine import Machine
             try:
                 m = Machine(list(session.modules), kernel, budget=RUN_BUDGET, timeout=WALL_SAFETY)
                 for x in session.modules:          # the exporter first, as insmod would

@@ -1,0 +1,123 @@
+"""One fuzz input through every library entry point (issue 21): Session.load (with and without
+object=True), verify, the report and explain paths, and the emulated init with a small
+instruction budget. The coverage-guided fuzzer (atheris_fuzz.py) calls `exercise`, and so does
+the deterministic replay of the committed corpus and crash files (tests/test_fuzz_replay.py),
+which needs no Atheris.
+
+An input is the file itself, optionally behind a 3-byte control prefix b"AF" + flags:
+  bit 0 object=True        bit 1 run init          bits 2-3 placement (window, vmalloc, 0xe0000000)
+  bit 4 Thumb-2 config     bit 5 report + explain  bit 6 exporter-arm.ko loaded first
+
+Outcomes: "accepted" (loaded; verified with no failure armload is to blame for), "refused"
+(an ArmloadError). Anything else raises InternalError (the fuzzer's crash).
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+
+from ..errors import ArmloadError
+from ..kernel.config import KernelConfig
+
+PREFIX = b"AF"
+PLACEMENTS = ("window", "vmalloc", 0xE0000000)
+RUN_BUDGET = 20_000                 # instructions per emulated init
+RUN_MAX_MEMORY = 1 << 20            # module memory above this: init not run (see fuzz.RUN_MAX_MEMORY)
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+EXPORTER = os.path.join(ROOT, "sample_modules", "exporter-arm.ko")
+
+
+class InternalError(Exception):
+    """An input made armload fail with something other than a kernel-style refusal."""
+
+
+@dataclass
+class Result:
+    outcome: str                    # accepted | refused
+    detail: str
+    flags: int
+
+
+def split(data: bytes) -> tuple[int, bytes]:
+    if data[:2] == PREFIX and len(data) >= 3:
+        return data[2], data[3:]
+    return 0, data
+
+
+def with_flags(flags: int, elf: bytes) -> bytes:
+    return PREFIX + bytes([flags & 0xFF]) + elf
+
+
+_KERNELS: dict = {}
+
+
+def _kernel(config):
+    from ..kernel.provider import Kernel
+    if config not in _KERNELS:
+        _KERNELS[config] = Kernel.builtin(config)
+    return _KERNELS[config]
+
+
+def exercise(data: bytes) -> Result:
+    flags, elf = split(data)
+    try:
+        return Result("accepted", _exercise(flags, elf), flags)
+    except ArmloadError as e:
+        return Result("refused", f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", flags)
+    except InternalError:
+        raise
+    except Exception as e:          # noqa: BLE001 - what the fuzzer looks for
+        raise InternalError(f"{type(e).__name__}: {e}") from e
+
+
+def _exercise(flags: int, elf: bytes) -> str:
+    from ..loader.session import Session
+    from ..loader.verify import verify_module
+    from .fuzz import _unexplained
+    config = KernelConfig(thumb2=bool(flags & 16))
+    kernel = _kernel(config)
+    where = (flags >> 2) & 3
+    session = Session(kernel, config, PLACEMENTS[where] if where < 3 else "window")
+    if flags & 64 and not config.thumb2:
+        session.load(EXPORTER)
+    mod = session.load("fuzz.ko", elf, object=bool(flags & 1))
+    res = verify_module(mod, kernel)
+    if not res.ok:
+        bad = _unexplained(mod, res, elf)
+        if bad:
+            raise InternalError(f"accepted but not verifying: {bad[0]}")
+    detail = "loaded"
+    if flags & 32:
+        detail += _inspect(session, mod, elf, bool(flags & 1))
+    if flags & 2:
+        detail += _run(session, kernel)
+    return detail
+
+
+def _inspect(session, mod, elf: bytes, object: bool) -> str:
+    from ..inspect import explain, report
+    report.format_text(mod, "fuzz", session.placement, verbose=True)
+    report.to_dict(mod, "fuzz", session.placement)
+    from ..loader.session import Session
+    fresh = Session(session.kernel, session.config, session.placement)
+    with tempfile.NamedTemporaryFile(suffix=".ko") as f:
+        f.write(elf)
+        f.flush()
+        ctx = explain.context_for(fresh, f.name, object=object)
+        for ex in explain.explain_all(ctx, ctx.rows[:8]):
+            explain.format_explanation(ex)
+    return ", reported"
+
+
+def _run(session, kernel) -> str:
+    from ..emu.machine import Machine
+    if sum(r.size for r in session.modules[-1].regions) > RUN_MAX_MEMORY:
+        return ", init not run (module memory above RUN_MAX_MEMORY)"
+    m = Machine(list(session.modules), kernel, budget=RUN_BUDGET, timeout=60.0)
+    try:
+        for x in session.modules:
+            r = m.run_init(x)
+        return f", init {r.status}"
+    except ArmloadError as e:       # the emulator's own refusal (a fault is a status)
+        return f", init: {type(e).__name__}"
