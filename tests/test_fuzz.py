@@ -11,11 +11,27 @@ import pytest
 from armload.inputs import fuzz
 
 N_CASES = 360                  # 30 per class
+N_RUN_CASES = 48               # 4 per class, init emulated
 
 
 @pytest.fixture(scope="module")
 def stats():
     return fuzz.campaign(N_CASES, seed_value=14)
+
+
+@pytest.fixture(scope="module")
+def run_stats():
+    """Cases whose accepted modules run init in the emulator (armload.emu): every one of them
+    would be an internal error if the campaign's emulator import broke (it did, issue 21)."""
+    return fuzz.campaign(N_RUN_CASES, seed_value=21, run=True, measure=False)
+
+
+def test_init_runs_on_accepted_cases(run_stats):
+    assert run_stats.internal == [], "\n".join(run_stats.internal)
+    accepted = sum(c["accepted"] for c in run_stats.by_class.values())
+    ran = sum(n for k, n in run_stats.runs.items() if k != "not run")
+    assert accepted > N_RUN_CASES // 4 and ran >= accepted - run_stats.runs.get("not run", 0) > 0
+    assert run_stats.runs.get("returned", 0) > 0, run_stats.runs
 
 
 def test_no_internal_errors(stats):

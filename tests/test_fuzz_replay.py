@@ -1,0 +1,57 @@
+"""Deterministic replay of the fuzzers' kept inputs (issue 21), without Atheris: every crash ever
+found (tests/fuzz_crashes/, minimised) and the tiny seed corpus (tests/fuzz_seeds/, one input
+per hostile class) through armload.inputs.target.exercise, the function the coverage-guided
+fuzzer calls. Each must end as a refusal or an accepted load (never an InternalError), the seeds
+as recorded in EXPECTED.json, each within the counted-operation budget of the campaign."""
+import glob
+import json
+import os
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+from armload.inputs import fuzz, target
+
+SEEDS = os.path.join(ROOT, "tests", "fuzz_seeds")
+CRASHES = os.path.join(ROOT, "tests", "fuzz_crashes")
+EXPECTED = json.load(open(os.path.join(SEEDS, "EXPECTED.json")))
+FILES = sorted(p for p in glob.glob(os.path.join(SEEDS, "*")) + glob.glob(os.path.join(CRASHES, "*"))
+               if not p.endswith((".json", ".md")))
+
+
+def _budget(data: bytes) -> int:
+    flags, _ = target.split(data)
+    return fuzz.OPS_BASE + fuzz.OPS_PER_BYTE * len(data) + (8 * target.RUN_BUDGET if flags & 2 else 0) + \
+        (400_000 if flags & 32 else 0)
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: os.path.relpath(p, ROOT))
+def test_replay(path):
+    data = open(path, "rb").read()
+    assert len(data) < 64 << 10, "keep committed fuzz inputs small"
+    counter = fuzz._OpCounter()
+    sys.setprofile(counter)
+    try:
+        res = target.exercise(data)
+    finally:
+        sys.setprofile(None)
+    assert res.outcome in ("accepted", "refused")
+    name = os.path.basename(path)
+    if path.startswith(SEEDS):
+        assert [res.outcome, res.detail[:60]] == EXPECTED[name]
+    assert counter.n < _budget(data), (counter.n, _budget(data))
+
+
+def test_every_seed_is_replayed():
+    assert sorted(EXPECTED) == sorted(os.path.basename(p) for p in FILES if p.startswith(SEEDS))
+    assert len(EXPECTED) >= 8
+
+
+def test_an_internal_error_is_raised_not_swallowed(monkeypatch):
+    """The replay would notice a broken entry point: a non-ArmloadError is an InternalError."""
+    from armload.loader import session
+    monkeypatch.setattr(session, "_allocate_memory", lambda *a: (_ for _ in ()).throw(ValueError("boom")))
+    with pytest.raises(target.InternalError, match="ValueError: boom"):
+        target.exercise(open(os.path.join(ROOT, "sample_modules", "hello-arm.ko"), "rb").read())
