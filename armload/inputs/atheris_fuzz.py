@@ -98,7 +98,8 @@ def main(argv=None) -> int:
         for s in seed_files():
             with open(os.path.join(a.corpus, "seed-" + os.path.basename(s)), "wb") as f:
                 f.write(seed_input(s))
-    args = [argv[0], a.corpus, f"-max_total_time={a.time}", f"-artifact_prefix={a.crashes}/", "-timeout=20",
+    minimise = any(x.startswith("-minimize_crash") for x in rest)     # then the crash file is the input
+    args = [argv[0]] + ([] if minimise else [a.corpus]) + [f"-max_total_time={a.time}", f"-artifact_prefix={a.crashes}/", "-timeout=20",
             "-rss_limit_mb=3072", "-max_len=1200000", "-print_final_stats=1"] + rest
     atheris.Setup(args, test_one_input, custom_mutator=custom_mutator)
     atheris.Fuzz()

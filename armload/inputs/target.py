@@ -49,14 +49,12 @@ def with_flags(flags: int, elf: bytes) -> bytes:
     return PREFIX + bytes([flags & 0xFF]) + elf
 
 
-_KERNELS: dict = {}
-
-
 def _kernel(config):
+    """A fresh built-in kernel per input: its simulated addresses are handed out on first use (a
+    function's with the Thumb bit under Thumb-2), so a shared one would carry one input's guesses
+    into the next and make outcomes depend on the order of inputs."""
     from ..kernel.provider import Kernel
-    if config not in _KERNELS:
-        _KERNELS[config] = Kernel.builtin(config)
-    return _KERNELS[config]
+    return Kernel.builtin(config)
 
 
 def exercise(data: bytes) -> Result:
