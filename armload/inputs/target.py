@@ -119,3 +119,71 @@ def _run(session, kernel) -> str:
         return f", init {r.status}"
     except ArmloadError as e:       # the emulator's own refusal (a fault is a status)
         return f", init: {type(e).__name__}"
+
+
+def replay(paths: list[str], *, measure: bool = True) -> dict:
+    """Every input of `paths` through exercise(): outcomes (by error class), internal errors, and
+    the costliest case in counted Python calls, CPU seconds and traced memory peak per file byte."""
+    import collections
+    import sys
+    import time
+    import tracemalloc
+    from .fuzz import _OpCounter
+    out = {"cases": 0, "outcomes": collections.Counter(), "internal": [], "slowest": None, "most_ops": None,
+           "max_mem_per_byte": None}
+    if measure:
+        tracemalloc.start()
+    try:
+        for p in paths:
+            data = open(p, "rb").read()
+            c = _OpCounter()
+            if measure:
+                tracemalloc.reset_peak()
+                base = tracemalloc.get_traced_memory()[0]
+                sys.setprofile(c)
+            t = time.process_time()
+            try:
+                r = exercise(data)
+                key = r.outcome if r.outcome == "accepted" else "refused: " + r.detail.split(":", 1)[0]
+            except InternalError as e:
+                key = "internal"
+                out["internal"].append(f"{p}: {e}")
+            finally:
+                sys.setprofile(None)
+            cpu = time.process_time() - t
+            out["cases"] += 1
+            out["outcomes"][key] += 1
+            if out["slowest"] is None or cpu > out["slowest"][0]:
+                out["slowest"] = (round(cpu, 3), os.path.basename(p), len(data))
+            if measure:
+                mem = (tracemalloc.get_traced_memory()[1] - base) / max(len(data), 1)
+                if out["most_ops"] is None or c.n > out["most_ops"][0]:
+                    out["most_ops"] = (c.n, os.path.basename(p), len(data))
+                if out["max_mem_per_byte"] is None or mem > out["max_mem_per_byte"][0]:
+                    out["max_mem_per_byte"] = (round(mem, 1), os.path.basename(p), len(data))
+    finally:
+        if measure:
+            tracemalloc.stop()
+    out["outcomes"] = dict(out["outcomes"])
+    return out
+
+
+def main(argv=None) -> int:
+    import argparse
+    import json
+    p = argparse.ArgumentParser(prog="python -m armload.inputs.target",
+                                description="replay fuzz inputs (files or directories) through the target")
+    p.add_argument("inputs", nargs="+")
+    p.add_argument("--no-measure", action="store_true", help="skip the call count and memory tracing")
+    a = p.parse_args(argv)
+    files = []
+    for x in a.inputs:
+        files += sorted(os.path.join(x, f) for f in os.listdir(x)) if os.path.isdir(x) else [x]
+    res = replay([f for f in files if not f.endswith((".json", ".md"))], measure=not a.no_measure)
+    print(json.dumps(res, indent=1))
+    return 1 if res["internal"] else 0
+
+
+if __name__ == "__main__":
+    import sys
+    sys.exit(main())
