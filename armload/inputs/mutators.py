@@ -20,7 +20,7 @@ KEY_SECTIONS = (".gnu.linkonce.this_module", ".modinfo", "__versions", ".data..p
 ODD_TYPES = (SHT_NULL, SHT_NOBITS, SHT_PROGBITS, SHT_ARM_EXIDX, 0x6FFFFFFF, 0xFFFFFFFF)
 
 
-class _Elf:
+class Elf:
     """The section header table of `data` as far as it can be read (no validation)."""
 
     def __init__(self, data: bytes):
@@ -57,12 +57,12 @@ def _outside(rng: random.Random, n: int) -> int:
     return rng.choice((n, n + 1, n - 1, n + 0x10, n + 0x1000, 0x7FFFFFF0, 0xFFFFFFF0, 0xFFFFFFFF))
 
 
-def _pick(e: _Elf, rng: random.Random) -> int:
+def _pick(e: Elf, rng: random.Random) -> int:
     named = [i for i in (e.find(k) for k in KEY_SECTIONS) if i]
     return rng.choice(named) if named and rng.random() < 0.6 else rng.randrange(1, e.shnum)
 
 
-def stacked(e: _Elf, rng: random.Random) -> tuple[bytes, str]:
+def stacked(e: Elf, rng: random.Random) -> tuple[bytes, str]:
     """Two fields of one header together: an unchecked type with an offset/size outside the file,
     a flag change with a type change, and so on."""
     b = bytearray(e.data)
@@ -95,7 +95,7 @@ def stacked(e: _Elf, rng: random.Random) -> tuple[bytes, str]:
     return bytes(b), f"section {i} ({e.name(i)}) {how} = {t:#x}, {v:#x}"
 
 
-def _rename(e: _Elf, b: bytearray, i: int, new: str) -> bool:
+def _rename(e: Elf, b: bytearray, i: int, new: str) -> bool:
     """Overwrite section i's name in place when the new name fits (NUL padded)."""
     old = e.name(i)
     if len(new) > len(old) or e.shstrndx >= e.shnum:
@@ -105,7 +105,7 @@ def _rename(e: _Elf, b: bytearray, i: int, new: str) -> bool:
     return True
 
 
-def renamed(e: _Elf, rng: random.Random) -> tuple[bytes, str]:
+def renamed(e: Elf, rng: random.Random) -> tuple[bytes, str]:
     """Point a section's sh_name at a key section's name (a second .modinfo, this_module, ...), or
     make a data section .data..percpu (none of the samples has one)."""
     b = bytearray(e.data)
@@ -126,7 +126,7 @@ def renamed(e: _Elf, rng: random.Random) -> tuple[bytes, str]:
     return bytes(b), f"section {i} ({e.name(i)}) renamed {key}"
 
 
-def strings(e: _Elf, rng: random.Random) -> tuple[bytes, str]:
+def strings(e: Elf, rng: random.Random) -> tuple[bytes, str]:
     """An unterminated or truncated string table (section names, symbol names, .modinfo)."""
     b = bytearray(e.data)
     which = rng.choice((".strtab", ".shstrtab", ".modinfo"))
@@ -146,7 +146,7 @@ def strings(e: _Elf, rng: random.Random) -> tuple[bytes, str]:
     return bytes(b), f"{which} (section {i}) {how}"
 
 
-def duplicated(e: _Elf, rng: random.Random) -> tuple[bytes, str]:
+def duplicated(e: Elf, rng: random.Random) -> tuple[bytes, str]:
     """A copy of a key section's header appended (the table moves to the end of the file)."""
     i = _pick(e, rng)
     d = e.data
@@ -177,7 +177,7 @@ CLASSES = {"stacked": stacked, "renamed": renamed, "strings": strings, "duplicat
 def mutate_any(data: bytes, rng: random.Random) -> tuple[bytes, str]:
     """One mutation of a random class of this file; non-ELF inputs become non-ELF variants."""
     try:
-        e = _Elf(data)
+        e = Elf(data)
     except ValueError:
         return non_elf(data or b"\x7fELF", rng)
     if rng.random() < 0.03:
