@@ -77,7 +77,7 @@ def custom_mutator(data: bytes, max_size: int, seed: int) -> bytes:
         for _ in range(rng.choice((1, 1, 2))):            # stacked: two mutations in one case
             body = _structured(body, rng) if rng.random() < 0.35 else mutators.mutate_any(body, rng)[0]
     if rng.random() < 0.2:
-        flags ^= 1 << rng.randrange(7)
+        flags ^= 1 << rng.randrange(8)
     return target.with_flags(flags, body)[:max(max_size, 3)]
 
 

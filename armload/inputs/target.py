@@ -7,6 +7,8 @@ which needs no Atheris.
 An input is the file itself, optionally behind a 3-byte control prefix b"AF" + flags:
   bit 0 object=True        bit 1 run init          bits 2-3 placement (window, vmalloc, 0xe0000000)
   bit 4 Thumb-2 config     bit 5 report + explain  bit 6 exporter-arm.ko loaded first
+  bit 7 the Debian 6.1 kernel image (its kallsyms, exports and code) instead of the built-in
+        kernel, when it is in .cache (ARM only: with bit 4 the session is refused up front)
 
 Outcomes: "accepted" (loaded; verified with no failure armload is to blame for), "refused"
 (an ArmloadError). Anything else raises InternalError (the fuzzer's crash).
@@ -26,6 +28,7 @@ RUN_BUDGET = 20_000                 # instructions per emulated init
 RUN_MAX_MEMORY = 1 << 20            # module memory above this: init not run (see fuzz.RUN_MAX_MEMORY)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXPORTER = os.path.join(ROOT, "sample_modules", "exporter-arm.ko")
+VMLINUZ = os.path.join(ROOT, ".cache", "linux-image-6.1.0-50-armmp", "boot", "vmlinuz-6.1.0-50-armmp")
 
 
 class InternalError(Exception):
@@ -49,12 +52,21 @@ def with_flags(flags: int, elf: bytes) -> bytes:
     return PREFIX + bytes([flags & 0xFF]) + elf
 
 
-def _kernel(config):
-    """A fresh built-in kernel per input: its simulated addresses are handed out on first use (a
-    function's with the Thumb bit under Thumb-2), so a shared one would carry one input's guesses
-    into the next and make outcomes depend on the order of inputs."""
+_IMAGE_KERNELS: dict = {}
+
+
+def _kernel(config, image: bool):
+    """A fresh kernel per input: simulated addresses are handed out on first use (a function's
+    with the Thumb bit under Thumb-2), so a shared one would carry one input's guesses into the
+    next and make outcomes depend on the order of inputs. The image's kallsyms are parsed once
+    and shared; only the simulated part starts empty."""
+    import dataclasses
     from ..kernel.provider import Kernel
-    return Kernel.builtin(config)
+    if not image or not os.path.exists(VMLINUZ):
+        return Kernel.builtin(config)
+    if config not in _IMAGE_KERNELS:
+        _IMAGE_KERNELS[config] = Kernel.from_files([VMLINUZ], config)
+    return dataclasses.replace(_IMAGE_KERNELS[config], simulated={}, _next_text=0, _next_data=0, _sorted=None)
 
 
 def exercise(data: bytes) -> Result:
@@ -74,7 +86,7 @@ def _exercise(flags: int, elf: bytes) -> str:
     from ..loader.verify import verify_module
     from .fuzz import _unexplained
     config = KernelConfig(thumb2=bool(flags & 16))
-    kernel = _kernel(config)
+    kernel = _kernel(config, bool(flags & 128))
     where = (flags >> 2) & 3
     session = Session(kernel, config, PLACEMENTS[where] if where < 3 else "window")
     if flags & 64 and not config.thumb2:
