@@ -58,3 +58,25 @@ def test_an_internal_error_is_raised_not_swallowed(monkeypatch):
     monkeypatch.setattr(session, "_allocate_memory", lambda *a: (_ for _ in ()).throw(ValueError("boom")))
     with pytest.raises(target.InternalError, match="ValueError: boom"):
         target.exercise(open(os.path.join(ROOT, "sample_modules", "hello-arm.ko"), "rb").read())
+
+
+def test_minimise_keeps_the_error_and_shrinks(monkeypatch):
+    """A planted bug (hello's load raises ValueError): the minimised input clears the control
+    bits that do not matter, is no larger and has fewer non-zero bytes, and still raises it."""
+    from armload.loader import session
+    real = session._load_object
+
+    def buggy(obj, s):
+        if obj.name == "hello":
+            raise ValueError("planted")
+        return real(obj, s)
+    monkeypatch.setattr(session, "_load_object", buggy)
+    data = target.with_flags(2 | 32, open(os.path.join(ROOT, "sample_modules", "hello-arm.ko"), "rb").read())
+    small = target.minimise(data, max_tries=300)
+    assert target.split(small)[0] == 0
+    assert len(small) <= len(data) and sum(map(bool, small)) < sum(map(bool, data))
+    with pytest.raises(target.InternalError, match="planted"):
+        target.exercise(small)
+    with pytest.raises(ValueError, match="no internal error"):
+        monkeypatch.setattr(session, "_load_object", real)
+        target.minimise(data)

@@ -10,7 +10,8 @@ Seeds: sample_modules (.ko and plain .o), a few small Debian modules, tests/fuzz
     python -m armload.inputs.atheris_fuzz [--time 600] [--corpus .cache/fuzz-corpus] [libFuzzer flags]
 
 Needs the optional extra `fuzz` (pip install -e '.[fuzz]'). A crash is written under
-.cache/fuzz-crashes/; minimise it (-minimize_crash=1) and commit it to tests/fuzz_crashes/.
+.cache/fuzz-crashes/; minimise it (python -m armload.inputs.target FILE --minimise OUT, or
+make fuzz-minimise FUZZ_MIN=FILE) and commit it to tests/fuzz_crashes/.
 """
 from __future__ import annotations
 
@@ -98,8 +99,7 @@ def main(argv=None) -> int:
         for s in seed_files():
             with open(os.path.join(a.corpus, "seed-" + os.path.basename(s)), "wb") as f:
                 f.write(seed_input(s))
-    minimise = any(x.startswith("-minimize_crash") for x in rest)     # then the crash file is the input
-    args = [argv[0]] + ([] if minimise else [a.corpus]) + [f"-max_total_time={a.time}", f"-artifact_prefix={a.crashes}/", "-timeout=20",
+    args = [argv[0], a.corpus, f"-max_total_time={a.time}", f"-artifact_prefix={a.crashes}/", "-timeout=20",
             "-rss_limit_mb=3072", "-max_len=1200000", "-print_final_stats=1"] + rest
     atheris.Setup(args, test_one_input, custom_mutator=custom_mutator)
     atheris.Fuzz()

@@ -180,6 +180,51 @@ def replay(paths: list[str], *, measure: bool = True) -> dict:
     return out
 
 
+def _signature(data: bytes) -> str | None:
+    """The first words of the InternalError `data` raises (None: it raises none)."""
+    try:
+        exercise(data)
+    except InternalError as e:
+        return " ".join(str(e).split()[:2])
+    return None
+
+
+def minimise(data: bytes, max_tries: int = 3000) -> bytes:
+    """A smaller input raising the same InternalError: clear control bits, cut the tail, then zero
+    chunks of halving size (offsets inside the file stay valid). Needs no Atheris (libFuzzer's
+    -minimize_crash re-executes argv[0], which a Python harness is not)."""
+    want = _signature(data)
+    if want is None:
+        raise ValueError("the input raises no internal error")
+    tries = 0
+
+    def same(d: bytes) -> bool:
+        nonlocal tries
+        tries += 1
+        return _signature(d) == want
+    flags, body = split(data)
+    for bit in range(8):
+        if flags & (1 << bit) and tries < max_tries and same(with_flags(flags & ~(1 << bit), body)):
+            flags &= ~(1 << bit)
+    cut = len(body) // 2
+    while cut and tries < max_tries:
+        if same(with_flags(flags, body[:len(body) - cut])):
+            body = body[:len(body) - cut]
+        else:
+            cut //= 2
+    chunk = max(len(body) // 4, 1)
+    while chunk and tries < max_tries:
+        for at in range(0, len(body), chunk):
+            if tries >= max_tries:
+                break
+            if any(body[at:at + chunk]):
+                d = body[:at] + bytes(len(body[at:at + chunk])) + body[at + chunk:]
+                if same(with_flags(flags, d)):
+                    body = d
+        chunk //= 2
+    return with_flags(flags, body)
+
+
 def main(argv=None) -> int:
     import argparse
     import json
@@ -187,7 +232,14 @@ def main(argv=None) -> int:
                                 description="replay fuzz inputs (files or directories) through the target")
     p.add_argument("inputs", nargs="+")
     p.add_argument("--no-measure", action="store_true", help="skip the call count and memory tracing")
+    p.add_argument("--minimise", metavar="OUT", help="minimise the one crashing input into OUT")
     a = p.parse_args(argv)
+    if a.minimise:
+        small = minimise(open(a.inputs[0], "rb").read())
+        with open(a.minimise, "wb") as f:
+            f.write(small)
+        print(f"{a.minimise}: {len(small)} bytes, {sum(1 for x in small if x)} non-zero")
+        return 0
     files = []
     for x in a.inputs:
         files += sorted(os.path.join(x, f) for f in os.listdir(x)) if os.path.isdir(x) else [x]
