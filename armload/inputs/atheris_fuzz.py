@@ -69,6 +69,15 @@ def _structured(elf_bytes: bytes, rng: random.Random) -> bytes:
 
 
 def custom_mutator(data: bytes, max_size: int, seed: int) -> bytes:
+    try:
+        return _mutate(data, max_size, seed)
+    except Exception as e:            # noqa: BLE001 - a mutator bug must not end the campaign: say it
+        print(f"custom mutator failed ({type(e).__name__}: {e}); libFuzzer's mutation instead",
+              file=sys.stderr)
+        return atheris.Mutate(data, max_size)
+
+
+def _mutate(data: bytes, max_size: int, seed: int) -> bytes:
     rng = random.Random(seed)
     flags, body = target.split(data)
     r = rng.random()

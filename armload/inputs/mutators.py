@@ -28,7 +28,7 @@ class Elf:
             raise ValueError("not ELF")
         self.shoff, = struct.unpack_from("<I", data, 32)
         self.shnum, self.shstrndx = struct.unpack_from("<HH", data, 48)
-        if self.shnum == 0 or self.shoff + 40 * self.shnum > len(data):
+        if self.shnum < 2 or self.shoff + 40 * self.shnum > len(data):      # no section to mutate
             raise ValueError("no section table")
         self.data = data
 
