@@ -8,12 +8,13 @@ a check of their own. Where 6.1 checks nothing but reads outside its copy of the
 undefined result), armload refuses and says so; a check that only a later kernel has names
 that kernel. After this pass:
 
-* every PROGBITS-like section (anything but NULL/NOBITS) lies inside the file;
+* every PROGBITS-like section (anything but NULL/NOBITS) lies inside the file, and so does every
+  SHF_ALLOC SHT_NULL section with a size (move_module copies it; validity.py has the whole table);
 * every section name, symbol name and modinfo string is a C string inside the file;
 * the symbol table and REL tables are numpy arrays over the file (no per-entry objects);
 * st_shndx of every symbol (but the null one) is < e_shnum, SHN_ABS, SHN_COMMON or SHN_LIVEPATCH;
-* nothing 6.1 reads at a NOBITS section's sh_offset (__versions, .modinfo, .data..percpu, an
-  executable REL target) lies outside the file.
+* nothing 6.1 reads at a NOBITS or SHT_NULL section's sh_offset (__versions, .modinfo,
+  .data..percpu, an executable REL target) lies outside the file.
 """
 from __future__ import annotations
 
