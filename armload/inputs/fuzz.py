@@ -362,13 +362,22 @@ def _unexplained(mod, res, data: bytes | None = None) -> list[str]:
     out = []
     words = _relocated_words(mod, data)
     stype = {s.name: s.stype for s in mod.symbols}
+    if data is not None:
+        # by symbol index, not name: names may be empty or shared (section symbols, mutated names)
+        st_type = read_object(mod.path, data, object=True).symtab["st_info"] & 0xF
+        br = mod.branches
+        place_func = {}
+        for place, sym in zip(br["place"].tolist(), br["sym"].tolist()):
+            is_func = sym < len(st_type) and int(st_type[sym]) == 2
+            place_func[place] = place_func.get(place, False) or is_func
     for f in res.branch_failures:
         lo, hi = np.searchsorted(words, [f.site - 3, f.site + 4])
         if hi - lo > 1:
             continue          # overlapping relocations in the input
         if f.expected & ~1 == 0:
             continue          # a NULL target (weak undefined): the kernel's branch goes to 0 either way
-        if f.actual is not None and (f.actual & ~1) == (f.expected & ~1) and stype.get(f.symbol) != "func":
+        func = place_func.get(f.site, False) if data is not None else stype.get(f.symbol) == "func"
+        if f.actual is not None and (f.actual & ~1) == (f.expected & ~1) and not func:
             continue          # not a function: 6.1 branches without interworking, by design
         try:
             w, = struct.unpack("<I", mod.read(f.site, 4))
