@@ -135,14 +135,14 @@ def _run(session, kernel) -> str:
 
 def replay(paths: list[str], *, measure: bool = True) -> dict:
     """Every input of `paths` through exercise(): outcomes (by error class), internal errors, and
-    the costliest case in counted Python calls, CPU seconds and traced memory peak per file byte."""
+    the costliest case in counted Python calls, CPU seconds and traced memory peak (bytes)."""
     import collections
     import sys
     import time
     import tracemalloc
     from .fuzz import _OpCounter
     out = {"cases": 0, "outcomes": collections.Counter(), "internal": [], "slowest": None, "most_ops": None,
-           "max_mem_per_byte": None}
+           "max_mem": None}
     if measure:
         tracemalloc.start()
     try:
@@ -168,11 +168,11 @@ def replay(paths: list[str], *, measure: bool = True) -> dict:
             if out["slowest"] is None or cpu > out["slowest"][0]:
                 out["slowest"] = (round(cpu, 3), os.path.basename(p), len(data))
             if measure:
-                mem = (tracemalloc.get_traced_memory()[1] - base) / max(len(data), 1)
+                mem = tracemalloc.get_traced_memory()[1] - base
                 if out["most_ops"] is None or c.n > out["most_ops"][0]:
                     out["most_ops"] = (c.n, os.path.basename(p), len(data))
-                if out["max_mem_per_byte"] is None or mem > out["max_mem_per_byte"][0]:
-                    out["max_mem_per_byte"] = (round(mem, 1), os.path.basename(p), len(data))
+                if out["max_mem"] is None or mem > out["max_mem"][0]:
+                    out["max_mem"] = (mem, os.path.basename(p), len(data))
     finally:
         if measure:
             tracemalloc.stop()
