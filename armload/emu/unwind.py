@@ -205,25 +205,37 @@ def unwind_frame(frame: Frame, table: ExidxTable, read32, *, at_entry_ok: bool =
 
 
 # --- tables ---------------------------------------------------------------------------
+SHT_ARM_EXIDX = 0x70000001         # ELF_SECTION_UNWIND
+SHF_ALLOC, SHF_EXECINSTR = 0x2, 0x4
+
+
+def unwind_sections(m) -> list:
+    """The sections 6.1's module_finalize (arch/arm/kernel/module.c) registers for unwinding:
+    SHF_ALLOC and sh_type SHT_ARM_EXIDX. A NOBITS (or SHT_NULL, PROGBITS) .ARM.exidx is ignored
+    whatever its name or size; an SHT_ARM_EXIDX section's bytes were bounded by the file."""
+    return [s for s in m.sections if s.sh_type == SHT_ARM_EXIDX and s.flags & SHF_ALLOC and s.size >= 8]
+
+
 def module_table(machine, m) -> ExidxTable | None:
-    """The module's index entries from every mapped .ARM.exidx* section."""
+    """The module's index entries from every mapped unwind section (one vector pass each)."""
+    import numpy as np
     words = []
-    end = 0
-    for s in m.sections:
-        if s.name.startswith(".ARM.exidx") and s.size >= 8:
-            try:
-                data = machine.read(s.addr, s.size)
-            except Exception:             # init memory freed: its entries are gone too
-                continue
-            for o in range(0, s.size - 7, 8):
-                w0, w1 = struct.unpack_from("<II", data, o)
-                words.append((s.addr + o, w0, w1))
+    for s in unwind_sections(m):
+        try:
+            data = machine.read(s.addr, s.size - s.size % 8)
+        except Exception:             # init memory freed: its entries are gone too
+            continue
+        w = np.frombuffer(data, "<u4").astype(np.int64).reshape(-1, 2)
+        place = s.addr + 8 * np.arange(len(w), dtype=np.int64)
+        off = w[:, 0] & 0x7FFFFFFF
+        start = (place + np.where(off & 0x40000000, off - 0x80000000, off)) & 0xFFFFFFFF
+        words.append(np.stack([start, place, w[:, 1]], axis=1))
     if not words:
         return None
-    for s in m.sections:
-        if s.flags & 0x4:
-            end = max(end, s.addr + s.size)
-    return ExidxTable.from_words(words, end)
+    rows = np.concatenate(words)
+    rows = rows[np.lexsort((rows[:, 2], rows[:, 1], rows[:, 0]))]
+    end = max((s.addr + s.size for s in m.sections if s.flags & SHF_EXECINSTR), default=0)
+    return ExidxTable(rows[:, 0].tolist(), list(zip(rows[:, 1].tolist(), rows[:, 2].tolist())), end)
 
 
 _KERNEL_TABLES: dict[str, ExidxTable | None] = {}

@@ -3,7 +3,10 @@
 Each case takes one sample module, applies one mutation of one class (byte flips, truncation,
 ELF header / section header / symbol / relocation fields set to boundary values, oversized
 NOBITS sections, duplicated section headers, corrupted .modinfo, __versions, __ksymtab and
-.gnu.linkonce.this_module), loads it, and classifies the result:
+.gnu.linkonce.this_module; since issue 21 also the classes of mutators.py: two fields of one
+header changed together, renamed (per-cpu) and duplicated key sections, broken string tables,
+non-ELF inputs; the seeds include the plain .o files, loaded with object=True), loads it, and
+classifies the result:
 
 * accepted  - loaded; the image must then verify (armload.loader.verify), except at branch sites whose
               relocated word is no longer a B/BL of the relocation's kind (the input broke it);
@@ -37,9 +40,11 @@ from ..kernel.config import KernelConfig
 from ..constants import SHF_ALLOC, SHT_NOBITS, SHT_REL
 from ..loader.elf import ObjectFile, read_object
 from ..errors import ArmloadError
+from . import mutators
 
 CLASSES = ("byteflip", "truncate", "ehdr", "shdr", "sym", "rel", "nobits", "dup", "modinfo", "versions",
-           "ksymtab", "this_module")
+           "ksymtab", "this_module") + tuple(sorted(mutators.CLASSES)) + ("non_elf",)
+KO_ONLY = ("modinfo", "versions", "ksymtab", "this_module")     # need a section a plain .o does not have
 BOUNDARY = (0, 1, 2, 3, 4, 7, 8, 0x7F, 0x80, 0xFF, 0x100, 0xFFF, 0x1000, 0xFFFF, 0x10000, 0x7FFFFFFF,
             0x80000000, 0xFFFFFFFF, 0xFFFFFFFE, 0xFFFFFFC0, 0x7FFFFFC0, 0x40000000)
 # Oversized NOBITS sizes: all beyond what the simulated kernel can allocate (vmalloc: 248 MiB),
@@ -73,6 +78,7 @@ class Seed:
     config: KernelConfig
     shoff: int
     shnum: int
+    object: bool = False        # a plain .o: loaded with object=True
 
 
 @dataclass
@@ -109,6 +115,12 @@ def default_seeds(root: str | None = None) -> list[Seed]:
         shoff, = struct.unpack_from("<I", data, 32)
         shnum, = struct.unpack_from("<H", data, 48)
         out.append(Seed(p, data, read_object(p, data), cfg, shoff, shnum))
+    for p in sorted(glob.glob(os.path.join(root, "obj", "*.o"))):      # plain objects (issue 21)
+        data = open(p, "rb").read()
+        cfg = KernelConfig(thumb2="thumb2" in os.path.basename(p))
+        shoff, = struct.unpack_from("<I", data, 32)
+        shnum, = struct.unpack_from("<H", data, 48)
+        out.append(Seed(p, data, read_object(p, data, object=True), cfg, shoff, shnum, object=True))
     return out
 
 
@@ -144,6 +156,10 @@ def _dup_section(b: bytearray, seed: Seed, idx: int) -> None:
 
 
 def mutate(seed: Seed, cls: str, rng: random.Random, big: bool = False) -> tuple[bytes, str]:
+    if cls in mutators.CLASSES:          # stacked fields, renamed / duplicated key sections, strings
+        return mutators.CLASSES[cls](mutators.Elf(seed.data), rng)
+    if cls == "non_elf":
+        return mutators.non_elf(seed.data, rng)
     b = bytearray(seed.data)
     o = seed.obj
     n = len(b)
@@ -299,7 +315,7 @@ def mutate(seed: Seed, cls: str, rng: random.Random, big: bool = False) -> tuple
 def make_case(seeds: list[Seed], index: int, seed_value: int = 1, big: bool = False) -> tuple[Case, Seed]:
     rng = random.Random(f"{seed_value}:{index}")
     cls = CLASSES[index % len(CLASSES)]
-    pool = seeds
+    pool = [s for s in seeds if not s.object] if cls in KO_ONLY else seeds
     if cls == "ksymtab":
         pool = [s for s in seeds if s.obj.section_by_name("__ksymtab")] or seeds
     sd = pool[(index // len(CLASSES)) % len(pool)]
@@ -346,13 +362,22 @@ def _unexplained(mod, res, data: bytes | None = None) -> list[str]:
     out = []
     words = _relocated_words(mod, data)
     stype = {s.name: s.stype for s in mod.symbols}
+    if data is not None:
+        # by symbol index, not name: names may be empty or shared (section symbols, mutated names)
+        st_type = read_object(mod.path, data, object=True).symtab["st_info"] & 0xF
+        br = mod.branches
+        place_func = {}
+        for place, sym in zip(br["place"].tolist(), br["sym"].tolist()):
+            is_func = sym < len(st_type) and int(st_type[sym]) == 2
+            place_func[place] = place_func.get(place, False) or is_func
     for f in res.branch_failures:
         lo, hi = np.searchsorted(words, [f.site - 3, f.site + 4])
         if hi - lo > 1:
             continue          # overlapping relocations in the input
         if f.expected & ~1 == 0:
             continue          # a NULL target (weak undefined): the kernel's branch goes to 0 either way
-        if f.actual is not None and (f.actual & ~1) == (f.expected & ~1) and stype.get(f.symbol) != "func":
+        func = place_func.get(f.site, False) if data is not None else stype.get(f.symbol) == "func"
+        if f.actual is not None and (f.actual & ~1) == (f.expected & ~1) and not func:
             continue          # not a function: 6.1 branches without interworking, by design
         try:
             w, = struct.unpack("<I", mod.read(f.site, 4))
@@ -400,7 +425,7 @@ def run_case(case: Case, seed: Seed, kernels: dict, verify: bool = True, measure
         base_mem = tracemalloc.get_traced_memory()[0]
         sys.setprofile(counter)
     try:
-        mod = session.load(f"fuzz-{case.index}-{case.seed}", case.data)
+        mod = session.load(f"fuzz-{case.index}-{case.seed}", case.data, object=seed.object)
         if verify:
             res = verify_module(mod, kernel)
             if not res.ok:
@@ -408,7 +433,7 @@ def run_case(case: Case, seed: Seed, kernels: dict, verify: bool = True, measure
         if run and sum(r.size for r in mod.regions) > RUN_MAX_MEMORY:
             out.detail = "init: not run (module memory above RUN_MAX_MEMORY)"
         elif run:
-            from ..emulate import Machine
+            from ..emu.machine import Machine
             try:
                 m = Machine(list(session.modules), kernel, budget=RUN_BUDGET, timeout=WALL_SAFETY)
                 for x in session.modules:          # the exporter first, as insmod would

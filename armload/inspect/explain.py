@@ -220,8 +220,9 @@ def explain_row(row: RelocRow, obj: ObjectFile, mod: LoadedModule | None, syms, 
                 error: ArmloadError | None = None) -> Explanation:
     dst = obj.sections[row.target_section]
     isa = _isa(row.rtype)
-    if dst.sh_type != SHT_NOBITS and row.r_offset + 4 <= dst.sh_size:
-        before = obj.data[dst.sh_offset + row.r_offset:dst.sh_offset + row.r_offset + 4]
+    at = dst.sh_offset + row.r_offset
+    if dst.sh_type != SHT_NOBITS and row.r_offset + 4 <= dst.sh_size and at + 4 <= len(obj.data):
+        before = obj.data[at:at + 4]      # (an SHT_NULL target may lie outside the file: issue 21)
     else:
         before = bytes(4)
     w = _word(before)

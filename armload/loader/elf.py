@@ -8,12 +8,13 @@ a check of their own. Where 6.1 checks nothing but reads outside its copy of the
 undefined result), armload refuses and says so; a check that only a later kernel has names
 that kernel. After this pass:
 
-* every PROGBITS-like section (anything but NULL/NOBITS) lies inside the file;
+* every PROGBITS-like section (anything but NULL/NOBITS) lies inside the file, and so does every
+  SHF_ALLOC SHT_NULL section with a size (move_module copies it; validity.py has the whole table);
 * every section name, symbol name and modinfo string is a C string inside the file;
 * the symbol table and REL tables are numpy arrays over the file (no per-entry objects);
 * st_shndx of every symbol (but the null one) is < e_shnum, SHN_ABS, SHN_COMMON or SHN_LIVEPATCH;
-* nothing 6.1 reads at a NOBITS section's sh_offset (__versions, .modinfo, .data..percpu, an
-  executable REL target) lies outside the file.
+* nothing 6.1 reads at a NOBITS or SHT_NULL section's sh_offset (__versions, .modinfo,
+  .data..percpu, an executable REL target) lies outside the file.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from ..constants import (EF_ARM_EABI_MASK, EM_ARM, ET_REL, SHF_ALLOC, SHF_EXECIN
                         SHN_LIVEPATCH,
                         SHN_UNDEF, SHT_NOBITS, SHT_NULL, SHT_REL, SHT_RELA, SHT_SYMTAB)
 from ..errors import ElfFormatError
+from .validity import LATER, UNCHECKED_TYPES, type_name, unread_alloc
 
 SYM_DTYPE = np.dtype([("st_name", "<u4"), ("st_value", "<u4"), ("st_size", "<u4"),
                       ("st_info", "u1"), ("st_other", "u1"), ("st_shndx", "<u2")])
@@ -216,10 +218,18 @@ class _Validator:
         versions = next((s for s in sections[1:] if s.alloc and s.name == "__versions"), None)
         percpu = next((s for s in sections[1:] if s.alloc and s.name == ".data..percpu"), None)
         for s, what in ((versions, "__versions"), (percpu, ".data..percpu")):
-            if s is not None and s.sh_type == SHT_NOBITS and s.sh_offset + s.sh_size > self.n:
-                raise self.fail(f"{name}: section {s.index} ({what}) is NOBITS with offset {s.sh_offset:#x} + "
-                                f"size {s.sh_size:#x} past the end of the file ({self.n:#x}): 6.1 reads it from "
-                                f"its copy of the file at sh_offset unchecked", section=s.index)
+            if s is not None and s.sh_type in UNCHECKED_TYPES and s.sh_offset + s.sh_size > self.n:
+                raise self.fail(f"{name}: section {s.index} ({what}) is {type_name(s.sh_type)} with offset "
+                                f"{s.sh_offset:#x} + size {s.sh_size:#x} past the end of the file ({self.n:#x}): "
+                                f"6.1 reads it from its copy of the file at sh_offset unchecked", section=s.index)
+        # move_module copies every SHF_ALLOC section but NOBITS; 6.1 un-ALLOCs these three first
+        skip = {x.index for x in (info, versions, percpu) if x is not None}
+        s = unread_alloc(sections, self.n, skip)
+        if s is not None:
+            raise self.fail(f"{name}: section {s.index} ({s.name}) is SHT_NULL with SHF_ALLOC, offset "
+                            f"{s.sh_offset:#x} + size {s.sh_size:#x} past the end of the file ({self.n:#x}): 6.1's "
+                            f"move_module copies it from outside its copy of the file (elf_validity_check bounds "
+                            f"neither SHT_NULL nor NOBITS; {LATER})", section=s.index)
         symtab, strtab = self.read_symtab(symtab_sec, sections, name)
         rels = self.read_rels(sections, name)
         self.check_frob(sections, shoff, name)
@@ -335,11 +345,12 @@ class _Validator:
     def read_modinfo(self, sec: Section) -> dict[str, list[str]]:
         """get_modinfo()'s walk: strings from sh_offset, NUL padding skipped, at most sh_size bytes;
         the last string may run past the section (6.1 reads it to its NUL)."""
-        if sec.sh_type == SHT_NOBITS and sec.sh_offset + sec.sh_size > self.n:
-            raise self.fail(f"section {sec.index} (.modinfo) is NOBITS with offset {sec.sh_offset:#x} + size "
-                            f"{sec.sh_size:#x} past the end of the file: 6.1 reads it at sh_offset unchecked",
-                            section=sec.index)
         start, size = sec.sh_offset, max(sec.sh_size, 1)    # the first string is read even when size is 0
+        if start + size > self.n:
+            raise self.fail(f"section {sec.index} (.modinfo) is {type_name(sec.sh_type)} with offset {start:#x} + "
+                            f"size {sec.sh_size:#x} past the end of the file: 6.1 reads it at sh_offset unchecked"
+                            + ("" if sec.sh_type in UNCHECKED_TYPES else " (its first string: get_modinfo reads "
+                               "one even when sh_size is 0)"), section=sec.index)
         body = self.data[start:start + size]
         last = body.rfind(b"\0")
         tail_end = start + len(body)
@@ -403,9 +414,10 @@ class _Validator:
                 continue
             if s.sh_info < nsec:
                 dst = sections[s.sh_info]
-                if dst.sh_flags & SHF_EXECINSTR and dst.sh_type == SHT_NOBITS and \
+                if dst.sh_flags & SHF_EXECINSTR and dst.sh_type in UNCHECKED_TYPES and \
                         dst.sh_offset + dst.sh_size > self.n and s.sh_size >= 8:
-                    raise self.fail(f"{name}: section {s.index} ({s.name}) relocates NOBITS executable section "
+                    raise self.fail(f"{name}: section {s.index} ({s.name}) relocates {type_name(dst.sh_type)} "
+                                    f"executable section "
                                     f"{dst.index} ({dst.name}, offset {dst.sh_offset:#x} + size {dst.sh_size:#x} "
                                     f"past the end of the file): 6.1's count_plts reads its instructions at "
                                     f"sh_offset in its copy of the file unchecked", section=s.index)

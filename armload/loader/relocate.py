@@ -478,3 +478,28 @@ def has_overlaps(r_offset: np.ndarray, r_info: np.ndarray) -> bool:
         return False
     o = np.sort(o.astype(np.int64))
     return bool((np.diff(o) < 4).any())
+
+
+def overlap_batches(r_offset: np.ndarray, r_info: np.ndarray) -> list[tuple[int, int]]:
+    """[start, end) runs of the table that can be applied as one vector each, in table order, with
+    the result of entry-by-entry application (apply_relocate). Entries whose 4-byte places overlap
+    form a cluster; every member of a cluster but its first in table order starts a new run, so no
+    run holds two overlapping entries and each sees its predecessors' writes. One overlapping pair
+    costs two runs, not one run per entry. R_ARM_NONE writes nothing and never cuts."""
+    n = len(r_offset)
+    live = np.flatnonzero((r_info & U32(0xFF)) != R.R_ARM_NONE)
+    if len(live) < 2:
+        return [(0, n)] if n else []
+    o = r_offset[live].astype(np.int64)
+    order = np.argsort(o, kind="stable")
+    so, si = o[order], live[order]
+    new_cluster = np.ones(len(so), dtype=bool)
+    new_cluster[1:] = np.diff(so) >= 4
+    if new_cluster.all():
+        return [(0, n)]
+    cid = np.cumsum(new_cluster) - 1
+    first = np.full(cid[-1] + 1, n, dtype=np.int64)
+    np.minimum.at(first, cid, si)
+    cuts = np.unique(si[si != first[cid]])
+    edges = [0] + cuts.tolist() + [n]
+    return [(a, b) for a, b in zip(edges[:-1], edges[1:]) if b > a]

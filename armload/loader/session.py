@@ -19,8 +19,9 @@ from ..kernel.provider import Export
 from .model import (BRANCH_DTYPE, LoadedModule, LoadedSection, MemRegion, ModuleSymbol, PltEntry)
 from . import finalize
 from .plt import PltSection, heapsort_order, plan_plts
-from .relocate import PltRouter, SectionTarget, apply_rel_section, has_overlaps
+from .relocate import PltRouter, SectionTarget, apply_rel_section, overlap_batches
 from .symbols import ExportTable, resolve_undefined, symbol_values
+from .validity import check_thumb2_image
 
 _STYPES = {0: "notype", 1: "object", 2: "func", 3: "section", 4: "file"}
 _BINDS = {STB_LOCAL: "local", STB_GLOBAL: "global", STB_WEAK: "weak"}
@@ -34,6 +35,8 @@ class Session:
                  placement: str | int = "window", *, modversions: bool = True):
         self.config = config
         self.kernel = kernel if kernel is not None else Kernel.builtin(config)
+        if config.thumb2 and self.kernel.image_path:
+            check_thumb2_image(self.kernel.image_path)
         self.allocator = ModuleAllocator(config, placement)
         self.placement = placement
         self.modversions = modversions
@@ -281,10 +284,7 @@ def _apply_all(obj, layout, plan, syms, mems, config, router):
         rname, rbase = _region_at(layout, p.addr)
         tgt = SectionTarget(dst.index, dst.name, p.addr, dst.sh_size, mems[rname][0],
                             p.addr - rbase)
-        if has_overlaps(rel["r_offset"], rel["r_info"]):
-            parts = [(i, rel[i:i + 1]) for i in range(len(rel))]
-        else:
-            parts = [(0, rel)]
+        parts = [(a, rel[a:b]) for a, b in overlap_batches(rel["r_offset"], rel["r_info"])]
         for base_i, part in parts:
             res = apply_rel_section(obj.name, sec.index, sec.name, part["r_offset"], part["r_info"], tgt, syms,
                                     obj.symcount, config, router, obj.path, index_base=base_i,
