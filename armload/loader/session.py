@@ -441,7 +441,8 @@ def _kallsyms(obj, layout, mem, syms, resolved) -> int:
         if i and names[i] not in resolved:
             vals[i] = st["st_value"][i]
     st["st_value"] = vals
-    st["st_value"][0] = obj.symtab["st_value"][0]
+    if len(st):
+        st["st_value"][0] = obj.symtab["st_value"][0]        # entry 0 keeps its file value
     secs = layout.sections
     flags = np.array([s.sh_flags for s in secs], dtype=np.int64)
     flags[obj.symtab_index] |= SHF_ALLOC                  # layout_symtab
