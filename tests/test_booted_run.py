@@ -165,3 +165,48 @@ def test_request_module_without_a_tree_fails_as_modprobe_would(booted_dir):
     r = run.load(os.path.join(TREE, "fs/nls/nls_euc-jp.ko"))
     assert (r.status, r.ret) == ("returned", -22)                  # load_nls failed: init's -EINVAL
     assert run.requests[0]["status"] == 256 and run.requests[0]["note"] == "no module tree given"
+
+
+def _patched(tmp_path, name, fn):
+    from armload.loader.elf import read_object
+    data = bytearray(open(sample(name), "rb").read())
+    obj = read_object(sample(name), bytes(data))
+    fn(data, obj)
+    p = tmp_path / name
+    p.write_bytes(bytes(data))
+    return str(p)
+
+
+def _versions_entry(data, obj, symbol):
+    sec = next(s for s in obj.sections if s.name == "__versions")
+    for off in range(sec.sh_offset, sec.sh_offset + sec.sh_size, 64):     # struct modversion_info
+        if data[off + 4:off + 4 + len(symbol) + 1] == symbol.encode() + b"\0":
+            return off
+    raise AssertionError(symbol)
+
+
+def test_a_symbol_missing_from_versions_is_refused_as_the_debian_kernel_does(run, tmp_path):
+    """Upstream 6.1's check_version warns once and lets it go; the Debian 6.1.0-50 kernel refuses with
+    -EINVAL ("no symbol version for"), and armload follows the kernel it loads into."""
+    def rename(data, obj):
+        off = _versions_entry(data, obj, "delayed_work_timer_fn")
+        data[off + 4] = ord("X")
+    r = run.load(_patched(tmp_path, "devkit-arm.ko", rename))
+    assert (r.status, r.ret) == ("refused", -22)
+    assert any("devkit: no symbol version for delayed_work_timer_fn" in line for line in r.console)
+    assert r.loader.agrees and "no symbol version for delayed_work_timer_fn" in r.loader.refusal
+
+
+@pytest.mark.parametrize("length,kernel_oopses", [(59, False), (60, True)])
+def test_an_unterminated_struct_module_name_is_refused_where_the_kernel_bugs(run, tmp_path, length, kernel_oopses):
+    from armload.loader.elf import MODULE_NAME_OFF
+    def fill(data, obj):
+        tm = next(s for s in obj.sections if s.name == ".gnu.linkonce.this_module")
+        at = tm.sh_offset + MODULE_NAME_OFF
+        data[at:at + 60] = b"h" * length + b"\0" * (60 - length)
+    r = run.load(_patched(tmp_path, "hello-arm.ko", fill))
+    if kernel_oopses:
+        assert r.status == "oops" and "fortify_panic" in r.oops
+        assert "is not NUL-terminated within MODULE_NAME_LEN (60)" in r.loader.refusal
+    else:
+        assert r.status == "returned" and not r.loader.refusal and r.loader.identical

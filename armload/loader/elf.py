@@ -341,6 +341,12 @@ class _Validator:
                             f"struct module size at run time (section {tm.index}: {tm.sh_size:#x} < "
                             f"{STRUCT_MODULE_SIZE:#x}; check added in Linux 6.4; 6.1 would write struct module "
                             f"past the section)", section=tm.index)
+        at = tm.sh_offset + MODULE_NAME_OFF
+        field = self.data[at:at + MODULE_NAME_LEN]
+        if len(field) == MODULE_NAME_LEN and b"\0" not in field:
+            raise self.fail(f"module {who}: struct module name (file offset {at:#x}) is not NUL-terminated within "
+                            f"MODULE_NAME_LEN ({MODULE_NAME_LEN}); 6.1's load_module runs a fortified string "
+                            f"function on it and BUGs (fortify_panic: the Debian kernel oopses)", section=tm.index)
 
     def read_modinfo(self, sec: Section) -> dict[str, list[str]]:
         """get_modinfo()'s walk: strings from sh_offset, NUL padding skipped, at most sh_size bytes;

@@ -119,7 +119,12 @@ def resolve_undefined(obj: ObjectFile, kernel: Kernel, providers: list[ExportTab
                 continue
             have = versions.get(name)
             if have is None:
-                obj.warnings.append(f"{mod}: no symbol version for {name}")
+                # check_version(): upstream 6.1 warns once and lets it go, but the Debian 6.1.0-50 kernel
+                # refuses (booted, its load_module returns -EINVAL with these two lines): it is the oracle.
+                messages.append(f"{mod}: no symbol version for {name}")
+                messages.append(f"{mod}: Unknown symbol {name} (err {-EINVAL})")
+                last_err = -EINVAL
+                continue
             elif have != exp.crc:
                 messages.append(f"{mod}: disagrees about version of symbol {name} "
                                 f"(module {have:#010x}, {exp.owner} {exp.crc:#010x})")
