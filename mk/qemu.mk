@@ -66,3 +66,21 @@ qemu-compare: venv | $(CORPUS_STAMPS)
 	  --vermagic "$(CORPUS_VERMAGIC)" --jobs $(QEMU_COMPARE_JOBS) --json $(QEMU_CHECK_JSON) --fail-on none -q \
 	  $$(grep -v '^#' $(QEMU_LIST) | sed 's/^/--module /') $(QEMU_COMPARE_ARGS) > $(QEMU_CHECK_LOG)
 	$(ARMLOAD) agree $(QEMU_CHECK_JSON) --oracle $(QEMU_RESULTS) --min $(QEMU_MIN_AGREEMENT)
+
+# The same comparison with armload's booted runtime (the Debian kernel booted in Unicorn: its own
+# load_module and init, request_module served from the tree): `check --runtime booted`. The
+# self-tests' budget (test_bpf is 5.1 G instructions) is the per-load budget here.
+QEMU_BOOTED_JSON ?= $(QEMU_BUILD)/armload-check-booted.json
+QEMU_BOOTED_LOG  ?= $(QEMU_BUILD)/armload-check-booted.txt
+QEMU_MIN_AGREEMENT_BOOTED ?= 99
+QEMU_BOOTED_BUDGET ?= 6000000000
+QEMU_BOOTED_LIST ?= $(QEMU_LIST)
+.PHONY: qemu-compare-booted
+qemu-compare-booted: venv | $(CORPUS_STAMPS)
+	@mkdir -p $(QEMU_BUILD)
+	@echo "armload check --runtime booted on the $$(grep -vc '^#' $(QEMU_BOOTED_LIST)) modules of $(QEMU_BOOTED_LIST) (log: $(QEMU_BOOTED_LOG))"
+	@nice -n 10 $(ARMLOAD) check $(CORPUS_DIR) --runtime booted --budget $(QEMU_BOOTED_BUDGET) \
+	  --kernel $(CORPUS_SYMVERS) --kernel $(CORPUS_VMLINUZ) --vermagic "$(CORPUS_VERMAGIC)" \
+	  --jobs $(QEMU_COMPARE_JOBS) --json $(QEMU_BOOTED_JSON) --fail-on load,verify,internal -q \
+	  $$(grep -v '^#' $(QEMU_BOOTED_LIST) | sed 's/^/--module /') $(QEMU_COMPARE_ARGS) > $(QEMU_BOOTED_LOG)
+	$(ARMLOAD) agree $(QEMU_BOOTED_JSON) --oracle $(QEMU_RESULTS) --min $(QEMU_MIN_AGREEMENT_BOOTED)
