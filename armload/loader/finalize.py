@@ -46,8 +46,12 @@ class Finalized:
     kallsyms_core: int = 0                                     # symbols kept in the core symtab
     pv_patched: list[int] = field(default_factory=list)        # phys/virt stubs given the real offset
     relocated: dict[int, bytes] = field(default_factory=dict)   # every word these passes changed: as relocated
-    jump_words: set[int] = field(default_factory=set)           # words the jump-label notifier owns (table,
-    #                                                             key links, patched sites): written after formation
+    jump_table: tuple[int, int] = (0, 0)                         # [start, end) of the sorted __jump_table
+    jump_words: set[int] = field(default_factory=set)           # key links and patched sites it wrote
+
+    def jump_owned(self, addr: int) -> bool:
+        """A word the jump-label notifier writes (after formation: the table, key links, sites)."""
+        return self.jump_table[0] <= addr < self.jump_table[1] or addr in self.jump_words
 
 
 class Memory:
@@ -55,23 +59,23 @@ class Memory:
 
     def __init__(self, regions: list[MemRegion]):
         self.regions = regions
-        self.before: dict[int, bytes] = {}     # word address -> the word as relocation left it
+        self._before: list[tuple[int, bytes]] = []   # (address, bytes as relocation left them), in order
 
     def remember(self, addr: int, n: int) -> None:
-        """Keep the words of [addr, addr+n) as they are now (the first time only)."""
+        """Keep [addr, addr+n) as it is now (a word's first remembered value wins)."""
         r, o = self._at(addr, n)
-        if r is None:
-            return
-        for i in range(0, n - n % 4, 4):
-            self.before.setdefault(addr + i, bytes(r.data[o + i:o + i + 4]))
+        if r is not None and n >= 4:
+            self._before.append((addr, bytes(r.data[o:o + n - n % 4])))
 
     def changed(self) -> dict[int, bytes]:
-        """The remembered words that now differ."""
-        out = {}
-        for a, w in self.before.items():
-            r, o = self._at(a, 4)
-            if bytes(r.data[o:o + 4]) != w:
-                out[a] = w
+        """The remembered words that now differ (vectorised: a table may be megabytes of zeros)."""
+        out: dict[int, bytes] = {}
+        for addr, old in self._before:
+            r, o = self._at(addr, len(old))
+            a = np.frombuffer(old, dtype="<u4")
+            b = np.frombuffer(bytes(r.data[o:o + len(old)]), dtype="<u4")
+            for i in np.flatnonzero(a != b).tolist():
+                out.setdefault(addr + 4 * i, old[4 * i:4 * i + 4])
         return out
 
     def _at(self, addr: int, n: int):
@@ -172,7 +176,7 @@ def ftrace_nops(mem: Memory, addr: int, size: int, mcount: int, thumb2: bool, pl
         return
     mem.remember(addr, n * 4)
     locs[:] = np.sort(locs)          # ftrace_process_locs sorts a module's table in place (ftrace_cmp_ips)
-    for ip in (int(a) & ~1 for a in locs if a):             # ftrace_call_adjust; NULL entries skipped
+    for ip in (locs[locs != 0] & ~np.uint32(1)).tolist():  # ftrace_call_adjust; NULL entries skipped
         if not mem.contains(ip):
             out.ftrace_bug = f"ftrace faulted on modifying [<{ip:08x}>] {symbolize(ip)}"
             return
@@ -220,7 +224,7 @@ def jump_labels(mem: Memory, addr: int, size: int, thumb2: bool, within_init, is
     ent[:, 2] = np.where(init, ent[:, 2] | ENTRY_INIT, ent[:, 2] & ~np.uint32(ENTRY_INIT))
     words[:] = ent.reshape(-1)
     out.jump_entries = n
-    out.jump_words.update(range(addr, addr + 12 * n, 4))
+    out.jump_table = (addr, addr + 12 * n)
     prev = None
     for i in range(n):
         key = int(keys[i])

@@ -22,6 +22,7 @@ import fnmatch
 import os
 from dataclasses import dataclass, field
 
+import numpy as np
 from unicorn import UC_HOOK_CODE
 from unicorn import arm_const as A
 
@@ -283,7 +284,7 @@ class BootedRun:
         for size, ksize in self.replay.mismatch:
             self._diff(chk, None, "(allocation size)", f"{size:#x}", f"{ksize:#x}")
         skip = [(s.addr, s.addr + s.size) for s in mod.sections if s.name == THIS_MODULE]
-        jump = mod.finalized.jump_words if mod.finalized is not None else set()
+        fin = mod.finalized
         final = dict(((r.core_base, r.core_bytes), (r.init_base, r.init_bytes))) if r.core_bytes else dict(r.formed)
         formed = dict(r.formed) if r.formed else final
         jump_final = bool(r.core_bytes)       # refused before do_init_module: the jump words are not compared
@@ -294,22 +295,28 @@ class BootedRun:
             if ours is None:
                 self._diff(chk, base, "(allocation)", "none", f"{len(kb):#x} bytes")
                 continue
-            a, early = bytes(ours.data), formed.get(base, kb)
-            n = min(len(a), len(kb))
+            n = min(len(ours.data), len(kb)) // 4 * 4
             chk.compared += n
-            for i in range(0, n, 4):
-                addr = base + i
-                if any(lo <= addr < hi for lo, hi in skip):
-                    continue
-                if addr in jump and not jump_final:
-                    continue
-                theirs = kb[i:i + 4] if addr in jump else early[i:i + 4]
-                chk.runtime_words += early[i:i + 4] != kb[i:i + 4] and addr not in jump
-                if a[i:i + 4] == theirs:
-                    continue
+            a = np.frombuffer(bytes(ours.data[:n]), dtype="<u4")
+            k = np.frombuffer(kb[:n], dtype="<u4")
+            e = np.frombuffer(formed.get(base, kb)[:n], dtype="<u4")
+            addrs = base + 4 * np.arange(n // 4, dtype=np.int64)
+            keep = np.ones(n // 4, dtype=bool)
+            for lo, hi in skip:                                    # struct module: the kernel's own
+                keep &= (addrs < lo) | (addrs >= hi)
+            jumped = np.zeros(n // 4, dtype=bool)
+            if fin is not None:
+                jumped = (addrs >= fin.jump_table[0]) & (addrs < fin.jump_table[1])
+                jumped |= np.isin(addrs, np.fromiter(fin.jump_words, dtype=np.int64, count=len(fin.jump_words)))
+            if not jump_final:
+                keep &= ~jumped
+            theirs = np.where(jumped, k, e)
+            chk.runtime_words += int((keep & ~jumped & (e != k)).sum())
+            for i in np.flatnonzero(keep & (a != theirs)).tolist():
+                addr = base + 4 * i
                 sec = mod.section_at(addr)
-                self._diff(chk, addr, sec.name if sec is not None else "(symbol tables)", a[i:i + 4].hex(),
-                           theirs.hex())
+                self._diff(chk, addr, sec.name if sec is not None else "(symbol tables)",
+                           int(a[i]).to_bytes(4, "little").hex(), int(theirs[i]).to_bytes(4, "little").hex())
         return chk, mod.name
 
     @staticmethod
