@@ -31,6 +31,7 @@ class KernelConfig:
     highmem: bool = True
     lowmem_size: int = 760 * SZ_1M    # decides high_memory, hence VMALLOC_START
     phys_offset: int = 0x40000000     # PHYS_OFFSET: RAM start of the board (QEMU's and armload's virt)
+    module_force_load: bool = True    # CONFIG_MODULE_FORCE_LOAD (Debian: y): no __versions taints, loads
 
     def __post_init__(self):
         if self.plt_algorithm not in PLT_ALGORITHMS:

@@ -342,8 +342,8 @@ class _Validator:
                             f"{STRUCT_MODULE_SIZE:#x}; check added in Linux 6.4; 6.1 would write struct module "
                             f"past the section)", section=tm.index)
         at = tm.sh_offset + MODULE_NAME_OFF
-        field = self.data[at:at + MODULE_NAME_LEN]
-        if len(field) == MODULE_NAME_LEN and b"\0" not in field:
+        end = self.data.find(b"\0", at)              # no NUL before EOF: the reader's refusal says so
+        if end - at >= MODULE_NAME_LEN:
             raise self.fail(f"module {who}: struct module name (file offset {at:#x}) is not NUL-terminated within "
                             f"MODULE_NAME_LEN ({MODULE_NAME_LEN}); 6.1's load_module runs a fortified string "
                             f"function on it and BUGs (fortify_panic: the Debian kernel oopses)", section=tm.index)

@@ -113,10 +113,17 @@ def resolve_undefined(obj: ObjectFile, kernel: Kernel, providers: list[ExportTab
         checked = False
         if modversions and obj.is_module and exp.crc is not None:
             if versions is None:
-                messages.append(f"{mod}: Unknown symbol {name} (err {-EINVAL}) [module has no __versions "
-                                f"section; a MODVERSIONS kernel refuses it without MODULE_FORCE_LOAD]")
-                last_err = -EINVAL
-                continue
+                if kernel.config.module_force_load:
+                    # check_version -> try_to_force_load: CONFIG_MODULE_FORCE_LOAD (Debian: y) taints and
+                    # lets the symbol resolve unchecked
+                    warn = f"{mod}: no versions for imported symbols: kernel tainted."
+                    if warn not in obj.warnings:
+                        obj.warnings.append(warn)
+                else:
+                    messages.append(f"{mod}: Unknown symbol {name} (err {-EINVAL}) [module has no __versions "
+                                    f"section; a MODVERSIONS kernel refuses it without MODULE_FORCE_LOAD]")
+                    last_err = -EINVAL
+                    continue
             have = versions.get(name)
             if have is None:
                 # check_version(): upstream 6.1 warns once and lets it go, but the Debian 6.1.0-50 kernel

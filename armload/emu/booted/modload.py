@@ -31,6 +31,7 @@ from .kernel import BootedKernel, CallError
 from .machine import GuestFault
 
 LOAD_INFO_SIZE = 128
+ELF32_EHDR_SIZE = 52                   # copy_module_from_user: len < sizeof(Elf_Ehdr) is -ENOEXEC
 MODULE_STATE_COMING = 1                # enum module_state { LIVE, COMING, GOING, UNFORMED }
 LOAD_BUDGET = 8_000_000_000           # instructions; lib/test_bpf.ko needs 5.1 G
 OOPS_MARKERS = ("Internal error:", "Unable to handle kernel", "kernel BUG at", "BUG:", "WARNING:",
@@ -172,6 +173,9 @@ def kernel_load(k: BootedKernel, ko: bytes, params: str = "", name: str = "", bu
     (the final memory and the module_alloc addresses, init not run; the kernel is then unusable:
     `stopped` is "before init"). settle_ns > 0 then lets deferred work run (run_until_idle) and
     keeps its console lines."""
+    if len(ko) < ELF32_EHDR_SIZE:
+        # init_module's copy_module_from_user refuses it before load_module runs (-ENOEXEC)
+        return KernelLoadResult(name, -8, stopped="", console_lines=[])
     mark = len(k.console)
     i0 = k.insns
     cap = _Capture(k, 0, run_init)           # hooks first: no translated block predates them

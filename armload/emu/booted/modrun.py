@@ -26,7 +26,7 @@ import numpy as np
 from unicorn import UC_HOOK_CODE
 from unicorn import arm_const as A
 
-from ...errors import ArmloadError
+from ...errors import ENOMEM, ArmloadError, LayoutError
 from ...loader.elf import read_object
 from ...loader.layout import ModuleAllocator
 from ...loader.session import Session
@@ -98,6 +98,9 @@ class _Replay(ModuleAllocator):
             raise ArmloadError(f"armload's layout asks module_alloc({size:#x}) where the kernel made no "
                                f"further allocation")
         a = self.queue.pop(0)
+        if not a.base:
+            raise LayoutError(f"module_alloc({size:#x}) failed in the booted kernel (its vmalloc returned NULL)",
+                              errno=-ENOMEM)
         if a.size != size:
             self.mismatch.append((size, a.size))
         return a.base
