@@ -210,3 +210,27 @@ def test_an_unterminated_struct_module_name_is_refused_where_the_kernel_bugs(run
         assert "is not NUL-terminated within MODULE_NAME_LEN (60)" in r.loader.refusal
     else:
         assert r.status == "returned" and not r.loader.refusal and r.loader.identical
+
+
+def _corpus_sample(n=24, seed=20):
+    import random
+    mods = sorted(os.path.relpath(os.path.join(d, f), TREE) for d, _, fs in os.walk(TREE) for f in fs
+                  if f.endswith(".ko"))
+    return random.Random(seed).sample(mods, n)
+
+
+@pytest.mark.parametrize("rel", _corpus_sample() if os.path.isdir(TREE) else ["(make test-inputs)"])
+def test_a_corpus_sample_loads_byte_for_byte_as_the_kernel_loads_it(booted_dir, rel):
+    """The kernel's own load_module is the loader's oracle on real Debian modules (with their
+    dependencies, request_module served from the tree): every compared word identical."""
+    assert os.path.isdir(TREE), "the Debian module tree is an oracle input: make test-inputs"
+    from armload.emu.booted.modload import load_order, tree_index
+    from armload.emu.booted.modrun import BootedRun
+    k = Kernel.from_files([os.path.join(CACHE, "linux-headers-6.1.0-50-armmp", "usr", "src",
+                                        "linux-headers-6.1.0-50-armmp", "Module.symvers"), BOOT_VMLINUZ], DEBIAN_ARMMP)
+    run = BootedRun(BOOT_VMLINUZ, k, DEBIAN_ARMMP, tree=TREE)
+    for p in load_order(os.path.join(TREE, rel), tree_index(TREE)):
+        r = run.load(p, budget=2_000_000_000)
+        assert r.loader.agrees and (r.loader.identical or r.status == "refused"), (p, r.loader.to_dict())
+        if not r.ok:
+            break
