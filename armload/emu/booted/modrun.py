@@ -10,7 +10,8 @@ For each module, in order (dependencies first), in one restored copy of the boot
    ftrace_module_init and complete_formation done), every word but the jump-label notifier's;
    at do_init_module, the jump-label words (sorted table, key links, patched sites). Only struct
    module (`.gnu.linkonce.this_module`, the kernel's own object: list links, kobject, state,
-   layouts) is left out. Every other differing word is an armload loader bug, reported with its
+   layouts) is left out, and the list links dynamic_debug_setup puts in each `__dyndbg_classes` entry.
+   Every other differing word is an armload loader bug, reported with its
    section. What the other notifiers and parse_args write into module data afterwards (trace
    event types and lists, parameters) is the kernel running, counted but not compared. A refusal
    must be the kernel's refusal (same errno).
@@ -35,6 +36,7 @@ from .kernel import BootedKernel
 from .modload import LOAD_BUDGET, KernelLoadResult, _signed, kernel_load, load_order, modinfo, tree_index, user_string
 
 THIS_MODULE = ".gnu.linkonce.this_module"
+DDEBUG_CLASS_MAP = 32                  # struct ddebug_class_map: list_head link (the kernel's), mod, mod_name, ...
 O_NONBLOCK = 0o4000                    # rmmod's delete_module flags (ARM's O_NONBLOCK)
 MAX_LISTED = 20                        # differing words listed per module (all are counted)
 
@@ -287,6 +289,9 @@ class BootedRun:
         for size, ksize in self.replay.mismatch:
             self._diff(chk, None, "(allocation size)", f"{size:#x}", f"{ksize:#x}")
         skip = [(s.addr, s.addr + s.size) for s in mod.sections if s.name == THIS_MODULE]
+        for s in mod.sections:        # dynamic_debug_setup links each class map into the kernel's list
+            if s.name == "__dyndbg_classes":
+                skip += [(a, a + 8) for a in range(s.addr, s.addr + s.size - DDEBUG_CLASS_MAP + 1, DDEBUG_CLASS_MAP)]
         fin = mod.finalized
         final = dict(((r.core_base, r.core_bytes), (r.init_base, r.init_bytes))) if r.core_bytes else dict(r.formed)
         formed = dict(r.formed) if r.formed else final
