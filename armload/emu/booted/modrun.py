@@ -133,6 +133,7 @@ def package_tree(vmlinuz: str) -> str | None:
 # struct subprocess_info (include/linux/umh.h, 32-bit, no LOCKDEP): work_struct (16), complete,
 # path, argv, envp, wait, retval, init, cleanup, data
 UMH_PATH, UMH_ARGV, UMH_CLEANUP = 20, 24, 44
+REQUEST_BUDGET = 1_000_000_000        # instructions per module modprobe loads (its load_module and init)
 MODPROBE_FAILED = 1 << 8             # modprobe's exit status 1, as call_usermodehelper_exec returns it
 
 
@@ -209,7 +210,7 @@ class BootedRun:
                 name = os.path.basename(p)[:-3].replace("-", "_")
                 if name in loaded:
                     continue
-                r = self.load(p, budget=self.budget)
+                r = self.load(p, budget=min(self.budget, REQUEST_BUDGET))
                 rec["modules"].append({"module": r.name, "status": r.status, "ret": r.ret})
                 if not r.ok:
                     break
