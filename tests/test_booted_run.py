@@ -234,3 +234,20 @@ def test_a_corpus_sample_loads_byte_for_byte_as_the_kernel_loads_it(booted_dir, 
         assert r.loader.agrees and (r.loader.identical or r.status == "refused"), (p, r.loader.to_dict())
         if not r.ok:
             break
+
+
+def test_request_module_from_a_kernel_thread_and_without_waiting(booted_dir):
+    """drbg's self-tests ask for algorithms from the cryptomgr_test kthread (no user mm: the nested
+    load's parameters are a kernel string); 6lowpan asks for its nhc_* modules with
+    request_module_nowait, served once its own load is done, and they find it loaded."""
+    from armload.emu.booted.modrun import BootedRun
+    k = Kernel.from_files([BOOT_VMLINUZ], DEBIAN_ARMMP)
+    run = BootedRun(BOOT_VMLINUZ, k, DEBIAN_ARMMP, tree=TREE)
+    r = run.load(os.path.join(TREE, "crypto/drbg.ko"))
+    assert (r.status, r.ret) == ("returned", 0)
+    assert any(q["request"] == "crypto-sha512" and q["status"] == 0 for q in run.requests)
+    run = BootedRun(BOOT_VMLINUZ, k, DEBIAN_ARMMP, tree=TREE)
+    r = run.load(os.path.join(TREE, "net/6lowpan/6lowpan.ko"))
+    assert (r.status, r.ret) == ("returned", 0)
+    assert [x.name for x in run.results][0] == "6lowpan"             # the nhc_* modules come after
+    assert {"nhc_udp", "nhc_ipv6"} <= {x.name for x in run.results if x.ok}

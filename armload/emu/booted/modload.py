@@ -27,7 +27,7 @@ import numpy as np
 from unicorn import UC_HOOK_CODE
 from unicorn import arm_const as A
 
-from .kernel import BootedKernel, CallError
+from .kernel import GFP_KERNEL, BootedKernel, CallError
 from .machine import GuestFault
 
 LOAD_INFO_SIZE = 128
@@ -99,6 +99,9 @@ class _Capture:
         for site in bl_sites(img, ma):
             self._add(site + 4, self._alloc_return)
         self._add(img.symbols["do_init_module"], self._init_entry)
+        self.kernel_uargs = 0
+        self._add(img.address("strndup_user"), self._strndup_user)
+        self.kstrndup = img.address("kstrndup")
         self.percpu: Alloc | None = None
         self.formed: list[tuple[int, bytes]] = []
         pa = img.symbols.get("__alloc_reserved_percpu")
@@ -151,6 +154,11 @@ class _Capture:
         if uc.reg_read(A.UC_ARM_REG_R1) == MODULE_STATE_COMING and not self.formed:
             self.formed = [(a.base, self.k.read(a.base, a.size)) for a in self.allocs if a.base]
 
+    def _strndup_user(self, uc, addr, size, _):
+        if self.kernel_uargs and self.k.servicing == self.level and uc.reg_read(A.UC_ARM_REG_R0) == self.kernel_uargs:
+            uc.reg_write(A.UC_ARM_REG_R2, GFP_KERNEL)
+            uc.reg_write(A.UC_ARM_REG_PC, self.kstrndup)
+
     def _init_entry(self, uc, addr, size, _):
         if self.k.servicing != self.level:
             return
@@ -185,7 +193,14 @@ def kernel_load(k: BootedKernel, ko: bytes, params: str = "", name: str = "", bu
     k.write(buf, ko)
     info = k.kmalloc(LOAD_INFO_SIZE)
     k.write(info, struct.pack("<4I", 0, 0, buf, len(ko)) + bytes(LOAD_INFO_SIZE - 16))
-    uargs = user_string(k, params)
+    if k.servicing:
+        # a load modprobe makes for request_module may run in a kernel thread (cryptomgr_test), which has
+        # no user mm: its parameter string is a kernel copy, and strndup_user on it is kstrndup (stand-in)
+        uargs = k.kmalloc(len(params) + 1)
+        k.write(uargs, params.encode() + b"\0")
+        cap.kernel_uargs = uargs
+    else:
+        uargs = user_string(k, params)
     del cap.allocs[:]
     ret, stopped = None, ""
     try:

@@ -134,7 +134,8 @@ def package_tree(vmlinuz: str) -> str | None:
 # path, argv, envp, wait, retval, init, cleanup, data
 UMH_PATH, UMH_ARGV, UMH_CLEANUP = 20, 24, 44
 REQUEST_BUDGET = 1_000_000_000        # instructions per module modprobe loads (its load_module and init)
-MODPROBE_FAILED = 1 << 8             # modprobe's exit status 1, as call_usermodehelper_exec returns it
+MODPROBE_FAILED = 1 << 8
+UMH_WAIT_PROC, UMH_WAIT_MASK = 2, 0x3      # include/linux/umh.h: UMH_NO_WAIT 0, EXEC 1, PROC 2; KILLABLE 4             # modprobe's exit status 1, as call_usermodehelper_exec returns it
 
 
 class BootedRun:
@@ -158,6 +159,8 @@ class BootedRun:
         self.tree = tree
         self._index = None
         self.requests: list[dict] = []
+        self.loading: set[str] = set()         # modules whose load_module is running (nested requests skip them)
+        self.pending: list[dict] = []          # request_module_nowait requests, served after the current load
         self.budget = LOAD_BUDGET
         umh = self.bk.image.symbols.get("call_usermodehelper_exec")
         if umh:
@@ -168,13 +171,20 @@ class BootedRun:
         self.budget = budget
         with open(path, "rb") as f:
             ko = f.read()
-        r = kernel_load(self.bk, ko, params, name=os.path.basename(path), budget=budget)
+        busy = os.path.basename(path)[:-3].replace("-", "_")
+        self.loading.add(busy)
+        try:
+            r = kernel_load(self.bk, ko, params, name=os.path.basename(path), budget=budget)
+        finally:
+            self.loading.discard(busy)
         check, name = self._check(path, ko, r)
         status = ("panic" if "Kernel panic" in r.oops_text else "oops" if r.oops_text and r.ret is None
                   else "budget" if r.ret is None else "returned" if r.core_bytes else "refused")
         res = BootedResult(name, path, r.ret, status, r.console_lines, r.oops_text, r.instructions, r.core_base,
                            r.init_base, check, r.stopped)
         self.results.append(res)
+        while self.pending and not self.bk.servicing and res.status == "returned":
+            self._modprobe(self.pending.pop(0))
         return res
 
     def unload(self, name: str) -> tuple[int, list[str]]:
@@ -196,14 +206,23 @@ class BootedRun:
             if not p:
                 break
             argv.append(self.bk.cstr(p, 128))
-        self.bk.m.service = {"helper": path, "argv": argv, "info": info}
+        self.bk.m.service = {"helper": path, "argv": argv, "info": info, "wait": uc.reg_read(A.UC_ARM_REG_R1)}
         uc.emu_stop()
 
     def _serve(self, req: dict) -> int:
+        if req["wait"] & UMH_WAIT_MASK != UMH_WAIT_PROC:
+            # request_module_nowait (UMH_WAIT_EXEC): the kernel does not wait for modprobe to finish,
+            # which runs once the caller is done (here: after the current top-level load), as a
+            # separate process would
+            self.pending.append(req)
+            return 0
+        return self._modprobe(req)
+
+    def _modprobe(self, req: dict) -> int:
         want = req["argv"][-1] if req["argv"] else ""
         found = self._resolve(want)
         rec = {"request": want, "argv": req["argv"], "modules": [], "status": 0}
-        loaded = {r.name for r in self.results if r.ok}
+        loaded = {r.name for r in self.results if r.ok} | self.loading   # insmod of a module being loaded: EEXIST
         ok = False
         for path in found:
             for p in load_order(path, self.index):
