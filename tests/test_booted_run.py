@@ -251,3 +251,29 @@ def test_request_module_from_a_kernel_thread_and_without_waiting(booted_dir):
     assert (r.status, r.ret) == ("returned", 0)
     assert [x.name for x in run.results][0] == "6lowpan"             # the nhc_* modules come after
     assert {"nhc_udp", "nhc_ipv6"} <= {x.name for x in run.results if x.ok}
+
+
+def test_a_module_without_versions_is_force_loaded_as_the_debian_kernel_does(run, tmp_path):
+    """CONFIG_MODULE_FORCE_LOAD=y: no __versions taints and loads (the booted kernel loads it);
+    without the option armload refuses, as such a kernel would."""
+    def rename(data, obj):
+        import struct as st
+        shoff, = st.unpack_from("<I", data, 0x20)
+        shstrndx, = st.unpack_from("<H", data, 0x32)
+        strtab = st.unpack_from("<10I", data, shoff + 40 * shstrndx)[4]
+        name = st.unpack_from("<10I", data, shoff + 40 * obj.versions_index)[0]
+        at = strtab + name
+        assert data[at:at + 11] == b"__versions\0"
+        data[at:at + 10] = b"__versionz"
+    path = _patched(tmp_path, "hello-arm.ko", rename)
+    r = run.load(path)
+    assert (r.status, r.ret) == ("returned", 0) and r.loader.identical
+    from armload.errors import SymbolError
+    from armload.loader.session import Session
+    symvers = os.path.join(CACHE, "linux-headers-6.1.0-50-armmp", "usr", "src", "linux-headers-6.1.0-50-armmp",
+                           "Module.symvers")                       # with the kernel's CRCs
+    s = Session(Kernel.from_files([symvers], DEBIAN_ARMMP), DEBIAN_ARMMP)
+    assert "hello: no versions for imported symbols: kernel tainted." in s.load(path).warnings
+    cfg = DEBIAN_ARMMP.with_(module_force_load=False)
+    with pytest.raises(SymbolError, match="module has no __versions section"):
+        Session(Kernel.from_files([symvers], cfg), cfg).load(path)

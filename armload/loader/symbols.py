@@ -112,34 +112,12 @@ def resolve_undefined(obj: ObjectFile, kernel: Kernel, providers: list[ExportTab
             continue
         checked = False
         if modversions and obj.is_module and exp.crc is not None:
-            if versions is None:
-                if kernel.config.module_force_load:
-                    # check_version -> try_to_force_load: CONFIG_MODULE_FORCE_LOAD (Debian: y) taints and
-                    # lets the symbol resolve unchecked
-                    warn = f"{mod}: no versions for imported symbols: kernel tainted."
-                    if warn not in obj.warnings:
-                        obj.warnings.append(warn)
-                else:
-                    messages.append(f"{mod}: Unknown symbol {name} (err {-EINVAL}) [module has no __versions "
-                                    f"section; a MODVERSIONS kernel refuses it without MODULE_FORCE_LOAD]")
-                    last_err = -EINVAL
-                    continue
-            have = versions.get(name)
-            if have is None:
-                # check_version(): upstream 6.1 warns once and lets it go, but the Debian 6.1.0-50 kernel
-                # refuses (booted, its load_module returns -EINVAL with these two lines): it is the oracle.
-                messages.append(f"{mod}: no symbol version for {name}")
-                messages.append(f"{mod}: Unknown symbol {name} (err {-EINVAL})")
+            ok, err = _check_version(obj, mod, name, exp, versions, kernel.config.module_force_load)
+            if err:
+                messages.extend(err)
                 last_err = -EINVAL
                 continue
-            elif have != exp.crc:
-                messages.append(f"{mod}: disagrees about version of symbol {name} "
-                                f"(module {have:#010x}, {exp.owner} {exp.crc:#010x})")
-                messages.append(f"{mod}: Unknown symbol {name} (err {-EINVAL})")
-                last_err = -EINVAL
-                continue
-            else:
-                checked = True
+            checked = ok
         if exp.namespace and exp.namespace not in imports_ns:
             messages.append(f"{mod}: module uses symbol ({name}) from namespace {exp.namespace}, "
                             f"but does not import it.")
@@ -154,6 +132,28 @@ def resolve_undefined(obj: ObjectFile, kernel: Kernel, providers: list[ExportTab
     if messages:
         raise SymbolError("\n".join(messages), file=obj.path, errno=last_err)
     return resolved
+
+
+def _check_version(obj, mod: str, name: str, exp, versions, force_load: bool) -> tuple[bool, list[str]]:
+    """check_version() for one import: (CRC checked, the kernel's lines when it refuses)."""
+    if versions is None:
+        if not force_load:
+            return False, [f"{mod}: Unknown symbol {name} (err {-EINVAL}) [module has no __versions section; a "
+                           f"MODVERSIONS kernel refuses it without MODULE_FORCE_LOAD]"]
+        # try_to_force_load: CONFIG_MODULE_FORCE_LOAD (Debian: y) taints and resolves it unchecked
+        warn = f"{mod}: no versions for imported symbols: kernel tainted."
+        if warn not in obj.warnings:
+            obj.warnings.append(warn)
+        return False, []
+    have = versions.get(name)
+    if have is None:
+        # upstream 6.1 warns once and lets it go; the Debian 6.1.0-50 kernel refuses (booted, its
+        # load_module returns -EINVAL with these two lines), and it is the oracle
+        return False, [f"{mod}: no symbol version for {name}", f"{mod}: Unknown symbol {name} (err {-EINVAL})"]
+    if have != exp.crc:
+        return False, [f"{mod}: disagrees about version of symbol {name} (module {have:#010x}, {exp.owner} "
+                       f"{exp.crc:#010x})", f"{mod}: Unknown symbol {name} (err {-EINVAL})"]
+    return True, []
 
 
 def _find(name: str, kernel: Kernel, providers: list[ExportTable], gplok: bool) -> tuple[Export | None, str]:
