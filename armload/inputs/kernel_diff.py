@@ -10,7 +10,8 @@ then armload's loader at the kernel's addresses). Per case one row:
                    refusal says so: "6.1 reads ... unchecked", "would place sections outside"): by design;
   armload-only     armload loaded what the kernel refuses;
   kernel-crashed   the kernel oopsed or never returned inside load_module on the input (6.1 reads or
-                   writes outside its buffers there: armload must refuse, and says which check).
+                   writes outside its buffers there) and armload refused it, saying which check;
+  kernel-crashed/armload-accepted   the same, but armload accepted it (a refusal armload lacks).
 Run: python -m armload.inputs.kernel_diff --cases N [--seed S] [--json FILE] (make fuzz-kernel).
 """
 from __future__ import annotations
@@ -35,7 +36,8 @@ def classify(res) -> tuple[str, str]:
     """(row, detail) for one modrun.BootedResult."""
     c = res.loader
     if res.status in ("oops", "panic", "budget"):
-        return "kernel-crashed", f"{res.status}; armload " + ("refused: " + c.refusal if c.refusal else "accepted")
+        row = "kernel-crashed" if c.refusal else "kernel-crashed/armload-accepted"
+        return row, f"{res.status}; armload " + ("refused: " + c.refusal if c.refusal else "accepted")
     kernel_ok = res.status == "returned"
     if kernel_ok and not c.refusal:
         return "both-accept", "image identical" if c.identical else f"{c.differences} word(s) differ"
@@ -94,7 +96,8 @@ def main(argv=None) -> int:
         print(f"  {row:15s} {n:6d}")
         for ex in rep["examples"].get(row, [])[:5] if row not in ("both-accept", "both-refuse", "overread") else []:
             print(f"      {ex}")
-    return 0 if not {"harness-error", "armload-only", "kernel-only"} & set(rep["rows"]) else 1
+    return 0 if not {"harness-error", "armload-only", "kernel-only", "kernel-crashed/armload-accepted"} & \
+        set(rep["rows"]) else 1
 # ("kernel-crashed" with armload accepting is listed too; the examples say which)
 
 
