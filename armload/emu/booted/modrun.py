@@ -134,8 +134,8 @@ def package_tree(vmlinuz: str) -> str | None:
 # path, argv, envp, wait, retval, init, cleanup, data
 UMH_PATH, UMH_ARGV, UMH_CLEANUP = 20, 24, 44
 REQUEST_BUDGET = 1_000_000_000        # instructions per module modprobe loads (its load_module and init)
-MODPROBE_FAILED = 1 << 8
-UMH_WAIT_PROC, UMH_WAIT_MASK = 2, 0x3      # include/linux/umh.h: UMH_NO_WAIT 0, EXEC 1, PROC 2; KILLABLE 4             # modprobe's exit status 1, as call_usermodehelper_exec returns it
+MODPROBE_FAILED = 1 << 8               # modprobe's exit status 1, as call_usermodehelper_exec returns it
+UMH_WAIT_PROC, UMH_WAIT_MASK = 2, 0x3  # include/linux/umh.h: UMH_NO_WAIT 0, EXEC 1, PROC 2; KILLABLE 4
 
 
 class BootedRun:
