@@ -3,7 +3,8 @@
 Each case is one mutated sample `.ko` (armload/inputs/fuzz.py's classes, deterministic from the
 seed), loaded in a fresh copy of the booted kernel (modrun.BootedRun: the kernel's load_module,
 then armload's loader at the kernel's addresses). Per case one row:
-  both-accept      both loaded it (and armload's image is compared with the kernel's);
+  both-accept      both loaded it (and armload's image is compared with the kernel's; init may then
+                   crash or run on, as the sample's own code does);
   both-refuse      both refused it (same errno, or a different one: counted apart);
   kernel-only      the kernel loaded what armload refuses (a refusal 6.1 does not make);
   overread         the kernel loaded it, but only by reading or writing outside its buffers (armload's
@@ -35,6 +36,9 @@ OVERREAD = ("6.1 reads", "unchecked", "outside its allocation", "outside the fil
 def classify(res) -> tuple[str, str]:
     """(row, detail) for one modrun.BootedResult."""
     c = res.loader
+    if res.status in ("oops", "panic", "budget") and c.compared and not c.refusal:
+        # load_module reached do_init_module: the module's own init crashed or ran on (nullderef, spin)
+        return "both-accept", f"loaded; init: {res.status}" + ("" if c.identical else f"; {c.differences} word(s) differ")
     if res.status in ("oops", "panic", "budget"):
         row = "kernel-crashed" if c.refusal else "kernel-crashed/armload-accepted"
         return row, f"{res.status}; armload " + ("refused: " + c.refusal if c.refusal else "accepted")
