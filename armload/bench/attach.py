@@ -32,6 +32,7 @@ import os
 import struct
 
 from ..probes.base import ProbeError
+from .probes import counter_handler
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SAMPLES = os.path.join(ROOT, "sample_modules")
@@ -63,8 +64,6 @@ loop:
     bne loop
     pop {r4, pc}
 """
-# the program: ldr r0, [pc, #12]; ldr r1, [r0]; add r1, r1, #1; str r1, [r0]; bx lr; .word counter
-_PROG = (0xE59F000C, 0xE5901000, 0xE2811001, 0xE5801000, 0xE12FFF1E)
 
 
 def _words(v: int, lo: str, hi: str) -> dict:
@@ -97,7 +96,7 @@ class TaskRename:
         m.write(self.name, b"bench-rename\0")
         self.counter = m.heap.alloc(4, zero=True, kind="bench: counter")
         self.prog_code = pr.alloc_text(32)
-        pr.write_code(self.prog_code, struct.pack("<6I", *_PROG, self.counter))
+        pr.write_code(self.prog_code, counter_handler(self.counter))   # the program: (*counter)++
         self.driver = pr.alloc_text(64)
         self.events = 0
         self.assemble = assemble

@@ -54,8 +54,14 @@ loop:
     bne loop
     pop {r4, pc}
 """
-# the emulated tiny handler: (*counter)++ ; the counter's address is the literal after bx lr
-_HANDLER = struct.pack("<6I", 0xE59F000C, 0xE5901000, 0xE2811001, 0xE5801000, 0xE12FFF1E, 0)
+# the emulated tiny handler: ldr r0, [pc, #12]; ldr r1, [r0]; add r1, r1, #1; str r1, [r0]; bx lr;
+# .word counter -- (*counter)++, the counter's address the literal after bx lr
+_COUNTER_HANDLER = (0xE59F000C, 0xE5901000, 0xE2811001, 0xE5801000, 0xE12FFF1E)
+
+
+def counter_handler(counter: int) -> bytes:
+    """The handler's code for one counter (also the attach benchmark's program)."""
+    return struct.pack("<6I", *_COUNTER_HANDLER, counter)
 
 
 def count_traps(m) -> list:
@@ -111,9 +117,9 @@ def run_attach(events: int = 5000, min_time: float = 0.3) -> dict:
     pr.write_code(drv, assemble(_DRIVER, drv, False, NLO=n_lo, NHI=n_hi, TLO=t_lo, THI=t_hi))
     counter = m.heap.alloc(4, zero=True, kind="bench counter")
     hcode = pr.alloc_near(mod, 32)
-    pr.write_code(hcode, _HANDLER[:20] + struct.pack("<I", counter))
+    pr.write_code(hcode, counter_handler(counter))
     hcode_ft = pr.alloc_text(32)                 # the same handler within bl range of ftrace_call
-    pr.write_code(hcode_ft, _HANDLER[:20] + struct.pack("<I", counter))
+    pr.write_code(hcode_ft, counter_handler(counter))
     traps = count_traps(m)
     py_count = [0]
 
