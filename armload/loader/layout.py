@@ -238,6 +238,16 @@ def _wrap(obj: ObjectFile, cls: str, s: Section) -> LayoutError:
                        section=s.index)
 
 
+def _alloc_or_release(allocator: ModuleAllocator, size: int, regions: list[Region]) -> int:
+    """module_alloc(size); when it fails, the allocations made for this module so far are freed."""
+    try:
+        return allocator.alloc(size)
+    except LayoutError:
+        for r in regions:
+            allocator.free(r.base)
+        raise
+
+
 def layout_module(obj: ObjectFile, config: KernelConfig, plt_sizes: dict[str, int],
                   allocator: ModuleAllocator, temp_base: int = TEMP_COPY_BASE) -> Layout:
     secs = prepare_sections(obj, config, plt_sizes)
@@ -306,12 +316,7 @@ def layout_module(obj: ObjectFile, config: KernelConfig, plt_sizes: dict[str, in
                 total = strict(total + sizes.get(cls, 0))
             if total == 0:
                 continue
-            try:
-                base = allocator.alloc(total)
-            except LayoutError:
-                for r in regions:
-                    allocator.free(r.base)
-                raise
+            base = _alloc_or_release(allocator, total, regions)
             for cls in order:
                 class_base[cls] += base
             regions.append(Region(name, base, page_align(total), name == "init"))
@@ -321,12 +326,7 @@ def layout_module(obj: ObjectFile, config: KernelConfig, plt_sizes: dict[str, in
             sz = sizes.get(cls, 0)
             if sz == 0:
                 continue
-            try:
-                base = allocator.alloc(sz)
-            except LayoutError:
-                for r in regions:
-                    allocator.free(r.base)
-                raise
+            base = _alloc_or_release(allocator, sz, regions)
             class_base[cls] = base
             regions.append(Region(cls, base, page_align(sz), cls.startswith("init_")))
     for idx, (cls, off) in offsets.items():
