@@ -3,9 +3,10 @@
 The kernel boots once (cached in .cache/boot); each run restores it copy-on-write, and the kernel's
 own load_module loads the modules in order and runs their init through do_init_module. armload's
 loader loads the same files at the same addresses and is compared with the kernel's image (see
-armload/emu/booted/modrun.py). Options that need armload's Python-model runtime (calls into the
-module, the call trace, coverage, gdb, probes, device I/O, a chosen placement) select that runtime
-instead, and the run says so.
+armload/emu/booted/modrun.py). --probe registers the kernel's own kprobes, kretprobes, ftrace
+and function_graph (commands/probe_booted.py). Options that need armload's Python-model runtime
+(calls into the module, the call trace, coverage, gdb, armload's fentry/fexit trampolines, device
+I/O, a chosen placement) select that runtime instead, and the run says so.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from ..errors import ArmloadError
 
 # option -> why it needs the model runtime; each is checked on the parsed args
 MODEL_ONLY = {
-    "calls": "--call", "trace": "--trace", "coverage": "--coverage", "gdb": "--gdb", "probes": "--probe",
+    "calls": "--call", "trace": "--trace", "coverage": "--coverage", "gdb": "--gdb",
     "devio": "device I/O (--open/--read/--write/--ioctl)", "image": "--image", "call_args": "--arg",
 }
 
@@ -36,6 +37,9 @@ def _has_image(paths) -> bool:
 def choose_runtime(args) -> tuple[str, str]:
     """("booted" | "models", why). --runtime decides when given; else booted with an image."""
     model_opts = [flag for attr, flag in MODEL_ONLY.items() if getattr(args, attr, None)]
+    extension = [p for p in getattr(args, "probes", None) or () if p.split(":")[0] in ("fentry", "fexit")]
+    if extension:
+        model_opts.append(f"--probe {extension[0]} (armload's own trampoline: 32-bit ARM 6.1 has none)")
     if args.unmodelled != "fail":
         model_opts.append("--unmodelled")
     if args.placement != "window":
@@ -79,12 +83,23 @@ def cmd_run_booted(args) -> int:
     run = BootedRun(image, session.kernel, session.config, tree=tree)
     say(f"armload: inside the booted Debian kernel ({run.bk.meta.get('boot_insns', 0):,} boot instructions, "
         f"restored from {run.bk.directory}); the kernel's own load_module loads each module and runs its init")
+    probes = None
+    if args.probes:
+        from .probe_booted import BootedProbes
+        probes = BootedProbes(run, args.probes)
+        say("armload: probes are the kernel's own (register_kprobe, register_kretprobe, register_ftrace_function, "
+            "register_ftrace_graph); a module's are registered when it is formed, before its init")
+
+    def console(lines, start):
+        for line in probes.interleave(lines, start) if probes else lines:
+            say(line)
+
     results, ok = [], True
     for (path, _), params in zip(pairs, per):
+        start = len(run.bk.console)
         r = run.load(path, " ".join(params), budget=args.budget)
         results.append(r)
-        for line in r.console:
-            say(line)
+        console(r.console, start)
         say(_verdict(r))
         ok &= r.ok and r.loader.agrees and (r.loader.identical or (r.status == "refused" and bool(r.loader.refusal)))
         if not r.ok:
@@ -95,17 +110,23 @@ def cmd_run_booted(args) -> int:
             f"{q['status'] >> 8}")
     settled = None
     if ok and args.settle_ms:
+        start = len(run.bk.console)
         settled = run.settle(args.settle_ms * 1_000_000)
-        for line in settled["console"]:
-            say(line)
+        console(settled["console"], start)
         say(f"armload: deferred work ran for {settled['ns'] / 1e6:.1f} ms simulated "
             f"({settled['insns']:,} instructions){'; the system is idle' if settled['idle'] else ''}")
+    probe_report = None
+    if probes:
+        for line in probes.summary():
+            say(line)
+        probe_report = probes.to_dict()
+        ok &= probes.ok
     unloaded = []
     if ok and args.exit:
         for r in reversed(results):
+            start = len(run.bk.console)
             ret, lines = run.unload(r.name)
-            for line in lines:
-                say(line)
+            console(lines, start)
             say(f"{r.name}: delete_module returned {ret}")
             unloaded.append({"module": r.name, "ret": ret, "console": lines})
             ok &= ret == 0
@@ -113,6 +134,7 @@ def cmd_run_booted(args) -> int:
         json.dump({"ok": ok, "runtime": "booted", "kernel": session.kernel.describe(),
                    "boot": run.bk.meta, "modules": [r.to_dict() for r in results],
                    "settled": settled, "unloaded": unloaded, "request_module": run.requests,
+                   "probes": dict(probe_report, hits=probes.all_hits()) if probes else None,
                    "tree": tree}, sys.stdout, indent=2)
         print()
     return 0 if ok else 1

@@ -35,7 +35,6 @@ import bisect
 import struct
 from dataclasses import dataclass, field
 
-from unicorn import UC_HOOK_CODE
 from unicorn import arm_const as A
 
 from .base import ProbeError, errno_name
@@ -135,6 +134,7 @@ class KernelProbe:
         self.kp, self.kind, self.target, self.struct = kp, kind, target, struct_va
         self.hits = 0
         self.registered = True
+        self.hooks: list[int] = []        # this probe's code hooks (Python handlers, hit counters)
 
     @property
     def _k(self):
@@ -162,9 +162,12 @@ class KernelProbe:
 
     def state(self) -> str:
         """What the kernel's text holds at the probe now: "optimized" (`b` to the detour buffer),
-        "breakpoint" (the undefined instruction) or "disarmed" (the original instruction). An
+        "breakpoint" (the undefined instruction), "disarmed" (the original instruction) or "gone"
+        (the kernel killed it: its module's init text was freed, or the module went). An
         aggregate probe is flagged optimized as soon as it is queued for kprobe_optimizer; the
         text tells whether the optimizer has run."""
+        if "gone" in self.flags():
+            return "gone"
         w = self._k.u32(self.addr)
         if (w & 0x0FFFFFFF) == ARM_BREAKPOINT:
             return "breakpoint"
@@ -195,6 +198,8 @@ class KernelProbe:
         self._k.call(fn, self.struct)
         self.registered = False
         self.kp.probes.remove(self)
+        self.kp.drop_hooks(self.hooks)
+        self._k.kfree(self.struct)        # the kernel no longer refers to it (unregister synchronized)
 
     def to_dict(self) -> dict:
         d = {"kind": self.kind, "target": self.target, "hits": self.hits, "registered": self.registered}
@@ -212,7 +217,15 @@ class KernelProbes:
         self.probes: list[KernelProbe] = []
         self._text, self._used = 0, PAGE
         self._hooks = []
+        self._new_hooks: list[int] = []   # hooks of the probe being registered
         self.handler_stubs: dict[int, tuple] = {}
+
+    def drop_hooks(self, hooks: list[int]) -> None:
+        for h in hooks:
+            if h in self._hooks:
+                self.k.m.uc.hook_del(h)
+                self._hooks.remove(h)
+        hooks.clear()
 
     # --- handler entry points ----------------------------------------------------------------
     def _alloc_text(self, n: int) -> int:
@@ -245,13 +258,14 @@ class KernelProbes:
             entry = self._alloc_text(8)
             self.k.write(entry, struct.pack("<II", BX_LR, BX_LR))
             self.handler_stubs[entry] = (fn, kind, probe_ref, default_r0)
-            self._hooks.append(self.k.m.uc.hook_add(UC_HOOK_CODE, self._python, begin=entry, end=entry))
+            self._hooks.append(self.k.hook_code(entry, self._python))
+            self._new_hooks.append(self._hooks[-1])
             return entry
         else:
             raise ProbeError(f"a handler is a Python callable, an address or ARM code, not {type(fn).__name__}")
         if count:
-            self._hooks.append(self.k.m.uc.hook_add(UC_HOOK_CODE, lambda uc, a, s, d: self._count(probe_ref),
-                                                    begin=entry & ~1, end=entry & ~1))
+            self._hooks.append(self.k.hook_code(entry & ~1, lambda uc, a, s, d: self._count(probe_ref)))
+            self._new_hooks.append(self._hooks[-1])
         return entry
 
     @staticmethod
@@ -322,10 +336,15 @@ class KernelProbes:
         return target
 
     def _register(self, fn: str, p: int, kind: str, label: str, ref: list) -> KernelProbe:
+        hooks, self._new_hooks = self._new_hooks, []
         ret = _s32(self.k.call(fn, p))
         if ret:
-            raise ProbeError(f"{fn}({label}) failed, returned {ret} (-{errno_name(ret)})", errno=ret)
+            self.drop_hooks(hooks)
+            e = ProbeError(f"{fn}({label}) failed, returned {ret} (-{errno_name(ret)})", errno=ret)
+            e.struct = p                  # the refused structure, as the kernel left it (not freed)
+            raise e
         probe = KernelProbe(self, kind, label, p)
+        probe.hooks = hooks
         ref.append(probe)
         self.probes.append(probe)
         return probe
@@ -350,33 +369,51 @@ class KernelProbes:
             self.handler(entry, "kretprobe-entry", ref, count=count), maxactive))
         return self._register("register_kretprobe", p, "kretprobe", label, ref)
 
+    def lookup(self, name: str) -> int:
+        """The kernel's own kallsyms_lookup_name (MODULE:FUNC too); 0 when it has no such symbol."""
+        return self.k.call("kallsyms_lookup_name", self._string(name))
+
+    def _resolve(self, functions) -> list[tuple[str, int]]:
+        out = []
+        for f in [functions] if isinstance(functions, str) else list(functions):
+            a = self.lookup(f.removeprefix("vmlinux:"))
+            if not a:
+                raise ProbeError(f"{f}: the kernel's kallsyms_lookup_name does not know it", errno=-2)
+            out.append((f, a))
+        return out
+
     def ftrace(self, functions, handler, *, count: bool = True) -> KernelProbe:
-        """register_ftrace_function with a filter of `functions` (ftrace_set_filter: names, globs,
-        FUNC:mod:MODULE); handler(ip, parent_ip, ops, fregs) with pt_regs where the arch saves them."""
-        functions = [functions] if isinstance(functions, str) else list(functions)
+        """register_ftrace_function, filtered to `functions` (FUNC or MODULE:FUNC, found with the
+        kernel's kallsyms_lookup_name, put in the filter by ftrace_set_filter_ip as the kernel's own
+        users do); handler(ip, parent_ip, ops, fregs) with pt_regs (FTRACE_OPS_FL_SAVE_REGS)."""
+        found = self._resolve(functions)
         ops, ref = self._zalloc(FTRACE_OPS_SIZE), []
-        label = ",".join(functions)
         self.k.write(ops, struct.pack("<I", self.handler(handler, "ftrace", ref, count=count)))
         self.k.write(ops + FTRACE_OPS_FLAGS, struct.pack("<I", FTRACE_OPS_FL_SAVE_REGS))
-        for i, f in enumerate(functions):
-            s = _ftrace_filter(f)
-            ret = _s32(self.k.call("ftrace_set_filter", ops, self._string(s), len(s), 1 if i == 0 else 0))
+        for i, (f, a) in enumerate(found):
+            ret = _s32(self.k.call("ftrace_set_filter_ip", ops, a, 0, 1 if i == 0 else 0))
             if ret:
-                raise ProbeError(f"ftrace_set_filter({s}) failed, returned {ret} (-{errno_name(ret)})", errno=ret)
-        return self._register("register_ftrace_function", ops, "ftrace", label, ref)
+                self.drop_hooks(self._new_hooks)
+                raise ProbeError(f"ftrace_set_filter_ip({f}) failed, returned {ret} (-{errno_name(ret)})", errno=ret)
+        return self._register("register_ftrace_function", ops, "ftrace", ",".join(f for f, _ in found), ref)
 
     def graph(self, functions, entry=None, ret=None, *, count: bool = True) -> KernelProbe:
         """register_ftrace_graph (6.1: one fgraph_ops at a time, -EBUSY otherwise), limited to
-        `functions` by the global filter (ftrace_set_global_filter). 6.1's ftrace_graph_ret has no
-        return value (CONFIG_FUNCTION_GRAPH_RETVAL is 6.5): a return hit carries the duration."""
-        functions = [functions] if isinstance(functions, str) else list(functions)
-        for i, f in enumerate(functions):
-            s = _ftrace_filter(f)
+        `functions` by the global filter function_graph uses (ftrace_set_global_filter, by name:
+        a MODULE:FUNC filters every function of that name). 6.1's ftrace_graph_ret has no return
+        value (CONFIG_FUNCTION_GRAPH_RETVAL is 6.5): a return hit carries the duration."""
+        found = self._resolve(functions)           # an empty filter would trace every function
+        for f, a in found:
+            if not self.k.call("ftrace_location", a):
+                raise ProbeError(f"{f}: no ftrace site in it (not compiled with -pg, or notrace): set_graph_function "
+                                 f"and set_ftrace_filter refuse it with -EINVAL", errno=-22)
+        for i, (f, _) in enumerate(found):
+            s = f.rpartition(":")[2]
             self.k.call("ftrace_set_global_filter", self._string(s), len(s), 1 if i == 0 else 0)
         gops, ref = self._zalloc(FGRAPH_OPS_SIZE), []
         self.k.write(gops, struct.pack("<II", self.handler(entry or (lambda h: 1), "graph-entry", ref, 1, count),
                                        self.handler(ret or (lambda h: None), "graph-return", ref, count=count)))
-        return self._register("register_ftrace_graph", gops, "graph", ",".join(functions), ref)
+        return self._register("register_ftrace_graph", gops, "graph", ",".join(f for f, _ in found), ref)
 
     def wait_optimizer(self, ms: int = KPROBE_OPT_DELAY_MS) -> None:
         """Let simulated time pass so the kernel's kprobe_optimizer (delayed work) runs."""
@@ -391,8 +428,3 @@ class KernelProbes:
             self.k.m.uc.hook_del(h)
         self._hooks.clear()
 
-
-def _ftrace_filter(f: str) -> str:
-    """MODULE:FUNC (kprobe_events' form) is FUNC:mod:MODULE in ftrace's filter language."""
-    mod, sep, func = f.partition(":")
-    return f"{func}:mod:{mod}" if sep and mod != "vmlinux" and not func.startswith("mod") else (func if sep else f)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import struct
 
+from unicorn import UC_HOOK_CODE
 from unicorn import arm_const as A
 
 from . import snapshot
@@ -53,6 +54,13 @@ class BootedKernel:
         # (modrun: /sbin/modprobe for request_module); `servicing` is the nesting depth.
         self.service_handler = None
         self.servicing = 0
+        panic = image.symbols.get("panic")
+        if panic:                                # a panic ends the call (it would spin until the budget)
+            self.hook_code(panic, self._panic)
+
+    def _panic(self, uc, addr, size, _):
+        self.m.stop_reason = self.m.stop_reason or "panic"      # run() raises GuestFault with it
+        uc.emu_stop()
 
     # --- construction ------------------------------------------------------------------------
     @classmethod
@@ -113,6 +121,14 @@ class BootedKernel:
 
     def console_since(self, mark: int) -> list[str]:
         return self.m.hw.uart.lines[mark:]
+
+    # --- hooks ---------------------------------------------------------------------------------
+    def hook_code(self, addr: int, fn) -> int:
+        """A code hook on the instruction at `addr`. Unicorn puts hooks into blocks as it translates
+        them, so a block translated before (the address already ran) is dropped from its cache."""
+        h = self.m.uc.hook_add(UC_HOOK_CODE, fn, begin=addr, end=addr)
+        self.m.uc.ctl_remove_cache(addr & ~1, (addr & ~1) + 4)
+        return h
 
     # --- calls ---------------------------------------------------------------------------------
     def call(self, fn, *args: int, budget: int = CALL_BUDGET) -> int:

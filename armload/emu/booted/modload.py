@@ -24,7 +24,6 @@ import struct
 from dataclasses import dataclass, field
 
 import numpy as np
-from unicorn import UC_HOOK_CODE
 from unicorn import arm_const as A
 
 from .kernel import GFP_KERNEL, BootedKernel, CallError
@@ -119,7 +118,7 @@ class _Capture:
                 self._add(a, self._dead)
 
     def _add(self, addr, fn):
-        self.hooks.append(self.k.m.uc.hook_add(UC_HOOK_CODE, fn, begin=addr, end=addr))
+        self.hooks.append(self.k.hook_code(addr, fn))
 
     def remove(self):
         for h in self.hooks:
@@ -160,7 +159,7 @@ class _Capture:
             uc.reg_write(A.UC_ARM_REG_PC, self.kstrndup)
 
     def _init_entry(self, uc, addr, size, _):
-        if self.k.servicing != self.level:
+        if self.k.servicing != self.level or self.mod:     # once: a service stop resumes at this entry
             return
         self.mod = uc.reg_read(A.UC_ARM_REG_R0)
         self.snap = [(a.base, self.k.read(a.base, a.size)) for a in self.allocs if a.base]

@@ -24,7 +24,6 @@ import os
 from dataclasses import dataclass, field
 
 import numpy as np
-from unicorn import UC_HOOK_CODE
 from unicorn import arm_const as A
 
 from ...errors import ENOMEM, ArmloadError, LayoutError
@@ -136,6 +135,7 @@ UMH_PATH, UMH_ARGV, UMH_CLEANUP = 20, 24, 44
 REQUEST_BUDGET = 1_000_000_000        # instructions per module modprobe loads (its load_module and init)
 MODPROBE_FAILED = 1 << 8               # modprobe's exit status 1, as call_usermodehelper_exec returns it
 UMH_WAIT_PROC, UMH_WAIT_MASK = 2, 0x3  # include/linux/umh.h: UMH_NO_WAIT 0, EXEC 1, PROC 2; KILLABLE 4
+MODULE_NAME = 12                       # struct module: enum module_state state, struct list_head list, char name[56]
 
 
 class BootedRun:
@@ -162,10 +162,29 @@ class BootedRun:
         self.loading: set[str] = set()         # modules whose load_module is running (nested requests skip them)
         self.pending: list[dict] = []          # request_module_nowait requests, served after the current load
         self.budget = LOAD_BUDGET
+        self.coming: list = []                 # fn(module name) at do_init_module's entry (on_coming)
+        self._came: set[int] = set()
         umh = self.bk.image.symbols.get("call_usermodehelper_exec")
         if umh:
-            self.bk.m.uc.hook_add(UC_HOOK_CODE, self._umh, begin=umh, end=umh)
-            self.bk.service_handler = self._serve
+            self.bk.hook_code(umh, self._umh)
+        self.bk.service_handler = self._serve
+
+    def on_coming(self, fn) -> None:
+        """Call fn(name) when a module is formed and about to run its init (do_init_module's entry,
+        state MODULE_STATE_COMING): the host may then call into the kernel (register probes on the
+        module's functions, its init included) before init runs."""
+        if not self.coming:
+            dim = self.bk.image.symbols["do_init_module"]
+            self.bk.hook_code(dim, self._coming_hook)
+        self.coming.append(fn)
+
+    def _coming_hook(self, uc, addr, size, _):
+        mod = uc.reg_read(A.UC_ARM_REG_R0)
+        if mod in self._came:              # resumed at the same entry after the service
+            return
+        self._came.add(mod)
+        self.bk.m.service = {"coming": self.bk.cstr(mod + MODULE_NAME, 56)}
+        uc.emu_stop()
 
     def load(self, path: str, params: str = "", budget: int = LOAD_BUDGET) -> BootedResult:
         self.budget = budget
@@ -209,7 +228,11 @@ class BootedRun:
         self.bk.m.service = {"helper": path, "argv": argv, "info": info, "wait": uc.reg_read(A.UC_ARM_REG_R1)}
         uc.emu_stop()
 
-    def _serve(self, req: dict) -> int:
+    def _serve(self, req: dict) -> int | None:
+        if "coming" in req:
+            for fn in self.coming:
+                fn(req["coming"])
+            return None                        # do_init_module goes on
         if req["wait"] & UMH_WAIT_MASK != UMH_WAIT_PROC:
             # request_module_nowait (UMH_WAIT_EXEC): the kernel does not wait for modprobe to finish,
             # which runs once the caller is done (here: after the current top-level load), as a
