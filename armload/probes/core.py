@@ -292,6 +292,14 @@ class Probes:
         i = bisect.bisect_right(starts, addr) - 1
         return regs[i][2] if i >= 0 and addr < regs[i][1] else None
 
+    def kallsyms_places(self, addr: int) -> bool:
+        """kallsyms_lookup_size_offset finds a symbol for addr: the Image's text, init text or the
+        vectors page (is_ksym_addr without CONFIG_KALLSYMS_ALL), or a live module allocation
+        (module_address_lookup); register_kprobe elsewhere is -ENOENT."""
+        if self._module_owner(addr) is not None:
+            return True
+        return self.ktext is not None and self.ktext.kallsyms_places(addr)
+
     def function_at(self, addr: int) -> Function | None:
         """The function containing addr (the latest-starting one), from a per-module index."""
         mod = self.owner(addr)
