@@ -1,0 +1,564 @@
+"""The booted Debian kernel as the oracle of armload's kprobes verdicts (issue 24).
+
+Two comparisons, each at the level of register_kprobe's return value (0 or -errno):
+
+* ARM encodings. One restored BootedKernel loads a module (lib/lz4/lz4_compress.ko by default)
+  with its own load_module; a word of the module's core text, checked once to be a probe-able
+  address (not an ftrace site, jump label or BUG site: a `mov r0, r0` there is accepted), is
+  overwritten from the host (a physical write: the text is read-only to the kernel) with each
+  encoding, and the kernel's register_kprobe registers a DISABLED kprobe there (KernelProbes,
+  probes/booted.py): prepare_kprobe -> arch_prepare_kprobe runs the Image's own decode tables
+  (arch/arm/probes/decode-arm.c) and stack checker, no breakpoint is written. The verdict is
+  compared with armload's decode_arm (probes/insn.py) mapped as probes/kprobe.py maps it
+  (decode_errno). The kernel's struct kprobe tells more: p->opcode (the word it decoded: proof
+  that it read ours), p->ainsn.insn (an instruction slot, or NULL for INSN_GOOD_NO_SLOT),
+  p->ainsn.insn_handler (the simulate_*/emulate_* function it chose) and p->ainsn.stack_space
+  (a refusal with stack_space < 0 or > MAX_STACK_SIZE is the stack checker's, otherwise the
+  decode tables'): the reason of a refusal is compared too.
+  The armmp kernel is an ARM kernel (no CONFIG_THUMB2_KERNEL): its arch_prepare_kprobe decodes
+  ARM only, so Thumb encodings cannot be checked against it (they stay checked against the port
+  of the tables in tests/oracles/kprobes_decode.py).
+
+* Kernel text. Image addresses (ordinary functions and offsets into them, the blacklist areas,
+  NOKPROBE_SYMBOL functions, their .constprop/.isra copies, noinstr text, ftrace mcount sites,
+  jump-label sites, BUG/WARN sites, mid-instruction offsets) registered in the booted kernel
+  and in armload's model runtime (probes/core.py on a model Machine with the Image: ktext.py's
+  blacklist + kprobe.py), both disabled. armload's own refusals (-EOPNOTSUPP: a function the
+  model runs in Python, so its instructions never execute) have no kernel counterpart and are
+  counted apart, not as agreement.
+
+    python -m armload.probes.kagree [--json OUT]     # make probes-agree
+"""
+from __future__ import annotations
+
+import bisect
+import os
+import random
+import struct
+import time
+from dataclasses import asdict, dataclass, field
+
+from . import insn as I
+from .base import ProbeError, errno_name
+from .kprobe import decode_errno
+
+MAX_STACK_SIZE = I.MAX_STACK_SIZE
+ORACLE_MODULE = os.path.join("lib", "lz4", "lz4_compress.ko")
+SAMPLE_MODULES = ("crypto/xor.ko", "crypto/aes_ti.ko", "crypto/adiantum.ko")
+SAMPLE_WORDS, SAMPLE_RANDOM, SAMPLE_SEED = 400, 600, 24
+PROBE_OK = 0xE1A00000                      # mov r0, r0: accepted anywhere a kprobe may go
+MOV_R0_0_BX_LR = struct.pack("<II", 0xE3A00000, 0xE12FFF1E)
+# struct kprobe (include/linux/kprobes.h, 6.1, 32-bit): opcode 40, ainsn 44 = struct
+# arch_probes_insn {insn, insn_handler, insn_check_cc, insn_singlestep, insn_fn, stack_space, ...}
+KP_OPCODE, KP_SLOT, KP_HANDLER, KP_STACK_SPACE = 40, 44, 48, 64
+
+# The issue's named cases: (source, the word GNU as/keystone assemble it to, the kernel's verdict as
+# the issue reads it: 0 or -EINVAL)
+NAMED = [("str r0, [r1, sp]", 0xE781000D, -22), ("strh r0, [r1, sp]", 0xE18100BD, -22),
+         ("str r0, [sp], #-128", 0xE40D0080, 0), ("str r0, [sp, #-64]", 0xE50D0040, 0),
+         ("str r0, [sp, #-68]", 0xE50D0044, -22), ("strd r0, r1, [sp, #-72]", 0xE14D04F8, -22),
+         ("strd r0, r1, [sp], #-72", 0xE04D04F8, 0), ("stmdb sp!, {r0-r12, lr}", 0xE92D5FFF, 0),
+         ("stmda sp, {r0-r12, lr, pc}", 0xE80DDFFF, 0), ("stmdb sp, {r0-r12, lr, pc}", 0xE90DDFFF, 0),
+         ("str r0, [sp, r1]", 0xE78D0001, -22), ("ldr r0, [sp, r1]", 0xE79D0001, 0),
+         ("add r0, pc, r1", 0xE08F0001, 0), ("mov r2, pc", 0xE1A0200F, 0), ("ldr r3, [pc, r1]", 0xE79F3001, 0),
+         ("str pc, [sp, #-8]", 0xE50DF008, 0), ("add pc, pc, r2, lsl #2", 0xE08FF102, 0),
+         ("ldr pc, [pc, r0, lsl #2]", 0xE79FF100, 0), ("stmdb sp!, {r0, pc}", 0xE92D8001, 0),
+         ("ssat r0, #8, r13", 0xE6A7001D, 0), ("uxtab r0, sp, r1", 0xE6ED0071, 0),
+         ("ldr r0, [pc, #-4]", 0xE51F0004, 0), ("mrc p15, 0, r0, c13, c0, 3", 0xEE1D0F70, -22),
+         ("ldr r0, [pc, #-4]!", 0xE53F0004, -22), ("svc #0", 0xEF000000, -22)]
+
+
+def arm_sample(module_dir: str, n_random: int = SAMPLE_RANDOM, seed: int = SAMPLE_SEED) -> list[int]:
+    """The ARM sample of tests/test_kprobe_decode.py (1,447 words): the named encodings, the
+    first 400 words of .text of three Debian crypto modules, and seeded random words (two thirds
+    with cond = AL) with sp and pc forced into register fields."""
+    from elftools.elf.elffile import ELFFile
+    ops = [w for _, w, _ in NAMED]
+    for rel in SAMPLE_MODULES:
+        path = os.path.join(module_dir, rel)
+        with open(path, "rb") as fh:
+            data = ELFFile(fh).get_section_by_name(".text").data()
+        ops += list(struct.unpack(f"<{len(data) // 4}I", data[:len(data) // 4 * 4]))[:SAMPLE_WORDS]
+    rng = random.Random(seed)
+    for _ in range(n_random):
+        w = rng.getrandbits(32)
+        if rng.random() < 0.67:
+            w = (w & 0x0FFFFFFF) | 0xE0000000
+        for shift in (16, 12, 0):
+            r = rng.random()
+            if r < 0.15:
+                w = (w & ~(0xF << shift)) | (13 << shift)
+            elif r < 0.25:
+                w = (w & ~(0xF << shift)) | (15 << shift)
+        ops.append(w)
+    return ops
+
+
+def _s32(v: int) -> int:
+    return v - (1 << 32) if v & 0x80000000 else v
+
+
+# --- verdicts -----------------------------------------------------------------------------------
+@dataclass
+class Verdict:
+    errno: int                     # register_kprobe's return: 0 or -errno
+    reason: str = ""               # refusals: "stack" (the stack checker), "decoder" (the tables), "address"
+    kind: str = ""                 # accepted: "slot" / "no-slot" (kernel), out-of-line/simulate/emulate (armload)
+    handler: str = ""              # the kernel's ainsn.insn_handler (accepted) / armload's instruction class
+    insns: int = 0                 # kernel: instructions of the registration (kmalloc of the struct + register_kprobe)
+    unregister_insns: int = 0      # kernel: unregister_kprobe of an accepted probe
+
+
+def armload_arm_verdict(op: int) -> Verdict:
+    """armload's register_kprobe return for ARM word `op` at a probe-able address."""
+    d = I.decode_arm(op)
+    err = decode_errno(d)
+    reason = ("stack" if "store to the stack" in d.what else "decoder") if err else ""
+    return Verdict(err, reason, "" if err else d.outcome, d.what)
+
+
+class _Recording:
+    """KernelProbes that remember the struct kprobe of the last registration (refused ones too)."""
+
+    @staticmethod
+    def make(k):
+        from .booted import KernelProbes
+
+        class RecordingProbes(KernelProbes):
+            last = 0
+
+            def _zalloc(self, n: int) -> int:
+                self.last = super()._zalloc(n)
+                return self.last
+        return RecordingProbes(k)
+
+
+class _Symbols:
+    def __init__(self, image):
+        items = sorted((a & ~1, n) for n, a in image.symbols.items())
+        self.addrs, self.names = [a for a, _ in items], [n for _, n in items]
+
+    def name(self, addr: int) -> str:
+        i = bisect.bisect_right(self.addrs, addr) - 1
+        if i < 0 or not addr:
+            return f"{addr:#x}"
+        off = addr - self.addrs[i]
+        return self.names[i] + (f"+{off:#x}" if off else "")
+
+
+class KernelDecodeOracle:
+    """One booted kernel, one loaded module, one probe-able word of its text: verdict(op)."""
+
+    def __init__(self, k, module_ko: bytes, module_name: str = "oracle"):
+        from ..emu.booted.modload import kernel_load
+        self.k = k
+        r = kernel_load(k, module_ko, name=module_name)
+        if r.ret != 0 or not r.core_base:
+            raise ProbeError(f"the oracle module {module_name} did not load in the booted kernel: "
+                             f"{r.ret} {r.stopped or r.oops_text}")
+        self.load = r
+        self.kp = _Recording.make(k)
+        self.pre = self.kp.handler(MOV_R0_0_BX_LR, "kprobe", [], count=False)
+        self.syms = _Symbols(k.image)
+        self.addr = self._probe_able(r.core_base, len(r.core_bytes))
+
+    def _probe_able(self, base: int, size: int) -> int:
+        """The first word past the module's first instruction where `mov r0, r0` is accepted."""
+        for a in range(base + 4, base + min(size, 0x1000), 4):
+            orig = self.k.read(a, 4)
+            v = self.verdict(PROBE_OK, a)
+            self._put(a, orig)
+            if v.errno == 0:
+                return a
+        raise ProbeError("no probe-able word in the oracle module's text")
+
+    def _put(self, addr: int, data: bytes) -> None:
+        self.k.write(addr, data)                     # physical: past the text's read-only mapping
+        self.k.m.uc.ctl_remove_cache(addr, addr + 4)
+
+    def verdict(self, op: int, addr: int | None = None) -> Verdict:
+        a = self.addr if addr is None else addr
+        self._put(a, struct.pack("<I", op))
+        return self.register(a, expect_opcode=op)
+
+    def register(self, target, expect_opcode: int | None = None) -> Verdict:
+        """A disabled kprobe on `target` (address or FUNC+OFF), unregistered again at once."""
+        k, kp = self.k, self.kp
+        i0 = k.insns
+        try:
+            p = kp.kprobe(target, pre=self.pre, disabled=True, count=False)
+            err = 0
+        except ProbeError as e:
+            p, err = None, e.errno
+        s = kp.last
+        opcode, slot, handler = k.u32(s + KP_OPCODE), k.u32(s + KP_SLOT), k.u32(s + KP_HANDLER)
+        space = _s32(k.u32(s + KP_STACK_SPACE))
+        v = Verdict(err, insns=k.insns - i0)
+        if p is not None:
+            i0 = k.insns
+            p.unregister()
+            v.unregister_insns = k.insns - i0
+        # p->opcode is set just before the decode: untouched (0, kzalloc) when an address check refused
+        decoded = opcode == expect_opcode and expect_opcode != 0 if expect_opcode is not None else opcode != 0
+        if err == 0:
+            v.kind, v.handler = ("slot" if slot else "no-slot"), self.syms.name(handler)
+        elif not decoded:
+            v.reason = "address"                     # refused before arch_prepare_kprobe read the word
+        else:
+            v.reason = "stack" if space < 0 or space > MAX_STACK_SIZE else "decoder"
+        return v
+
+
+@dataclass
+class ArmRow:
+    op: int
+    kernel: Verdict
+    armload: Verdict
+    named: str = ""
+
+    @property
+    def agree(self) -> bool:
+        return self.kernel.errno == self.armload.errno and self.kernel.reason == self.armload.reason
+
+    def to_dict(self) -> dict:
+        return {"op": f"{self.op:08x}", "named": self.named, "agree": self.agree,
+                "kernel": asdict(self.kernel), "armload": asdict(self.armload)}
+
+
+def compare_arm(oracle: KernelDecodeOracle, ops, names: dict[int, str] | None = None) -> list[ArmRow]:
+    names = names or {}
+    return [ArmRow(op, oracle.verdict(op), armload_arm_verdict(op), names.get(op, "")) for op in ops]
+
+
+def arm_summary(rows: list[ArmRow]) -> dict:
+    n = len(rows)
+    bad = [r for r in rows if not r.agree]
+    acc = sum(r.kernel.errno == 0 for r in rows)
+    cross: dict[str, int] = {}
+    for r in rows:
+        if r.kernel.errno == 0:
+            key = f"kernel {r.kernel.kind} / armload {r.armload.kind or r.armload.errno}"
+            cross[key] = cross.get(key, 0) + 1
+    return {"encodings": n, "agree": n - len(bad), "accepted": acc, "refused": n - acc,
+            "refused_stack": sum(r.kernel.reason == "stack" for r in rows),
+            "named": len([r for r in rows if r.named]),
+            "disagreements": [r.to_dict() for r in bad], "accepted_classes": dict(sorted(cross.items())),
+            **insn_stats([r.kernel for r in rows])}
+
+
+def insn_stats(vs: list[Verdict]) -> dict:
+    """Instructions per verdict: the registration (refused or accepted), and unregister_kprobe."""
+    reg = [v.insns for v in vs]
+    acc = [v.unregister_insns for v in vs if v.errno == 0]
+    return {"insns_per_verdict": round((sum(reg) + sum(acc)) / max(len(vs), 1)),
+            "register_insns_mean": round(sum(reg) / max(len(reg), 1)), "register_insns_max": max(reg, default=0),
+            "unregister_insns_mean": round(sum(acc) / max(len(acc), 1))}
+
+
+# --- kernel text ----------------------------------------------------------------------------------
+BUG_INSN = 0xE7F001F2                      # arch/arm/include/asm/bug.h BUG_INSTR_VALUE (ARM)
+EXTRA_AREAS = (("__softirqentry_text_start", "__softirqentry_text_end", "softirqentry text"),
+               ("__sched_text_start", "__sched_text_end", "sched text"),
+               ("__lock_text_start", "__lock_text_end", "lock text"),
+               ("__cpuidle_text_start", "__cpuidle_text_end", "cpuidle text"))
+
+
+@dataclass
+class TextTarget:
+    addr: int
+    category: str
+    label: str = ""
+
+
+def text_targets(image, seed: int = 24, scale: int = 1) -> list[TextTarget]:
+    """A deterministic sample of Image addresses by what register_kprobe must make of them."""
+    from .ktext import KernelText
+    kt = KernelText(image)
+    rng = random.Random(seed)
+    syms = image.symbols
+    out: list[TextTarget] = []
+
+    def name(a):
+        f = kt.function_at(a)
+        return f"{f.name}+{a - f.start:#x}" if f else f"{a:#x}"
+
+    def add(a, cat):
+        out.append(TextTarget(a, cat, name(a)))
+
+    def mcount(f):
+        for a in range(f, min(f + 48, f + kt.size_of(f)), 4):
+            if kt.is_mcount_site(a):
+                return a
+        return None
+    areas = [(syms[s], syms[e], what) for s, e, what in EXTRA_AREAS if s in syms and e in syms]
+    special = [(s, e) for s, e, _ in kt.areas + areas]
+    plain = [f for f in kt.starts if kt.size_of(f) >= 32 and not kt.blacklisted(f)
+             and not any(s <= f < e for s, e in special)]
+    picked = rng.sample(plain, 40 * scale)
+    for f in picked:
+        add(f, "function entry")
+        mc = mcount(f)
+        body = [a for a in range(f + 4, f + kt.size_of(f), 4) if a != mc]
+        add(rng.choice(body), "function body")
+    for f in picked[:20 * scale]:
+        add(f + 2, "mid-instruction (+2)")
+    sites = [a for a in (mcount(f) for f in picked) if a is not None]
+    for a in sites[:20 * scale]:
+        add(a, "ftrace mcount site")
+    for s, e, what in kt.areas + areas:
+        words = list(range(s, e, 4))
+        for a in sorted({s, e - 4, *rng.sample(words, min(len(words), 6 * scale))}):
+            add(a, what)
+        for a in (s - 4, e):
+            if kt.contains(a) and not any(s2 <= a < e2 for s2, e2 in special):
+                add(a, f"just outside {what}")
+    nok = sorted(set(kt.blacklist_table))
+    for f in rng.sample(nok, min(len(nok), 30 * scale)):
+        size = kt.size_of(f)
+        for a in sorted({f, f + (size // 8) * 4, f + size - 4}):
+            add(a, "NOKPROBE_SYMBOL")
+    names = {n for f in nok for n in kt.names.get(f, [])}
+    for n, a in sorted(syms.items()):
+        if "." in n and n.split(".")[0] in names and kt.contains(a & ~1):
+            add(a & ~1, "NOKPROBE_SYMBOL suffixed copy")
+    jl = sorted(kt.jump_sites)
+    for a in rng.sample(jl, min(len(jl), 20 * scale)):
+        add(a, "jump label site")
+    import numpy as np
+    lo = image.stext - image.base
+    w = np.frombuffer(image.data[lo:(image.etext - image.base) // 4 * 4], dtype="<u4")
+    bugs = [image.stext + 4 * int(i) for i in np.nonzero(w == BUG_INSN)[0]]
+    for a in rng.sample(bugs, min(len(bugs), 10 * scale)):
+        add(a, "BUG/WARN site")
+    init = sorted(a & ~1 for n, a in syms.items() if syms.get("_sinittext", 0) <= (a & ~1) < syms.get("_einittext", 0))
+    for a in rng.sample(init, min(len(init), 5 * scale)):
+        out.append(TextTarget(a, "init text (freed)", next(n for n, v in syms.items() if v & ~1 == a)))
+    for a in (image.etext + 0x100, syms.get("__start_rodata", image.etext) + 0x1000):
+        out.append(TextTarget(a, "not text", f"{a:#x}"))
+    return out
+
+
+@dataclass
+class TextRow:
+    target: TextTarget
+    kernel: Verdict
+    armload: Verdict
+    message: str = ""                    # armload's refusal
+
+    @property
+    def own(self) -> bool:
+        """armload's own refusal (-EOPNOTSUPP): not a verdict the kernel has."""
+        return self.armload.errno == -95
+
+    @property
+    def agree(self) -> bool:
+        return self.kernel.errno == self.armload.errno
+
+    def to_dict(self) -> dict:
+        return {"addr": f"{self.target.addr:#010x}", "label": self.target.label, "category": self.target.category,
+                "agree": self.agree, "armload_own": self.own, "kernel": asdict(self.kernel),
+                "armload": asdict(self.armload), "armload_message": self.message}
+
+
+def kernel_text_verdicts(oracle: KernelDecodeOracle, targets) -> list[Verdict]:
+    k = oracle.k
+    out = []
+    for t in targets:
+        try:
+            word = k.u32(t.addr & ~3)
+        except Exception:
+            word = None
+        out.append(oracle.register(t.addr, expect_opcode=word))
+    return out
+
+
+def model_probes(vmlinuz: str, symvers: str, sample_ko: str):
+    """armload's model runtime with the Image (as tests/test_probes_kernel.py builds it)."""
+    from ..emu import Machine
+    from ..kernel.config import DEBIAN_ARMMP
+    from ..kernel.provider import Kernel
+    from ..loader.session import Session
+    from .core import Probes
+    kernel = Kernel.from_files([symvers, vmlinuz], DEBIAN_ARMMP)
+    mod = Session(kernel, DEBIAN_ARMMP, "window").load(sample_ko)
+    return Probes(Machine(mod, kernel))
+
+
+def model_text_verdict(pr, addr: int) -> tuple[Verdict, str]:
+    try:
+        p = pr.kprobe(f"{addr:#x}", enable=False)
+    except ProbeError as e:
+        msg = str(e)
+        reason = "stack" if "store to the stack" in msg else "decoder" if "kprobes decoder" in msg else "address"
+        return Verdict(e.errno, reason), msg
+    p.unregister()
+    pr.probes.remove(p)
+    return Verdict(0, kind=p.decoded.outcome, handler=p.decoded.what), ""
+
+
+def compare_text(oracle: KernelDecodeOracle, pr, targets) -> list[TextRow]:
+    kv = kernel_text_verdicts(oracle, targets)
+    rows = []
+    for t, v in zip(targets, kv):
+        m, msg = model_text_verdict(pr, t.addr)
+        rows.append(TextRow(t, v, m, msg))
+    return rows
+
+
+def text_summary(rows: list[TextRow]) -> dict:
+    cmp = [r for r in rows if not r.own]
+    bad = [r for r in cmp if not r.agree]
+    cats: dict[str, dict] = {}
+    for r in rows:
+        c = cats.setdefault(r.target.category, {"n": 0, "agree": 0, "armload_own": 0, "kernel": {}})
+        c["n"] += 1
+        c["armload_own"] += r.own
+        c["agree"] += (not r.own) and r.agree
+        key = str(r.kernel.errno) + (f" ({r.kernel.reason})" if r.kernel.reason else "")
+        c["kernel"][key] = c["kernel"].get(key, 0) + 1
+    return {"targets": len(rows), "compared": len(cmp), "agree": len(cmp) - len(bad),
+            "armload_own": len(rows) - len(cmp), "by_category": cats,
+            "stage_differs": [r.to_dict() for r in cmp if r.kernel.errno and r.agree
+                              and r.kernel.reason != r.armload.reason],
+            "disagreements": [r.to_dict() for r in bad], **insn_stats([r.kernel for r in rows])}
+
+
+# --- the whole comparison (make probes-agree) -------------------------------------------------------
+THUMB_NOTE = ("not checked against the booted kernel: the Debian armmp Image is an ARM kernel (no "
+              "CONFIG_THUMB2_KERNEL), its arch_prepare_kprobe decodes ARM only and it has no Thumb "
+              "decode tables; decode_thumb stays checked against the port of the tables "
+              "(tests/test_kprobe_decode.py, tests/oracles/kprobes_decode.py)")
+THUMB_DECODERS = ("thumb16_probes_decode_insn", "thumb32_probes_decode_insn")
+
+
+@dataclass
+class Inputs:
+    vmlinuz: str
+    module_dir: str                      # lib/modules/<version>/kernel of the same package
+    symvers: str                         # for the model Machine (sample_modules/Module.symvers)
+    sample_ko: str                       # the module the model Machine loads next to the Image
+
+    @classmethod
+    def default(cls) -> Inputs:
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        cache = os.environ.get("CACHE", os.path.join(root, ".cache"))
+        pkg = os.path.join(cache, "linux-image-6.1.0-50-armmp")
+        return cls(os.path.join(pkg, "boot", "vmlinuz-6.1.0-50-armmp"),
+                   os.path.join(pkg, "lib", "modules", "6.1.0-50-armmp", "kernel"),
+                   os.path.join(root, "sample_modules", "Module.symvers"),
+                   os.path.join(root, "sample_modules", "exporter-arm.ko"))
+
+
+@dataclass
+class Session:
+    """The booted kernel with the oracle module, and armload's model runtime with the Image."""
+    inputs: Inputs
+    oracle: KernelDecodeOracle
+    model: object = None
+    seconds: dict = field(default_factory=dict)
+
+    @classmethod
+    def open(cls, inputs: Inputs, model: bool = True) -> Session:
+        from ..emu.booted.kernel import BootedKernel
+        t0 = time.monotonic()
+        k = BootedKernel.get(inputs.vmlinuz)
+        t1 = time.monotonic()
+        with open(os.path.join(inputs.module_dir, ORACLE_MODULE), "rb") as fh:
+            oracle = KernelDecodeOracle(k, fh.read(), os.path.basename(ORACLE_MODULE)[:-3])
+        t2 = time.monotonic()
+        pr = model_probes(inputs.vmlinuz, inputs.symvers, inputs.sample_ko) if model else None
+        return cls(inputs, oracle, pr, {"restore": round(t1 - t0, 2), "oracle_module": round(t2 - t1, 2),
+                                        "model": round(time.monotonic() - t2, 2)})
+
+
+def run(inputs: Inputs | None = None, ops=None, targets=None) -> dict:
+    """Both comparisons on the full samples (or the given ones): the probes-agree result."""
+    inputs = inputs or Inputs.default()
+    s = Session.open(inputs)
+    k, o = s.oracle.k, s.oracle
+    sample = {"named": len(NAMED), "module_text": list(SAMPLE_MODULES), "words_each": SAMPLE_WORDS,
+              "random": SAMPLE_RANDOM, "seed": SAMPLE_SEED} if ops is None else "given"
+    ops = arm_sample(inputs.module_dir) if ops is None else ops
+    names = {w: src for src, w, _ in NAMED}
+    t0 = time.monotonic()
+    arm_rows = compare_arm(o, ops, names)
+    t1 = time.monotonic()
+    targets = text_targets(k.image) if targets is None else targets
+    text_rows = compare_text(o, s.model, targets)
+    t2 = time.monotonic()
+    s.seconds.update(arm=round(t1 - t0, 2), text=round(t2 - t1, 2))
+    return {
+        "kernel": os.path.basename(inputs.vmlinuz),
+        "oracle": {"module": ORACLE_MODULE, "core_base": f"{o.load.core_base:#x}", "probe_address": f"{o.addr:#x}",
+                   "load_insns": o.load.instructions},
+        "arm": {**arm_summary(arm_rows), "sample": sample, "named_verdicts": [
+            {"src": src, "op": f"{w:08x}", "issue": want, "kernel": r.kernel.errno, "armload": r.armload.errno}
+            for (src, w, want), r in zip(NAMED, arm_rows[:len(NAMED)]) if r.op == w],
+            "rows": [[f"{r.op:08x}", r.kernel.errno, r.kernel.reason or r.kernel.kind, r.kernel.handler,
+                      r.armload.errno, r.armload.reason or r.armload.kind, r.agree] for r in arm_rows],
+            "row_columns": ["op", "kernel errno", "kernel reason/class", "kernel insn_handler", "armload errno",
+                            "armload reason/outcome", "agree"]},
+        "text": {**text_summary(text_rows),
+                 "rows": [[f"{r.target.addr:#010x}", r.target.label, r.target.category, r.kernel.errno,
+                           r.kernel.reason, r.armload.errno, r.own, r.agree] for r in text_rows],
+                 "row_columns": ["addr", "label", "category", "kernel errno", "kernel stage", "armload errno",
+                                 "armload own refusal", "agree"]},
+        "thumb": {"checked": False, "why": THUMB_NOTE,
+                  "thumb_decoder_in_image": any(n in k.image.symbols for n in THUMB_DECODERS)},
+        "seconds": s.seconds,
+    }
+
+
+def print_summary(res: dict) -> None:
+    a, t = res["arm"], res["text"]
+    print(f"probes-agree: armload's kprobes verdicts against the booted kernel's own register_kprobe "
+          f"({res['kernel']}; oracle module {res['oracle']['module']}, probe word {res['oracle']['probe_address']})")
+    print(f"  ARM encodings   {a['agree']:>5}/{a['encodings']:<5} agree   ({a['accepted']} accepted, {a['refused']} "
+          f"refused, {a['refused_stack']} of them by the stack checker; {a['named']} named cases)")
+    print(f"  kernel text     {t['agree']:>5}/{t['compared']:<5} agree   ({t['targets']} addresses; "
+          f"{t['armload_own']} are armload's own -EOPNOTSUPP, not compared)")
+    print(f"  Thumb           {'':>11} not checked: the armmp Image is an ARM kernel (no CONFIG_THUMB2_KERNEL, "
+          f"no Thumb decode tables in it); checked against the port only")
+    print(f"  instructions per verdict: ARM {a['insns_per_verdict']:,} (register {a['register_insns_mean']:,}, "
+          f"unregister {a['unregister_insns_mean']:,}), kernel text {t['insns_per_verdict']:,}")
+    print(f"\n  {'kernel text category':<40} {'n':>4} {'agree':>6} {'own':>4}  kernel verdicts")
+    for cat, c in t["by_category"].items():
+        kv = ", ".join(f"{n}x {k}" for k, n in sorted(c["kernel"].items()))
+        print(f"  {cat:<40} {c['n']:>4} {c['agree']:>6} {c['armload_own']:>4}  {kv}")
+    print(f"\n  accepted ARM encodings by class (kernel / armload): "
+          + ", ".join(f"{k.replace('kernel ', '')}: {n}" for k, n in a["accepted_classes"].items()))
+    if t["stage_differs"]:
+        print(f"  same verdict, different stage: {len(t['stage_differs'])} (the kernel refuses a BUG/WARN site "
+              f"in find_bug, armload in the decoder)")
+    for d in a["disagreements"] + t["disagreements"]:
+        print(f"  DISAGREE {d}")
+    sec = res["seconds"]
+    print(f"\n  {sum(sec.values()):.1f} s: " + ", ".join(f"{k} {v} s" for k, v in sec.items()))
+
+
+def dumps(res: dict) -> str:
+    """JSON with every innermost list (a row) on one line."""
+    import json
+    import re
+    text = json.dumps(res, indent=1)
+    return re.sub(r"\[\s*([^\[\]{}]*?)\s*\]", lambda m: "[" + re.sub(r",\s+", ", ", m.group(1)) + "]", text) + "\n"
+
+
+def main(argv=None) -> int:
+    import argparse
+    import json
+    ap = argparse.ArgumentParser(prog="python -m armload.probes.kagree", description=__doc__.split("\n")[0])
+    ap.add_argument("--json", help="write the full result here")
+    args = ap.parse_args(argv)
+    res = run()
+    if args.json:
+        with open(args.json, "w") as fh:
+            fh.write(dumps(res))
+    print_summary(res)
+    ok = res["arm"]["agree"] == res["arm"]["encodings"] and res["text"]["agree"] == res["text"]["compared"]
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    import sys
+    sys.exit(main())
