@@ -39,10 +39,10 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from . import insn as I
-from .base import ProbeError, errno_name
+from .base import ProbeError
 from .kprobe import decode_errno
 
-MAX_STACK_SIZE = I.MAX_STACK_SIZE
+KERNEL_MAX_STACK_SIZE = 64                 # arch/arm/probes/kprobes/core.c (the kernel's, not insn.py's)
 ORACLE_MODULE = os.path.join("lib", "lz4", "lz4_compress.ko")
 SAMPLE_MODULES = ("crypto/xor.ko", "crypto/aes_ti.ko", "crypto/adiantum.ko")
 SAMPLE_WORDS, SAMPLE_RANDOM, SAMPLE_SEED = 400, 600, 24
@@ -92,6 +92,27 @@ def arm_sample(module_dir: str, n_random: int = SAMPLE_RANDOM, seed: int = SAMPL
                 w = (w & ~(0xF << shift)) | (15 << shift)
         ops.append(w)
     return ops
+
+
+def table_sample() -> list[int]:
+    """One word per entry of the ARM decode tables (armload's copy of decode-arm.c's, insn.py) with
+    cond = AL where the entry leaves it free, plus variants with pc, then sp, in each register
+    field the entry leaves free: every entry and register check is reached at least once (the
+    random sample misses exact-match entries such as `mov ip, sp`). The kernel judges them all."""
+    out: list[int] = []
+
+    def walk(table):
+        for mask, value, kind, payload, _ in table:
+            if kind == I.T:
+                walk(payload)
+                continue
+            base = value | (0 if mask & 0xF0000000 else 0xE0000000)
+            out.append(base)
+            for shift in (16, 12, 8, 0):
+                if not (mask >> shift) & 0xF:
+                    out.extend((base | (0xF << shift), base | (0xD << shift)))
+    walk(I._ARM_TOP)
+    return list(dict.fromkeys(out))
 
 
 def _s32(v: int) -> int:
@@ -205,7 +226,7 @@ class KernelDecodeOracle:
         elif not decoded:
             v.reason = "address"                     # refused before arch_prepare_kprobe read the word
         else:
-            v.reason = "stack" if space < 0 or space > MAX_STACK_SIZE else "decoder"
+            v.reason = "stack" if space < 0 or space > KERNEL_MAX_STACK_SIZE else "decoder"
         return v
 
 
@@ -482,6 +503,7 @@ def run(inputs: Inputs | None = None, ops=None, targets=None) -> dict:
     names = {w: src for src, w, _ in NAMED}
     t0 = time.monotonic()
     arm_rows = compare_arm(o, ops, names)
+    table_rows = compare_arm(o, table_sample())
     t1 = time.monotonic()
     targets = text_targets(k.image) if targets is None else targets
     text_rows = compare_text(o, s.model, targets)
@@ -494,10 +516,11 @@ def run(inputs: Inputs | None = None, ops=None, targets=None) -> dict:
         "arm": {**arm_summary(arm_rows), "sample": sample, "named_verdicts": [
             {"src": src, "op": f"{w:08x}", "issue": want, "kernel": r.kernel.errno, "armload": r.armload.errno}
             for (src, w, want), r in zip(NAMED, arm_rows[:len(NAMED)]) if r.op == w],
-            "rows": [[f"{r.op:08x}", r.kernel.errno, r.kernel.reason or r.kernel.kind, r.kernel.handler,
-                      r.armload.errno, r.armload.reason or r.armload.kind, r.agree] for r in arm_rows],
-            "row_columns": ["op", "kernel errno", "kernel reason/class", "kernel insn_handler", "armload errno",
-                            "armload reason/outcome", "agree"]},
+            "rows": _arm_rows(arm_rows),
+            "row_columns": ARM_COLUMNS},
+        "arm_tables": {**arm_summary(table_rows), "sample": "table_sample(): one word per decode-table entry, "
+                       "with pc and sp in each free register field", "rows": _arm_rows(table_rows),
+                       "row_columns": ARM_COLUMNS},
         "text": {**text_summary(text_rows),
                  "rows": [[f"{r.target.addr:#010x}", r.target.label, r.target.category, r.kernel.errno,
                            r.kernel.reason, r.armload.errno, r.own, r.agree] for r in text_rows],
@@ -509,12 +532,23 @@ def run(inputs: Inputs | None = None, ops=None, targets=None) -> dict:
     }
 
 
+ARM_COLUMNS = ["op", "kernel errno", "kernel reason/class", "kernel insn_handler", "armload errno",
+               "armload reason/outcome", "agree"]
+
+
+def _arm_rows(rows: list[ArmRow]) -> list[list]:
+    return [[f"{r.op:08x}", r.kernel.errno, r.kernel.reason or r.kernel.kind, r.kernel.handler,
+             r.armload.errno, r.armload.reason or r.armload.kind, r.agree] for r in rows]
+
+
 def print_summary(res: dict) -> None:
-    a, t = res["arm"], res["text"]
+    a, t, tb = res["arm"], res["text"], res["arm_tables"]
     print(f"probes-agree: armload's kprobes verdicts against the booted kernel's own register_kprobe "
           f"({res['kernel']}; oracle module {res['oracle']['module']}, probe word {res['oracle']['probe_address']})")
     print(f"  ARM encodings   {a['agree']:>5}/{a['encodings']:<5} agree   ({a['accepted']} accepted, {a['refused']} "
           f"refused, {a['refused_stack']} of them by the stack checker; {a['named']} named cases)")
+    print(f"  table entries   {tb['agree']:>5}/{tb['encodings']:<5} agree   (one word per ARM decode-table entry, "
+          f"pc/sp in free register fields; {tb['accepted']} accepted, {tb['refused']} refused)")
     print(f"  kernel text     {t['agree']:>5}/{t['compared']:<5} agree   ({t['targets']} addresses; "
           f"{t['armload_own']} are armload's own -EOPNOTSUPP, not compared)")
     print(f"  Thumb           {'':>11} not checked: the armmp Image is an ARM kernel (no CONFIG_THUMB2_KERNEL, "
@@ -530,7 +564,7 @@ def print_summary(res: dict) -> None:
     if t["stage_differs"]:
         print(f"  same verdict, different stage: {len(t['stage_differs'])} (the kernel refuses a BUG/WARN site "
               f"in find_bug, armload in the decoder)")
-    for d in a["disagreements"] + t["disagreements"]:
+    for d in a["disagreements"] + tb["disagreements"] + t["disagreements"]:
         print(f"  DISAGREE {d}")
     sec = res["seconds"]
     print(f"\n  {sum(sec.values()):.1f} s: " + ", ".join(f"{k} {v} s" for k, v in sec.items()))
@@ -555,7 +589,8 @@ def main(argv=None) -> int:
         with open(args.json, "w") as fh:
             fh.write(dumps(res))
     print_summary(res)
-    ok = res["arm"]["agree"] == res["arm"]["encodings"] and res["text"]["agree"] == res["text"]["compared"]
+    ok = all(res[g]["agree"] == res[g]["encodings"] for g in ("arm", "arm_tables")) \
+        and res["text"]["agree"] == res["text"]["compared"]
     return 0 if ok else 1
 
 
