@@ -2,11 +2,11 @@
 
 register_kprobe: an address kallsyms places in no symbol is -ENOENT; otherwise it must be
 module (or kernel) text, not in the kprobe blacklist, not an ftrace site (ARM has no
-KPROBES_ON_FTRACE) and not a jump label site (all -EINVAL); arch_prepare_kprobe decodes the
-instruction (insn.py, the kernel's decode tables) and refuses what the kernel refuses
-(decode_errno). armload's own refusals (-EOPNOTSUPP) come after the kernel's. The booted
-kernel's register_kprobe checks these verdicts (probes/kagree.py). Arming writes the breakpoint
-(arch_arm_kprobe); disarming writes the original instruction back.
+KPROBES_ON_FTRACE) and not a jump label site of the Image or of a module (all -EINVAL);
+arch_prepare_kprobe decodes the instruction (insn.py, the kernel's decode tables) and refuses
+what the kernel refuses (decode_errno). armload's own refusals (-EOPNOTSUPP) come after the
+kernel's. The booted kernel's register_kprobe checks these verdicts (probes/kagree.py). Arming
+writes the breakpoint (arch_arm_kprobe); disarming writes the original instruction back.
 
 A hit (the machine's breakpoint dispatch) looks the probe up in the kprobe table (get_kprobe,
 table.py), runs the pre-handler, then the instruction: simulated here if the decoder says the
@@ -88,12 +88,12 @@ class Kprobe:
             if p.ktext.is_mcount_site(a):
                 raise refuse(what, EINVAL, f"{self.name}: {a:#010x} is an ftrace location "
                              f"(ARM has no CONFIG_KPROBES_ON_FTRACE)")
-            if p.ktext.is_jump_label_site(a):
-                raise refuse(what, EINVAL, f"{self.name}: {a:#010x} is a jump label site "
-                             f"(jump_label_text_reserved)")
         if p.ftrace.is_site(a):
             raise refuse(what, EINVAL, f"{self.name}: {a:#010x} is an ftrace location "
                          f"(ARM has no CONFIG_KPROBES_ON_FTRACE)")
+        if p.jump_label_site(f.module, a):
+            raise refuse(what, EINVAL, f"{self.name}: {a:#010x} is a jump label site "
+                         f"(jump_label_text_reserved)")
         old = p.table.walk(a)[0]
         if old is not None:              # register_aggr_kprobe: share the breakpoint and the slot
             if self.post is not None and old.decoded.outcome == I.OUT_OF_LINE and not old.post_slot:
