@@ -3,10 +3,11 @@
 kernel as the oracle; armload/probes/kagree.py).
 
 ARM encodings: the 1,447 words of tests/test_kprobe_decode.py (the issue's named cases, Debian
-module text, seeded random words with sp/pc in register fields), each written into a loaded
-module's text and registered as a disabled kprobe: the Image's arch_prepare_kprobe decodes it.
-Kernel text: Image addresses by what register_kprobe must make of them, registered in the booted
-kernel and in armload's model runtime. Thumb: the armmp Image is an ARM kernel (no Thumb decoder
+module text, seeded random words with sp/pc in register fields) and one word per decode-table
+entry, each written into a loaded module's text and registered as a disabled kprobe: the Image's
+arch_prepare_kprobe decodes it. Kernel and module text: Image addresses and MOD:FUNC+OFF points of
+three Debian modules by what register_kprobe must make of them, registered in the booted kernel
+and in armload's model runtime. Thumb: the armmp Image is an ARM kernel (no Thumb decoder
 in it); decode_thumb is checked against the port of the tables only (test_kprobe_decode.py).
 """
 import json
@@ -30,7 +31,7 @@ RESULT = os.path.join(ROOT, "benchmarks", "results", "probes-agree.json")
 
 @pytest.fixture(scope="module")
 def session(booted_dir):
-    for rel in (G.ORACLE_MODULE, *G.SAMPLE_MODULES):
+    for rel in (*G.PROBED_MODULES, *G.SAMPLE_MODULES):
         require_input(os.path.join(MODULE_DIR, rel), "make test-inputs")
     inputs = G.Inputs(BOOT_VMLINUZ, MODULE_DIR, SYMVERS, os.path.join(SAMPLES, "exporter-arm.ko"))
     return G.Session.open(inputs)
@@ -51,6 +52,11 @@ def table_rows(session):
 @pytest.fixture(scope="module")
 def text_rows(session):
     return G.compare_text(session.oracle, session.model, G.text_targets(session.oracle.k.image))
+
+
+@pytest.fixture(scope="module")
+def module_rows(session):
+    return session.compare_modules()
 
 
 def _disagreements(rows):
@@ -170,10 +176,30 @@ def test_kernel_text_verdicts_agree(text_rows):
     assert len(own) <= 12 and all("armload traps calls" in r.message for r in own)
 
 
-def test_model_jump_label_check_has_teeth(session, text_rows, monkeypatch):
+def test_module_text_verdicts_agree(module_rows):
+    """MOD:FUNC+OFF points of three Debian modules, resolved by each side's kallsyms."""
+    bad = [r.to_dict() for r in module_rows if not r.agree]
+    assert not bad, f"{len(bad)} of {len(module_rows)} disagree with the booted kernel: {bad[:3]}"
+    assert not any(r.own for r in module_rows)
+    want = {"module function entry": {0}, "module mid-instruction (+2)": {-22}, "module ftrace mcount site": {-22},
+            "module jump label site": {-22}}
+    for cat, errnos in want.items():
+        rows = [r for r in module_rows if r.target.category == cat]
+        assert len(rows) >= 4 and {r.kernel.errno for r in rows} == errnos, cat
+
+
+def test_model_jump_label_checks_have_teeth(session, text_rows, module_rows, monkeypatch):
+    """Without jump_label_text_reserved in the model, the kernel's refusals become disagreements."""
+    from armload.probes.core import Probes
     monkeypatch.setattr(KT.KernelText, "is_jump_label_site", lambda self, a: False)
     jl = [r for r in text_rows if r.target.category == "jump label site"]
     now = [G.model_text_verdict(session.model, r.target.addr)[0].errno for r in jl]
+    assert all(e == 0 for e in now) and all(r.kernel.errno == -22 for r in jl)
+    monkeypatch.setattr(Probes, "jump_label_site", lambda self, mod, a: False)
+    jl = [r for r in module_rows if r.target.category == "module jump label site"]
+    rel = {os.path.basename(m)[:-3]: m for m in G.PROBED_MODULES}
+    now = [G.model_text_verdict(session.module_models[rel[r.target.spec.split(":")[0]]], r.target.spec)[0].errno
+           for r in jl]
     assert all(e == 0 for e in now) and all(r.kernel.errno == -22 for r in jl)
 
 
@@ -188,14 +214,15 @@ def test_instructions_per_verdict(arm_rows):
     assert 20_000 < s["register_insns_mean"] < 300_000 and 5_000 < s["unregister_insns_mean"] < 200_000
 
 
-def test_committed_result_is_this_run(arm_rows, table_rows, text_rows):
+def test_committed_result_is_this_run(arm_rows, table_rows, text_rows, module_rows):
     """benchmarks/results/probes-agree.json (make probes-agree) holds these verdicts."""
     with open(RESULT) as fh:
         res = json.load(fh)
     assert res["arm"]["encodings"] == res["arm"]["agree"] == len(arm_rows)
-    assert res["text"]["compared"] == res["text"]["agree"]
     for group, rows in (("arm", arm_rows), ("arm_tables", table_rows)):
         got = [[f"{r.op:08x}", r.kernel.errno, r.armload.errno] for r in rows]
         assert [[row[0], row[1], row[4]] for row in res[group]["rows"]] == got, group
-    got = [[f"{r.target.addr:#010x}", r.kernel.errno, r.armload.errno] for r in text_rows]
-    assert [[row[0], row[3], row[5]] for row in res["text"]["rows"]] == got
+    for group, rows in (("text", text_rows), ("module_text", module_rows)):
+        assert res[group]["compared"] == res[group]["agree"]
+        got = [[r.target.spec or f"{r.target.addr:#010x}", r.kernel.errno, r.armload.errno] for r in rows]
+        assert [[row[0], row[3], row[5]] for row in res[group]["rows"]] == got, group
