@@ -51,10 +51,13 @@ class KernelText:
     def __init__(self, image):
         self.image = image
         self.stext, self.etext = image.stext, image.etext
-        funcs = sorted({a & ~1 for n, a in image.symbols.items() if self.stext <= (a & ~1) < self.etext})
-        self.starts = funcs
+        # every kallsyms entry: image.symbols keeps one address per name, and static functions share
+        # names (the two process_fetch_insn of trace_kprobe.c and trace_uprobe.c, both NOKPROBE_SYMBOL)
+        entries = (list(image.kallsyms) if getattr(image, "kallsyms", None) is not None
+                   else [(a, "", n) for n, a in image.symbols.items()])
+        self.starts = sorted({a & ~1 for a, _, n in entries if self.stext <= (a & ~1) < self.etext})
         self.names: dict[int, list[str]] = {}
-        for n, a in image.symbols.items():
+        for a, _, n in entries:
             self.names.setdefault(a & ~1, []).append(n)
         self.areas = [(image.symbols[s], image.symbols[e], what) for s, e, what in AREAS
                       if s in image.symbols and e in image.symbols]
@@ -112,6 +115,25 @@ class KernelText:
             return [], None
         lo, hi = best
         return list(struct.unpack_from(f"<{(hi - lo) // 4}I", data, lo)), img.base + lo
+
+    def populate_blacklist(self) -> list[tuple[int, int, str]]:
+        """The kprobe_blacklist list populate_kprobe_blacklist builds at boot, as (start, end, why):
+        each _kprobe_blacklist function (kprobe_add_ksym_blacklist: start to start + its kallsyms
+        size), then every symbol of .kprobes.text and of the noinstr text
+        (kprobe_add_area_blacklist). arch_within_kprobe_blacklist's areas are checked apart."""
+        def size(entry):                              # kallsyms_lookup_size_offset's size (0: none)
+            f = self.function_at(entry)
+            return f.size if f is not None else 0
+        out = [(f, f + size(f), "_kprobe_blacklist") for f in self.blacklist_table if size(f)]
+        for s_name, e_name, what in (("__kprobes_text_start", "__kprobes_text_end", ".kprobes.text"),
+                                     ("__noinstr_text_start", "__noinstr_text_end", "noinstr text")):
+            entry, end = self.image.symbols.get(s_name), self.image.symbols.get(e_name)
+            while entry is not None and end is not None and entry < end:
+                n = size(entry)
+                if n:
+                    out.append((entry, entry + n, what))
+                entry += n or 1
+        return out
 
     def kallsyms_places(self, addr: int) -> bool:
         """is_ksym_addr without CONFIG_KALLSYMS_ALL: text, init text, the vectors page."""
