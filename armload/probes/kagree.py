@@ -1,12 +1,13 @@
 """The booted Debian kernel as the oracle of armload's kprobes verdicts (issue 24).
 
-Two comparisons, each at the level of register_kprobe's return value (0 or -errno):
+Comparisons at the level of register_kprobe's return value (0 or -errno):
 
 * ARM encodings. One restored BootedKernel loads a module (lib/lz4/lz4_compress.ko by default)
   with its own load_module; a word of the module's core text, checked once to be a probe-able
   address (not an ftrace site, jump label or BUG site: a `mov r0, r0` there is accepted), is
   overwritten from the host (a physical write: the text is read-only to the kernel) with each
-  encoding, and the kernel's register_kprobe registers a DISABLED kprobe there (KernelProbes,
+  encoding (and put back after it), and the kernel's register_kprobe registers a DISABLED
+  kprobe there, unregistered at once (KernelProbes,
   probes/booted.py): prepare_kprobe -> arch_prepare_kprobe runs the Image's own decode tables
   (arch/arm/probes/decode-arm.c) and stack checker, no breakpoint is written. The verdict is
   compared with armload's decode_arm (probes/insn.py) mapped as probes/kprobe.py maps it
@@ -15,6 +16,8 @@ Two comparisons, each at the level of register_kprobe's return value (0 or -errn
   p->ainsn.insn_handler (the simulate_*/emulate_* function it chose) and p->ainsn.stack_space
   (a refusal with stack_space < 0 or > MAX_STACK_SIZE is the stack checker's, otherwise the
   decode tables'): the reason of a refusal is compared too.
+  The encodings: the 1,447 of tests/test_kprobe_decode.py (arm_sample: the issue's named cases,
+  Debian module text, seeded random words) and one word per decode-table entry (table_sample).
   The armmp kernel is an ARM kernel (no CONFIG_THUMB2_KERNEL): its arch_prepare_kprobe decodes
   ARM only, so Thumb encodings cannot be checked against it (they stay checked against the port
   of the tables in tests/oracles/kprobes_decode.py).
@@ -26,6 +29,10 @@ Two comparisons, each at the level of register_kprobe's return value (0 or -errn
   blacklist + kprobe.py), both disabled. armload's own refusals (-EOPNOTSUPP: a function the
   model runs in Python, so its instructions never execute) have no kernel counterpart and are
   counted apart, not as agreement.
+
+* Module text. MOD:FUNC+OFF points (entries, +2, mcount calls, jump label sites, body words) of
+  PROBED_MODULES, loaded by the kernel's load_module and by armload's loader, each side
+  resolving the name with its own kallsyms.
 
     python -m armload.probes.kagree [--json OUT]     # make probes-agree
 """
@@ -52,7 +59,7 @@ SAMPLE_MODULES = ("crypto/xor.ko", "crypto/aes_ti.ko", "crypto/adiantum.ko")
 SAMPLE_WORDS, SAMPLE_RANDOM, SAMPLE_SEED = 400, 600, 24
 PROBE_OK = 0xE1A00000                      # mov r0, r0: accepted anywhere a kprobe may go
 MOV_R0_0_BX_LR = struct.pack("<II", 0xE3A00000, 0xE12FFF1E)
-# struct kprobe (include/linux/kprobes.h, 6.1, 32-bit): opcode 40, ainsn 44 = struct
+# struct kprobe (include/linux/kprobes.h, 6.1, 32-bit): addr 20, opcode 40, ainsn 44 = struct
 # arch_probes_insn {insn, insn_handler, insn_check_cc, insn_singlestep, insn_fn, stack_space, ...}
 KP_ADDR, KP_OPCODE, KP_SLOT, KP_HANDLER, KP_STACK_SPACE = 20, 40, 44, 48, 64
 
@@ -142,20 +149,18 @@ def armload_arm_verdict(op: int) -> Verdict:
     return Verdict(err, reason, "" if err else d.outcome, d.what)
 
 
-class _Recording:
-    """KernelProbes that remember the struct kprobe of the last registration (refused ones too)."""
+def _recording_probes(k):
+    """KernelProbes that remember the struct kprobe of the last registration (refused ones too:
+    KernelProbes.kprobe raises ProbeError without it)."""
+    from .booted import KernelProbes
 
-    @staticmethod
-    def make(k):
-        from .booted import KernelProbes
+    class RecordingProbes(KernelProbes):
+        last = 0
 
-        class RecordingProbes(KernelProbes):
-            last = 0
-
-            def _zalloc(self, n: int) -> int:
-                self.last = super()._zalloc(n)
-                return self.last
-        return RecordingProbes(k)
+        def _zalloc(self, n: int) -> int:
+            self.last = super()._zalloc(n)
+            return self.last
+    return RecordingProbes(k)
 
 
 class _Symbols:
@@ -182,7 +187,7 @@ class KernelDecodeOracle:
             raise ProbeError(f"the oracle module {module_name} did not load in the booted kernel: "
                              f"{r.ret} {r.stopped or r.oops_text}")
         self.load = r
-        self.kp = _Recording.make(k)
+        self.kp = _recording_probes(k)
         self.pre = self.kp.handler(MOV_R0_0_BX_LR, "kprobe", [], count=False)
         self.syms = _Symbols(k.image)
         self.addr = self._probe_able(r.core_base, len(r.core_bytes))
@@ -392,13 +397,68 @@ class TextRow:
 
     def to_dict(self) -> dict:
         return {"addr": self.target.spec or f"{self.target.addr:#010x}", "label": self.target.label,
-                "category": self.target.category, "agree": self.agree, "armload_own": self.own, "kernel": asdict(self.kernel),
-                "armload": asdict(self.armload), "armload_message": self.message}
+                "category": self.target.category, "agree": self.agree, "armload_own": self.own,
+                "kernel": asdict(self.kernel), "armload": asdict(self.armload), "armload_message": self.message}
 
 
 def kernel_text_verdicts(oracle: KernelDecodeOracle, targets) -> list[Verdict]:
     return [oracle.register(t.spec or t.addr, expect_opcode=None if t.spec else oracle._word(t.addr))
             for t in targets]
+
+
+def kernel_blacklist(k) -> list[tuple[int, int]]:
+    """The booted kernel's kprobe_blacklist list (kernel/kprobes.c, struct kprobe_blacklist_entry
+    {list, start_addr, end_addr}), in order: the head is the literal kprobe_blacklist_seq_next
+    loads (seq_list_next(v, &kprobe_blacklist, pos): kallsyms does not name data)."""
+    from capstone import CS_ARCH_ARM, CS_MODE_ARM, Cs
+    img = k.image
+    fn = img.symbols["kprobe_blacklist_seq_next"]
+    head = None
+    for i in Cs(CS_ARCH_ARM, CS_MODE_ARM).disasm(img.data[fn - img.base:fn - img.base + 32], fn):
+        if i.mnemonic == "ldr" and i.op_str.split(", ", 1)[1].startswith("[pc"):
+            disp = int(i.op_str.split("#")[1].rstrip("]"), 0) if "#" in i.op_str else 0
+            head = img.word(i.address + 8 + disp)
+            break
+    if head is None:
+        raise ProbeError("kprobe_blacklist_seq_next loads no literal: cannot find kprobe_blacklist")
+    out, p = [], k.u32(head)
+    while p != head:
+        out.append((k.u32(p + 8), k.u32(p + 12)))
+        p = k.u32(p)
+        if len(out) > 100_000:
+            raise ProbeError(f"kprobe_blacklist at {head:#x} does not close")
+    return out
+
+
+def compare_blacklist(k, image) -> dict:
+    """The kernel's kprobe_blacklist against armload's populate_blacklist (ktext.py), entry by entry."""
+    from .ktext import KernelText
+    kernel = kernel_blacklist(k)
+    mine = [(s, e) for s, e, _ in KernelText(image).populate_blacklist()]
+    from collections import Counter
+    ks, ms = set(kernel), set(mine)
+    both = sum((Counter(kernel) & Counter(mine)).values())          # an entry may be listed twice
+    return {"kernel_entries": len(kernel), "armload_entries": len(mine), "same_order": kernel == mine,
+            "agree": both, "kernel_only": [[f"{s:#x}", f"{e:#x}"] for s, e in kernel if (s, e) not in ms],
+            "armload_only": [[f"{s:#x}", f"{e:#x}"] for s, e in mine if (s, e) not in ks]}
+
+
+def blacklist_targets(entries, image) -> list[TextTarget]:
+    """First and last word of every entry of the kernel's own kprobe_blacklist list."""
+    from .ktext import KernelText
+    kt = KernelText(image)
+    out = []
+    for s, e in entries:
+        for a in sorted({s, (e - 4) & ~3}):
+            f = kt.function_at(a)
+            out.append(TextTarget(a, "kernel's kprobe_blacklist entry", f"{f.name}+{a - f.start:#x}" if f else f"{a:#x}"))
+    return out
+
+
+def image_targets(k) -> list[TextTarget]:
+    """The Image addresses probes-agree registers: text_targets' sample, and both ends of every
+    entry of the booted kernel's own kprobe_blacklist."""
+    return text_targets(k.image) + blacklist_targets(kernel_blacklist(k), k.image)
 
 
 def model_kernel(vmlinuz: str, symvers: str):
@@ -576,7 +636,8 @@ def run(inputs: Inputs | None = None, ops=None, targets=None) -> dict:
     arm_rows = compare_arm(o, ops, names)
     table_rows = compare_arm(o, table_sample())
     t1 = time.monotonic()
-    targets = text_targets(k.image) if targets is None else targets
+    blacklist = compare_blacklist(k, k.image)
+    targets = image_targets(k) if targets is None else targets
     text_rows = compare_text(o, s.model, targets)
     mod_rows = s.compare_modules()
     t2 = time.monotonic()
@@ -593,6 +654,7 @@ def run(inputs: Inputs | None = None, ops=None, targets=None) -> dict:
         "arm_tables": {**arm_summary(table_rows), "sample": "table_sample(): one word per decode-table entry, "
                        "with pc and sp in each free register field", "rows": _arm_rows(table_rows),
                        "row_columns": ARM_COLUMNS},
+        "blacklist": blacklist,
         "text": {**text_summary(text_rows), "rows": _text_rows(text_rows), "row_columns": TEXT_COLUMNS},
         "module_text": {**text_summary(mod_rows), "modules": list(PROBED_MODULES), "rows": _text_rows(mod_rows),
                         "row_columns": TEXT_COLUMNS},
@@ -628,6 +690,10 @@ def print_summary(res: dict) -> None:
           f"refused, {a['refused_stack']} of them by the stack checker; {a['named']} named cases)")
     print(f"  table entries   {tb['agree']:>5}/{tb['encodings']:<5} agree   (one word per ARM decode-table entry, "
           f"pc/sp in free register fields; {tb['accepted']} accepted, {tb['refused']} refused)")
+    bl = res["blacklist"]
+    print(f"  kprobe_blacklist{bl['agree']:>5}/{bl['kernel_entries']:<5} agree   (the kernel's list, walked in the booted "
+          f"kernel, against armload's populate_blacklist: {bl['armload_entries']} entries, "
+          f"{'same order' if bl['same_order'] else 'ORDER DIFFERS'})")
     print(f"  kernel text     {t['agree']:>5}/{t['compared']:<5} agree   ({t['targets']} addresses; "
           f"{t['armload_own']} are armload's own -EOPNOTSUPP, not compared)")
     print(f"  module text     {mt['agree']:>5}/{mt['compared']:<5} agree   ({mt['targets']} MOD:FUNC+OFF points of "
@@ -670,7 +736,9 @@ def main(argv=None) -> int:
         with open(args.json, "w") as fh:
             fh.write(dumps(res))
     print_summary(res)
-    ok = all(res[g]["agree"] == res[g]["encodings"] for g in ("arm", "arm_tables")) \
+    bl = res["blacklist"]
+    ok = bl["agree"] == bl["kernel_entries"] == bl["armload_entries"] \
+        and all(res[g]["agree"] == res[g]["encodings"] for g in ("arm", "arm_tables")) \
         and all(res[g]["agree"] == res[g]["compared"] for g in ("text", "module_text"))
     return 0 if ok else 1
 
