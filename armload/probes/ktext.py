@@ -13,9 +13,9 @@ CONFIG_KALLSYMS_ALL): it is found by content, as the run of words that are all f
 addresses and that holds `do_undefinstr` (NOKPROBE_SYMBOL in arch/arm/kernel/traps.c).
 
 check_kprobe_address_safe also refuses (-EINVAL) a jump label site (jump_label_text_reserved):
-the Image's `__jump_table` is init-adjacent data kallsyms does not name either; it is found by
-content, as the longest run of `struct jump_entry {code, target, key}` (absolute words on
-32-bit ARM) whose code and target are text and whose key lies past it.
+the Image's `__jump_table` is data kallsyms does not name either; it is found by content, as the
+longest run of `struct jump_entry {code, target, key}` (absolute words on 32-bit ARM) whose code
+and target are text and whose key lies past it (find_jump_sites).
 
 An address kallsyms cannot place (kallsyms_lookup_size_offset: neither the Image's text, its
 init text nor the vectors page, nor a module) is -ENOENT, before any of these checks.
@@ -181,18 +181,21 @@ class KernelText:
 
 def find_jump_sites(image) -> list[int]:
     """The code addresses of the Image's __jump_table entries that lie in core text: the longest
-    run of word triples {code, target, key} with code (word aligned) and target in text or init
-    text and key past the text (a static_key, flag bits in its low two bits)."""
+    run of word triples {code, target, key} with code (word aligned) and target in the text or
+    past _sinittext (init text, and the exit text ARM keeps after it: one entry's code is there,
+    and a run that stops at it misses 888 core sites) within 1 MiB of each other, and key (a
+    static_key, flag bits in its low two bits) in the Image's data or bss."""
     import numpy as np
-    lo_i, hi_i = image.symbols.get("_sinittext", 0), image.symbols.get("_einittext", 0)
+    lo_i = image.symbols.get("_sinittext", image.etext)
     w = np.frombuffer(image.data[:len(image.data) // 4 * 4], dtype="<u4").astype(np.int64)
 
     def text(a):
-        return ((a >= image.stext) & (a < image.etext)) | ((a >= lo_i) & (a < hi_i))
+        return ((a >= image.stext) & (a < image.etext)) | ((a >= lo_i) & (a < image.end))
     best = (0, 0, 0)
     for phase in range(3):
         a = w[phase:][:(len(w) - phase) // 3 * 3].reshape(-1, 3)
-        ok = text(a[:, 0]) & text(a[:, 1]) & ((a[:, 0] & 3) == 0) & (a[:, 2] >= image.etext)
+        ok = (text(a[:, 0]) & text(a[:, 1]) & ((a[:, 0] & 3) == 0) & (np.abs(a[:, 1] - a[:, 0]) < 0x100000)
+              & (a[:, 2] >= image.etext) & (a[:, 2] < image.bss_end))
         edges = np.diff(np.concatenate(([0], ok.astype(np.int8), [0])))
         starts, ends = np.nonzero(edges == 1)[0], np.nonzero(edges == -1)[0]
         if len(starts):
