@@ -22,13 +22,18 @@ Comparisons at the level of register_kprobe's return value (0 or -errno):
   ARM only, so Thumb encodings cannot be checked against it (they stay checked against the port
   of the tables in tests/oracles/kprobes_decode.py).
 
-* Kernel text. Image addresses (ordinary functions and offsets into them, the blacklist areas,
-  NOKPROBE_SYMBOL functions, their .constprop/.isra copies, noinstr text, ftrace mcount sites,
-  jump-label sites, BUG/WARN sites, mid-instruction offsets) registered in the booted kernel
-  and in armload's model runtime (probes/core.py on a model Machine with the Image: ktext.py's
-  blacklist + kprobe.py), both disabled. armload's own refusals (-EOPNOTSUPP: a function the
-  model runs in Python, so its instructions never execute) have no kernel counterpart and are
-  counted apart, not as agreement.
+* The kernel's own tables, read in the booted kernel: its kprobe_blacklist list (walked from
+  the head kprobe_blacklist_seq_next loads) against armload's populate_blacklist (ktext.py),
+  entry for entry, and the core-text sites of its sorted __jump_table against armload's
+  jump_sites (found in the Image by content).
+
+* Kernel text. Image addresses (ordinary functions and offsets into them, the blacklist areas
+  and their edges, both ends of every kprobe_blacklist entry, noinstr text, ftrace mcount sites,
+  jump label sites (armload's and the kernel's), BUG/WARN sites, mid-instruction offsets, freed
+  init text, non-text) registered in the booted kernel and in armload's model runtime
+  (probes/core.py on a model Machine with the Image: ktext.py's blacklist + kprobe.py), both
+  disabled. armload's own refusals (-EOPNOTSUPP: a function the model runs in Python, so its
+  instructions never execute) have no kernel counterpart and are counted apart, not as agreement.
 
 * Module text. MOD:FUNC+OFF points (entries, +2, mcount calls, jump label sites, body words) of
   PROBED_MODULES, loaded by the kernel's load_module and by armload's loader, each side
@@ -430,6 +435,40 @@ def kernel_blacklist(k) -> list[tuple[int, int]]:
     return out
 
 
+def kernel_jump_sites(k) -> list[int]:
+    """The code addresses of the booted kernel's core __jump_table entries (sorted by the kernel at
+    boot; init entries, flagged in bit 1 of the key, left out): __start___jump_table and
+    __stop___jump_table are the movw/movt constants jump_label_text_reserved compares."""
+    from capstone import CS_ARCH_ARM, CS_MODE_ARM, Cs
+    img = k.image
+    fn = img.symbols["jump_label_text_reserved"]
+    lo: dict[str, int] = {}
+    consts = []
+    for i in Cs(CS_ARCH_ARM, CS_MODE_ARM).disasm(img.data[fn - img.base:fn - img.base + 64], fn):
+        reg, _, imm = i.op_str.partition(", #")
+        if i.mnemonic == "movw":
+            lo[reg] = int(imm, 0)
+        elif i.mnemonic == "movt" and reg in lo:
+            consts.append(lo.pop(reg) | int(imm, 0) << 16)
+    pairs = [(a, b) for a in consts for b in consts
+             if img.etext <= a < b <= img.end and (b - a) % 12 == 0]
+    if not pairs:
+        raise ProbeError("jump_label_text_reserved: no __start/__stop___jump_table constants found")
+    start, stop = pairs[0]
+    words = struct.unpack(f"<{(stop - start) // 4}I", k.read(start, stop - start))
+    return sorted({words[i] for i in range(0, len(words), 3)
+                   if not words[i + 2] & 2 and img.stext <= words[i] < img.etext})
+
+
+def compare_jump_sites(k, image) -> dict:
+    """The kernel's jump label sites in core text against armload's (ktext.py, found by content)."""
+    from .ktext import KernelText
+    kernel, mine = set(kernel_jump_sites(k)), KernelText(image).jump_sites
+    return {"kernel_sites": len(kernel), "armload_sites": len(mine), "agree": len(kernel & mine),
+            "kernel_only": [f"{a:#x}" for a in sorted(kernel - mine)][:50],
+            "armload_only": [f"{a:#x}" for a in sorted(mine - kernel)][:50]}
+
+
 def compare_blacklist(k, image) -> dict:
     """The kernel's kprobe_blacklist against armload's populate_blacklist (ktext.py), entry by entry."""
     from .ktext import KernelText
@@ -450,15 +489,23 @@ def blacklist_targets(entries, image) -> list[TextTarget]:
     out = []
     for s, e in entries:
         for a in sorted({s, (e - 4) & ~3}):
-            f = kt.function_at(a)
-            out.append(TextTarget(a, "kernel's kprobe_blacklist entry", f"{f.name}+{a - f.start:#x}" if f else f"{a:#x}"))
+            out.append(TextTarget(a, "kernel's kprobe_blacklist entry", _label(kt, a)))
     return out
 
 
-def image_targets(k) -> list[TextTarget]:
-    """The Image addresses probes-agree registers: text_targets' sample, and both ends of every
-    entry of the booted kernel's own kprobe_blacklist."""
-    return text_targets(k.image) + blacklist_targets(kernel_blacklist(k), k.image)
+def image_targets(k, seed: int = SAMPLE_SEED) -> list[TextTarget]:
+    """The Image addresses probes-agree registers: text_targets' sample, both ends of every entry
+    of the booted kernel's own kprobe_blacklist, and 40 of its own jump label sites."""
+    from .ktext import KernelText
+    kt = KernelText(k.image)
+    sites = random.Random(seed).sample(kernel_jump_sites(k), 40)
+    return (text_targets(k.image) + blacklist_targets(kernel_blacklist(k), k.image)
+            + [TextTarget(a, "kernel's jump label site", _label(kt, a)) for a in sorted(sites)])
+
+
+def _label(kt, a: int) -> str:
+    f = kt.function_at(a)
+    return f"{f.name}+{a - f.start:#x}" if f else f"{a:#x}"
 
 
 def model_kernel(vmlinuz: str, symvers: str):
@@ -637,6 +684,7 @@ def run(inputs: Inputs | None = None, ops=None, targets=None) -> dict:
     table_rows = compare_arm(o, table_sample())
     t1 = time.monotonic()
     blacklist = compare_blacklist(k, k.image)
+    jumps = compare_jump_sites(k, k.image)
     targets = image_targets(k) if targets is None else targets
     text_rows = compare_text(o, s.model, targets)
     mod_rows = s.compare_modules()
@@ -655,6 +703,7 @@ def run(inputs: Inputs | None = None, ops=None, targets=None) -> dict:
                        "with pc and sp in each free register field", "rows": _arm_rows(table_rows),
                        "row_columns": ARM_COLUMNS},
         "blacklist": blacklist,
+        "jump_sites": jumps,
         "text": {**text_summary(text_rows), "rows": _text_rows(text_rows), "row_columns": TEXT_COLUMNS},
         "module_text": {**text_summary(mod_rows), "modules": list(PROBED_MODULES), "rows": _text_rows(mod_rows),
                         "row_columns": TEXT_COLUMNS},
@@ -691,9 +740,12 @@ def print_summary(res: dict) -> None:
     print(f"  table entries   {tb['agree']:>5}/{tb['encodings']:<5} agree   (one word per ARM decode-table entry, "
           f"pc/sp in free register fields; {tb['accepted']} accepted, {tb['refused']} refused)")
     bl = res["blacklist"]
-    print(f"  kprobe_blacklist{bl['agree']:>5}/{bl['kernel_entries']:<5} agree   (the kernel's list, walked in the booted "
-          f"kernel, against armload's populate_blacklist: {bl['armload_entries']} entries, "
+    print(f"  kprobe_blacklist{bl['agree']:>5}/{bl['kernel_entries']:<5} agree   (the kernel's list, walked in "
+          f"the booted kernel, against armload's populate_blacklist: {bl['armload_entries']} entries, "
           f"{'same order' if bl['same_order'] else 'ORDER DIFFERS'})")
+    js = res["jump_sites"]
+    print(f"  jump label sites{js['agree']:>5}/{js['kernel_sites']:<5} agree   (the kernel's sorted __jump_table, "
+          f"core text, against armload's found by content: {js['armload_sites']} sites)")
     print(f"  kernel text     {t['agree']:>5}/{t['compared']:<5} agree   ({t['targets']} addresses; "
           f"{t['armload_own']} are armload's own -EOPNOTSUPP, not compared)")
     print(f"  module text     {mt['agree']:>5}/{mt['compared']:<5} agree   ({mt['targets']} MOD:FUNC+OFF points of "
@@ -737,7 +789,9 @@ def main(argv=None) -> int:
             fh.write(dumps(res))
     print_summary(res)
     bl = res["blacklist"]
+    js = res["jump_sites"]
     ok = bl["agree"] == bl["kernel_entries"] == bl["armload_entries"] \
+        and js["agree"] == js["kernel_sites"] == js["armload_sites"] \
         and all(res[g]["agree"] == res[g]["encodings"] for g in ("arm", "arm_tables")) \
         and all(res[g]["agree"] == res[g]["compared"] for g in ("text", "module_text"))
     return 0 if ok else 1
