@@ -53,12 +53,7 @@ class KernelText:
         self.stext, self.etext = image.stext, image.etext
         # every kallsyms entry: image.symbols keeps one address per name, and static functions share
         # names (the two process_fetch_insn of trace_kprobe.c and trace_uprobe.c, both NOKPROBE_SYMBOL)
-        entries = (list(image.kallsyms) if getattr(image, "kallsyms", None) is not None
-                   else [(a, "", n) for n, a in image.symbols.items()])
-        self.starts = sorted({a & ~1 for a, _, n in entries if self.stext <= (a & ~1) < self.etext})
-        self.names: dict[int, list[str]] = {}
-        for a, _, n in entries:
-            self.names.setdefault(a & ~1, []).append(n)
+        self.starts, self.names = _functions(image)
         self.areas = [(image.symbols[s], image.symbols[e], what) for s, e, what in AREAS
                       if s in image.symbols and e in image.symbols]
         self.blacklist_table, self.blacklist_at = self._find_blacklist()
@@ -144,7 +139,7 @@ class KernelText:
     def jump_sites(self) -> set[int]:
         """Code addresses of the Image's __jump_table entries in core text (found by content)."""
         if self._jump_sites is None:
-            self._jump_sites = set(find_jump_sites(self.image))
+            self._jump_sites = _cached(self.image, "jump_sites", lambda: frozenset(find_jump_sites(self.image)))
         return self._jump_sites
 
     def is_jump_label_site(self, addr: int) -> bool:
@@ -177,6 +172,27 @@ class KernelText:
             if base is not None and base.start in self.nokprobe:
                 return f"NOKPROBE_SYMBOL({base.name}) in _kprobe_blacklist ({f.name})"
         return None
+
+
+def _cached(image, key: str, make):
+    """Per-Image results (an Image is analysed once per process: kernel/image.py load_image)."""
+    cache = image.__dict__.setdefault("_ktext_cache", {})
+    if key not in cache:
+        cache[key] = make()
+    return cache[key]
+
+
+def _functions(image) -> tuple[list[int], dict[int, list[str]]]:
+    """(sorted function starts in text, names at each address) from every kallsyms entry."""
+    def make():
+        entries = (list(image.kallsyms) if getattr(image, "kallsyms", None) is not None
+                   else [(a, "", n) for n, a in image.symbols.items()])
+        starts = sorted({a & ~1 for a, _, n in entries if image.stext <= (a & ~1) < image.etext})
+        names: dict[int, list[str]] = {}
+        for a, _, n in entries:
+            names.setdefault(a & ~1, []).append(n)
+        return starts, names
+    return _cached(image, "functions" if getattr(image, "kallsyms", None) is not None else "functions-by-name", make)
 
 
 def find_jump_sites(image) -> list[int]:
