@@ -79,6 +79,13 @@ def test_named_cases_are_the_words_their_sources_assemble_to():
         assert K.prepare_arm(word) == want, src
 
 
+def test_the_sample_is_test_kprobe_decodes(arm_rows):
+    """The same 1,447 words tests/test_kprobe_decode.py holds to the port of the tables."""
+    import test_kprobe_decode as T
+    assert [r.op for r in arm_rows] == T._sample()
+    assert [(src, want) for src, _, want in G.NAMED] == T.NAMED
+
+
 def test_named_cases_get_the_issues_verdict_from_the_kernel(arm_rows):
     by_op = {r.op: r for r in arm_rows}
     for src, word, want in G.NAMED:
