@@ -35,6 +35,8 @@ Comparisons at the level of register_kprobe's return value (0 or -errno):
   disabled. armload's own refusals (-EOPNOTSUPP: a function the model runs in Python, so its
   instructions never execute) have no kernel counterpart and are counted apart, not as agreement.
 
+  ARM 6.1's exception text is the irqentry text (__exception_irq_entry is __irq_entry).
+
 * Module text. MOD:FUNC+OFF points (entries, +2, mcount calls, jump label sites, body words) of
   PROBED_MODULES, loaded by the kernel's load_module and by armload's loader, each side
   resolving the name with its own kallsyms.
@@ -293,11 +295,15 @@ def arm_summary(rows: list[ArmRow]) -> dict:
 
 def insn_stats(vs: list[Verdict]) -> dict:
     """Instructions per verdict: the registration (refused or accepted), and unregister_kprobe."""
+    def mean(xs):
+        return round(sum(xs) / max(len(xs), 1))
     reg = [v.insns for v in vs]
     acc = [v.unregister_insns for v in vs if v.errno == 0]
     return {"insns_per_verdict": round((sum(reg) + sum(acc)) / max(len(vs), 1)),
-            "register_insns_mean": round(sum(reg) / max(len(reg), 1)), "register_insns_max": max(reg, default=0),
-            "unregister_insns_mean": round(sum(acc) / max(len(acc), 1))}
+            "register_insns_mean": mean(reg), "register_insns_max": max(reg, default=0),
+            "register_insns_accepted_mean": mean([v.insns for v in vs if v.errno == 0]),
+            "register_insns_refused_mean": mean([v.insns for v in vs if v.errno]),
+            "unregister_insns_mean": mean(acc)}
 
 
 # --- kernel text ----------------------------------------------------------------------------------
@@ -752,8 +758,9 @@ def print_summary(res: dict) -> None:
           f"{', '.join(os.path.basename(m)[:-3] for m in mt['modules'])})")
     print(f"  Thumb           {'':>11} not checked: the armmp Image is an ARM kernel (no CONFIG_THUMB2_KERNEL, "
           f"no Thumb decode tables in it); checked against the port only")
-    print(f"  instructions per verdict: ARM {a['insns_per_verdict']:,} (register {a['register_insns_mean']:,}, "
-          f"unregister {a['unregister_insns_mean']:,}), kernel text {t['insns_per_verdict']:,}")
+    print(f"  instructions per verdict: ARM {a['insns_per_verdict']:,} (register_kprobe {a['register_insns_mean']:,}: "
+          f"{a['register_insns_accepted_mean']:,} accepted, {a['register_insns_refused_mean']:,} refused; "
+          f"unregister_kprobe {a['unregister_insns_mean']:,}), kernel text {t['insns_per_verdict']:,}")
     print(f"\n  {'kernel / module text category':<40} {'n':>4} {'agree':>6} {'own':>4}  kernel verdicts")
     for cat, c in list(t["by_category"].items()) + list(mt["by_category"].items()):
         kv = ", ".join(f"{n}x {k}" for k, n in sorted(c["kernel"].items()))
