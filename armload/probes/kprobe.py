@@ -71,13 +71,18 @@ class Kprobe:
         p, a = self.p, self.addr
         what = "register_kprobe"
         f = self.func
+        if f is not None and not (f.start <= a < f.start + max(f.size, 1)):
+            # _kprobe_addr folds FUNC+OFF into the symbol kallsyms finds at the address: an offset
+            # past FUNC's end probes what follows it (the booted kernel's register_kprobe says so)
+            f = self.func = p.function_at(a)
+            if f is not None:
+                self.offset, self.thumb = a - f.start, bool(f.thumb)
+                self.name = f"{f.name}+{self.offset:#x}"
         if f is None:
             if not p.kallsyms_places(a):         # _kprobe_addr: kallsyms_lookup_size_offset fails
                 raise refuse(what, ENOENT, f"{a:#010x} is in no symbol kallsyms knows (kernel text, init text, "
                              f"the vectors page or a module)")
             raise refuse(what, EINVAL, f"{a:#010x} is not in kernel or module text")
-        if not (f.start <= a < f.start + max(f.size, 1)):
-            raise refuse(what, EINVAL, f"{self.name}: offset beyond the function (kallsyms_lookup_size_offset)")
         sec = f.module.section_at(a)
         if sec is None or not (sec.flags & 0x4) or p.owner(a) is None:
             raise refuse(what, EINVAL, f"{self.name}: {a:#010x} is not in kernel or module text")
