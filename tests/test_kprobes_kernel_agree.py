@@ -171,6 +171,7 @@ def test_kernel_text_verdicts_agree(text_rows):
             "NOKPROBE_SYMBOL": -22, "irqentry text": -22, "entry text": -22, "idmap text": -22,
             ".kprobes.text (__kprobes)": -22, "noinstr text": -22, "BUG/WARN site": -22,
             "kernel's kprobe_blacklist entry": -22, "kernel's jump label site": -22,
+            "FUNC+OFF past the function": 0,
             "init text (freed)": -22, "not text": -2}
     for cat, errno in must.items():
         rows = [r for r in cats[cat] if not r.own]

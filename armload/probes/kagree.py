@@ -354,6 +354,13 @@ def text_targets(image, seed: int = 24, scale: int = 1) -> list[TextTarget]:
         add(rng.choice(body), "function body")
     for f in picked[:20 * scale]:
         add(f + 2, "mid-instruction (+2)")
+    from collections import Counter
+    seen = Counter(n for ns in kt.names.values() for n in ns)
+    for f in picked[20 * scale:30 * scale]:         # FUNC+OFF past FUNC's end: what follows is probed
+        fname = kt.names[f][0]
+        if seen[fname] == 1:
+            for off in (kt.size_of(f), kt.size_of(f) + 0x40):
+                out.append(TextTarget(0, "FUNC+OFF past the function", f"{fname}+{off:#x}", f"{fname}+{off:#x}"))
     sites = [a for a in (mcount(f) for f in picked) if a is not None]
     for a in sites[:20 * scale]:
         add(a, "ftrace mcount site")
