@@ -25,6 +25,8 @@ from ..emu.cpu import REG_IDS, SENTINEL
 from .base import EINVAL, ENOENT, ENOMEM, Function, refuse
 from .table import KprobeTable
 
+JUMP_ENTRY_INIT = 2                                  # jump_entry.key bit 1: jump_entry_is_init
+
 PAGE = 0x1000
 PROBE_TEXT, PROBE_TEXT_SIZE = 0xDF300000, 0x00400000
 ARM_TRAP = struct.pack("<I", 0xE7F001F8)           # armload's handler traps: UDF in each state
@@ -96,6 +98,7 @@ class Probes:
         self._regions = None
         self._func_index: dict[int, tuple] = {}
         self._names_index: dict[int, dict] = {}
+        self._jump_sites: dict[int, set] = {}        # module id -> its jump label sites
         self._owner_key, self._owner_idx = None, None
         self._active = None                          # the kprobe whose handlers are running (kprobe_running)
         self.optprobes = optprobes and not machine.config.thumb2     # CONFIG_OPTPROBES: ARM kernels only
@@ -291,6 +294,29 @@ class Probes:
         starts, regs = self._owner_idx
         i = bisect.bisect_right(starts, addr) - 1
         return regs[i][2] if i >= 0 and addr < regs[i][1] else None
+
+    def kallsyms_places(self, addr: int) -> bool:
+        """kallsyms_lookup_size_offset finds a symbol for addr: the Image's text, init text or the
+        vectors page (is_ksym_addr without CONFIG_KALLSYMS_ALL), or a live module allocation
+        (module_address_lookup); register_kprobe elsewhere is -ENOENT."""
+        if self._module_owner(addr) is not None:
+            return True
+        return self.ktext is not None and self.ktext.kallsyms_places(addr)
+
+    def jump_label_site(self, mod, addr: int) -> bool:
+        """jump_label_text_reserved(addr, addr) for module text: a live module's __jump_table entry
+        (not an init one: __jump_label_mod_text_reserved counts those only while the module is
+        COMING) whose code covers addr. The table is the one the loader sorted (Finalized)."""
+        if mod is self.ktext:
+            return self.ktext.is_jump_label_site(addr)
+        sites = self._jump_sites.get(id(mod))
+        if sites is None:
+            fin = getattr(mod, "finalized", None)
+            lo, hi = fin.jump_table if fin is not None else (0, 0)
+            words = struct.unpack(f"<{(hi - lo) // 4}I", self.read(lo, hi - lo)) if hi > lo else ()
+            sites = self._jump_sites[id(mod)] = {words[i] for i in range(0, len(words) - 2, 3)
+                                                 if not words[i + 2] & JUMP_ENTRY_INIT}
+        return (addr & ~3) in sites
 
     def function_at(self, addr: int) -> Function | None:
         """The function containing addr (the latest-starting one), from a per-module index."""

@@ -1,8 +1,11 @@
 """kprobes on module code as arch/arm/probes/kprobes does them.
 
-register_kprobe: the address (symbol + offset) must be module (or kernel) text and not an
-ftrace site (ARM has no KPROBES_ON_FTRACE: -EINVAL); arch_prepare_kprobe decodes the
-instruction (insn.py, the kernel's decode tables) and refuses what the kernel refuses. Arming
+register_kprobe: an address kallsyms places in no symbol is -ENOENT; otherwise it must be
+module (or kernel) text, not in the kprobe blacklist, not an ftrace site (ARM has no
+KPROBES_ON_FTRACE) and not a jump label site of the Image or of a module (all -EINVAL);
+arch_prepare_kprobe decodes the instruction (insn.py, the kernel's decode tables) and refuses
+what the kernel refuses (decode_errno). armload's own refusals (-EOPNOTSUPP) come after the
+kernel's. The booted kernel's register_kprobe checks these verdicts (probes/kagree.py). Arming
 writes the breakpoint (arch_arm_kprobe); disarming writes the original instruction back.
 
 A hit (the machine's breakpoint dispatch) looks the probe up in the kprobe table (get_kprobe,
@@ -21,7 +24,17 @@ import struct
 from unicorn import arm_const as A
 
 from . import insn as I
-from .base import EILSEQ, EINVAL, EOPNOTSUPP, cond_passed, refuse
+from .base import EILSEQ, EINVAL, ENOENT, EOPNOTSUPP, ProbeError, cond_passed, refuse
+
+
+# What register_kprobe returns for the decoder's outcome: arch_prepare_kprobe's -EINVAL for
+# INSN_REJECTED (the decode tables, the stack checker), armload's own -EOPNOTSUPP for what the
+# kernel emulates and armload cannot run (UNSUPPORTED); 0 otherwise (the probe is prepared).
+DECODE_ERRNO = {I.REJECT: -EINVAL, I.UNSUPPORTED: -EOPNOTSUPP}
+
+
+def decode_errno(d: I.Decoded) -> int:
+    return DECODE_ERRNO.get(d.outcome, 0)
 
 
 class Kprobe:
@@ -58,10 +71,18 @@ class Kprobe:
         p, a = self.p, self.addr
         what = "register_kprobe"
         f = self.func
+        if f is not None and not (f.start <= a < f.start + max(f.size, 1)):
+            # _kprobe_addr folds FUNC+OFF into the symbol kallsyms finds at the address: an offset
+            # past FUNC's end probes what follows it (the booted kernel's register_kprobe says so)
+            f = self.func = p.function_at(a)
+            if f is not None:
+                self.offset, self.thumb = a - f.start, bool(f.thumb)
+                self.name = f"{f.name}+{self.offset:#x}"
         if f is None:
+            if not p.kallsyms_places(a):         # _kprobe_addr: kallsyms_lookup_size_offset fails
+                raise refuse(what, ENOENT, f"{a:#010x} is in no symbol kallsyms knows (kernel text, init text, "
+                             f"the vectors page or a module)")
             raise refuse(what, EINVAL, f"{a:#010x} is not in kernel or module text")
-        if not (f.start <= a < f.start + max(f.size, 1)):
-            raise refuse(what, EINVAL, f"{self.name}: offset beyond the function (kallsyms_lookup_size_offset)")
         sec = f.module.section_at(a)
         if sec is None or not (sec.flags & 0x4) or p.owner(a) is None:
             raise refuse(what, EINVAL, f"{self.name}: {a:#010x} is not in kernel or module text")
@@ -69,15 +90,15 @@ class Kprobe:
             why = p.ktext.blacklisted(a)
             if why is not None:
                 raise refuse(what, EINVAL, f"{self.name}: {a:#010x} is within the kprobe blacklist ({why})")
-            if any(k in p.m._entries for k in range(f.start, f.start + 12, 2)):
-                raise refuse("armload kprobe", EOPNOTSUPP, f"{self.name}: armload traps calls to {f.name} (a "
-                             f"model, or a stop at an unmodelled call), so its instructions never run")
             if p.ktext.is_mcount_site(a):
                 raise refuse(what, EINVAL, f"{self.name}: {a:#010x} is an ftrace location "
                              f"(ARM has no CONFIG_KPROBES_ON_FTRACE)")
         if p.ftrace.is_site(a):
             raise refuse(what, EINVAL, f"{self.name}: {a:#010x} is an ftrace location "
                          f"(ARM has no CONFIG_KPROBES_ON_FTRACE)")
+        if p.jump_label_site(f.module, a):
+            raise refuse(what, EINVAL, f"{self.name}: {a:#010x} is a jump label site "
+                         f"(jump_label_text_reserved)")
         old = p.table.walk(a)[0]
         if old is not None:              # register_aggr_kprobe: share the breakpoint and the slot
             if self.post is not None and old.decoded.outcome == I.OUT_OF_LINE and not old.post_slot:
@@ -92,7 +113,12 @@ class Kprobe:
             old.members.append(self)
             self.registered = True
             return
+        # a function the model runs in Python has traps over its first instructions: its words are
+        # the Image's, decoded for the kernel's verdict; armload itself cannot probe it (below)
+        trapped = f.module is p.ktext and any(k in p.m._entries for k in range(f.start, f.start + 12, 2))
         if self.thumb:
+            if trapped:
+                raise self._trapped()
             boundary, in_it = self._on_boundary()
             if not boundary:
                 raise refuse(what, EILSEQ, f"{self.name}: probe point is not an instruction boundary")
@@ -104,15 +130,18 @@ class Kprobe:
         else:
             if a & 3:
                 raise refuse(what, EINVAL, f"{self.name}: ARM address not word aligned")
-            self.opcode, self.size = I.arm_word(p.read(a, 4)), 4
+            self.opcode, self.size = (p.ktext.image.word(a) if trapped else I.arm_word(p.read(a, 4))), 4
             d = I.decode_arm(self.opcode)
         self.decoded = d
-        if d.outcome == I.REJECT:
+        err = decode_errno(d)
+        if err == -EINVAL:
             raise refuse(what, EINVAL, f"{self.name}: instruction {self.opcode:0{2 * self.size}x} ({d.what}) "
                          f"is rejected by the {'Thumb' if self.thumb else 'ARM'} kprobes decoder")
-        if d.outcome == I.UNSUPPORTED:
-            raise refuse("armload kprobe", EOPNOTSUPP, f"{self.name}: instruction {self.opcode:0{2 * self.size}x} "
+        if err:
+            raise refuse("armload kprobe", -err, f"{self.name}: instruction {self.opcode:0{2 * self.size}x} "
                          f"({d.what}): the kernel emulates it, armload cannot run it out of line")
+        if trapped:
+            raise self._trapped()
         self.orig = p.read(a, self.size)
         if d.outcome == I.OUT_OF_LINE and self.post is not None and self._writes_pc():
             raise refuse("armload kprobe", EOPNOTSUPP, f"{self.name}: a post-handler on an instruction that "
@@ -124,6 +153,10 @@ class Kprobe:
             self._make_emulation_slot()
         p.table.add(self)
         self.registered = True
+
+    def _trapped(self) -> ProbeError:
+        return refuse("armload kprobe", EOPNOTSUPP, f"{self.name}: armload traps calls to {self.func.name} (a "
+                      f"model, or a stop at an unmodelled call), so its instructions never run")
 
     def _writes_pc(self) -> bool:
         op = self.opcode

@@ -12,6 +12,14 @@ The `_kprobe_blacklist` section lives in init data, which kallsyms does not name
 CONFIG_KALLSYMS_ALL): it is found by content, as the run of words that are all function start
 addresses and that holds `do_undefinstr` (NOKPROBE_SYMBOL in arch/arm/kernel/traps.c).
 
+check_kprobe_address_safe also refuses (-EINVAL) a jump label site (jump_label_text_reserved):
+the Image's `__jump_table` is data kallsyms does not name either; it is found by content, as the
+longest run of `struct jump_entry {code, target, key}` (absolute words on 32-bit ARM) whose code
+and target are text and whose key lies past it (find_jump_sites).
+
+An address kallsyms cannot place (kallsyms_lookup_size_offset: neither the Image's text, its
+init text nor the vectors page, nor a module) is -ENOENT, before any of these checks.
+
 A kernel function is a `Function` whose module is the `KernelText` object (name "vmlinux").
 """
 from __future__ import annotations
@@ -27,6 +35,7 @@ AREAS = (("__irqentry_text_start", "__irqentry_text_end", "irqentry text"),
          ("__kprobes_text_start", "__kprobes_text_end", ".kprobes.text (__kprobes)"),
          ("__noinstr_text_start", "__noinstr_text_end", "noinstr text"))
 ANCHOR = "do_undefinstr"
+GATE_AREA = (0xFFFF0000, 0xFFFF1000)                 # the vectors page: in_gate_area_no_mm, is_kernel_text
 
 
 class _TextSection:
@@ -42,15 +51,15 @@ class KernelText:
     def __init__(self, image):
         self.image = image
         self.stext, self.etext = image.stext, image.etext
-        funcs = sorted({a & ~1 for n, a in image.symbols.items() if self.stext <= (a & ~1) < self.etext})
-        self.starts = funcs
-        self.names: dict[int, list[str]] = {}
-        for n, a in image.symbols.items():
-            self.names.setdefault(a & ~1, []).append(n)
+        # every kallsyms entry: image.symbols keeps one address per name, and static functions share
+        # names (the two process_fetch_insn of trace_kprobe.c and trace_uprobe.c, both NOKPROBE_SYMBOL)
+        self.starts, self.names = _functions(image)
         self.areas = [(image.symbols[s], image.symbols[e], what) for s, e, what in AREAS
                       if s in image.symbols and e in image.symbols]
         self.blacklist_table, self.blacklist_at = self._find_blacklist()
         self.nokprobe = set(self.blacklist_table)
+        self.inittext = (image.symbols.get("_sinittext", 0), image.symbols.get("_einittext", 0))
+        self._jump_sites: set[int] | None = None
 
     def contains(self, addr: int) -> bool:
         return self.stext <= addr < self.etext
@@ -102,6 +111,41 @@ class KernelText:
         lo, hi = best
         return list(struct.unpack_from(f"<{(hi - lo) // 4}I", data, lo)), img.base + lo
 
+    def populate_blacklist(self) -> list[tuple[int, int, str]]:
+        """The kprobe_blacklist list populate_kprobe_blacklist builds at boot, as (start, end, why):
+        each _kprobe_blacklist function (kprobe_add_ksym_blacklist: start to start + its kallsyms
+        size), then every symbol of .kprobes.text and of the noinstr text
+        (kprobe_add_area_blacklist). arch_within_kprobe_blacklist's areas are checked apart."""
+        def size(entry):                              # kallsyms_lookup_size_offset's size (0: none)
+            f = self.function_at(entry)
+            return f.size if f is not None else 0
+        out = [(f, f + size(f), "_kprobe_blacklist") for f in self.blacklist_table if size(f)]
+        for s_name, e_name, what in (("__kprobes_text_start", "__kprobes_text_end", ".kprobes.text"),
+                                     ("__noinstr_text_start", "__noinstr_text_end", "noinstr text")):
+            entry, end = self.image.symbols.get(s_name), self.image.symbols.get(e_name)
+            while entry is not None and end is not None and entry < end:
+                n = size(entry)
+                if n:
+                    out.append((entry, entry + n, what))
+                entry += n or 1
+        return out
+
+    def kallsyms_places(self, addr: int) -> bool:
+        """is_ksym_addr without CONFIG_KALLSYMS_ALL: text, init text, the vectors page."""
+        return (self.contains(addr) or self.inittext[0] <= addr < self.inittext[1]
+                or GATE_AREA[0] <= addr < GATE_AREA[1])
+
+    @property
+    def jump_sites(self) -> set[int]:
+        """Code addresses of the Image's __jump_table entries in core text (found by content)."""
+        if self._jump_sites is None:
+            self._jump_sites = _cached(self.image, "jump_sites", lambda: frozenset(find_jump_sites(self.image)))
+        return self._jump_sites
+
+    def is_jump_label_site(self, addr: int) -> bool:
+        """jump_label_text_reserved(addr, addr): a jump entry's code (the NOP or `b`) covers addr."""
+        return (addr & ~3) in self.jump_sites
+
     def is_mcount_site(self, addr: int) -> bool:
         """ftrace_location(addr) == addr: the `bl __gnu_mcount_nc` of a -pg function (the Image's
         __mcount_loc is init data kallsyms does not name; the call itself is unambiguous)."""
@@ -128,3 +172,54 @@ class KernelText:
             if base is not None and base.start in self.nokprobe:
                 return f"NOKPROBE_SYMBOL({base.name}) in _kprobe_blacklist ({f.name})"
         return None
+
+
+def _cached(image, key: str, make):
+    """Per-Image results (an Image is analysed once per process: kernel/image.py load_image)."""
+    cache = image.__dict__.setdefault("_ktext_cache", {})
+    if key not in cache:
+        cache[key] = make()
+    return cache[key]
+
+
+def _functions(image) -> tuple[list[int], dict[int, list[str]]]:
+    """(sorted function starts in text, names at each address) from every kallsyms entry."""
+    def make():
+        entries = (list(image.kallsyms) if getattr(image, "kallsyms", None) is not None
+                   else [(a, "", n) for n, a in image.symbols.items()])
+        starts = sorted({a & ~1 for a, _, n in entries if image.stext <= (a & ~1) < image.etext})
+        names: dict[int, list[str]] = {}
+        for a, _, n in entries:
+            names.setdefault(a & ~1, []).append(n)
+        return starts, names
+    return _cached(image, "functions" if getattr(image, "kallsyms", None) is not None else "functions-by-name", make)
+
+
+def find_jump_sites(image) -> list[int]:
+    """The code addresses of the Image's __jump_table entries that lie in core text: the longest
+    run of word triples {code, target, key} with code (word aligned) and target in the text or
+    past _sinittext (init text, and the exit text ARM keeps after it: one entry's code is there,
+    and a run that stops at it misses 888 core sites) within 1 MiB of each other, and key (a
+    static_key, flag bits in its low two bits) in the Image's data or bss."""
+    import numpy as np
+    lo_i = image.symbols.get("_sinittext", image.etext)
+    w = np.frombuffer(image.data[:len(image.data) // 4 * 4], dtype="<u4").astype(np.int64)
+
+    def text(a):
+        return ((a >= image.stext) & (a < image.etext)) | ((a >= lo_i) & (a < image.end))
+    best = (0, 0, 0)
+    for phase in range(3):
+        a = w[phase:][:(len(w) - phase) // 3 * 3].reshape(-1, 3)
+        ok = (text(a[:, 0]) & text(a[:, 1]) & ((a[:, 0] & 3) == 0) & (np.abs(a[:, 1] - a[:, 0]) < 0x100000)
+              & (a[:, 2] >= image.etext) & (a[:, 2] < image.bss_end))
+        edges = np.diff(np.concatenate(([0], ok.astype(np.int8), [0])))
+        starts, ends = np.nonzero(edges == 1)[0], np.nonzero(edges == -1)[0]
+        if len(starts):
+            i = int(np.argmax(ends - starts))
+            if ends[i] - starts[i] > best[0]:
+                best = (int(ends[i] - starts[i]), phase, int(starts[i]))
+    n, phase, start = best
+    if n < 16:
+        return []
+    codes = w[phase + 3 * start: phase + 3 * (start + n): 3]
+    return sorted({int(c) for c in codes if image.stext <= c < image.etext})

@@ -1,0 +1,816 @@
+"""The booted Debian kernel as the oracle of armload's kprobes verdicts (issue 24).
+
+Comparisons at the level of register_kprobe's return value (0 or -errno):
+
+* ARM encodings. One restored BootedKernel loads a module (lib/lz4/lz4_compress.ko by default)
+  with its own load_module; a word of the module's core text, checked once to be a probe-able
+  address (not an ftrace site, jump label or BUG site: a `mov r0, r0` there is accepted), is
+  overwritten from the host (a physical write: the text is read-only to the kernel) with each
+  encoding (and put back after it), and the kernel's register_kprobe registers a DISABLED
+  kprobe there, unregistered at once (KernelProbes,
+  probes/booted.py): prepare_kprobe -> arch_prepare_kprobe runs the Image's own decode tables
+  (arch/arm/probes/decode-arm.c) and stack checker, no breakpoint is written. The verdict is
+  compared with armload's decode_arm (probes/insn.py) mapped as probes/kprobe.py maps it
+  (decode_errno). The kernel's struct kprobe tells more: p->opcode (the word it decoded: proof
+  that it read ours), p->ainsn.insn (an instruction slot, or NULL for INSN_GOOD_NO_SLOT),
+  p->ainsn.insn_handler (the simulate_*/emulate_* function it chose) and p->ainsn.stack_space
+  (a refusal with stack_space < 0 or > MAX_STACK_SIZE is the stack checker's, otherwise the
+  decode tables'): the reason of a refusal is compared too.
+  The encodings: the 1,447 of tests/test_kprobe_decode.py (arm_sample: the issue's named cases,
+  Debian module text, seeded random words) and one word per decode-table entry (table_sample).
+  The armmp kernel is an ARM kernel (no CONFIG_THUMB2_KERNEL): its arch_prepare_kprobe decodes
+  ARM only, so Thumb encodings cannot be checked against it (they stay checked against the port
+  of the tables in tests/oracles/kprobes_decode.py).
+
+* The kernel's own tables, read in the booted kernel: its kprobe_blacklist list (walked from
+  the head kprobe_blacklist_seq_next loads) against armload's populate_blacklist (ktext.py),
+  entry for entry, and the core-text sites of its sorted __jump_table against armload's
+  jump_sites (found in the Image by content).
+
+* Kernel text. Image addresses (ordinary functions and offsets into them, the blacklist areas
+  and their edges, both ends of every kprobe_blacklist entry, noinstr text, ftrace mcount sites,
+  jump label sites (armload's and the kernel's), BUG/WARN sites, mid-instruction offsets, freed
+  init text, non-text) registered in the booted kernel and in armload's model runtime
+  (probes/core.py on a model Machine with the Image: ktext.py's blacklist + kprobe.py), both
+  disabled. armload's own refusals (-EOPNOTSUPP: a function the model runs in Python, so its
+  instructions never execute) have no kernel counterpart and are counted apart, not as agreement.
+
+  ARM 6.1's exception text is the irqentry text (__exception_irq_entry is __irq_entry).
+
+* Module text. MOD:FUNC+OFF points (entries, +2, mcount calls, jump label sites, body words) of
+  PROBED_MODULES, loaded by the kernel's load_module and by armload's loader, each side
+  resolving the name with its own kallsyms.
+
+    python -m armload.probes.kagree [--json OUT]     # make probes-agree
+"""
+from __future__ import annotations
+
+import bisect
+import os
+import random
+import struct
+import time
+from dataclasses import asdict, dataclass, field
+
+from . import insn as I
+from .base import ProbeError
+from .kprobe import decode_errno
+
+KERNEL_MAX_STACK_SIZE = 64                 # arch/arm/probes/kprobes/core.c (the kernel's, not insn.py's)
+ORACLE_MODULE = os.path.join("lib", "lz4", "lz4_compress.ko")
+# modules whose own text is probed in both runtimes: the oracle module, and two with jump labels
+# (dynamic debug sites) in their core text and no dependencies
+PROBED_MODULES = (ORACLE_MODULE, os.path.join("drivers", "cpufreq", "cpufreq_powersave.ko"),
+                  os.path.join("drivers", "cpufreq", "cpufreq_userspace.ko"))
+SAMPLE_MODULES = ("crypto/xor.ko", "crypto/aes_ti.ko", "crypto/adiantum.ko")
+SAMPLE_WORDS, SAMPLE_RANDOM, SAMPLE_SEED = 400, 600, 24
+PROBE_OK = 0xE1A00000                      # mov r0, r0: accepted anywhere a kprobe may go
+MOV_R0_0_BX_LR = struct.pack("<II", 0xE3A00000, 0xE12FFF1E)
+# struct kprobe (include/linux/kprobes.h, 6.1, 32-bit): addr 20, opcode 40, ainsn 44 = struct
+# arch_probes_insn {insn, insn_handler, insn_check_cc, insn_singlestep, insn_fn, stack_space, ...}
+KP_ADDR, KP_OPCODE, KP_SLOT, KP_HANDLER, KP_STACK_SPACE = 20, 40, 44, 48, 64
+
+# The issue's named cases: (source, the word GNU as/keystone assemble it to, the kernel's verdict as
+# the issue reads it: 0 or -EINVAL)
+NAMED = [("str r0, [r1, sp]", 0xE781000D, -22), ("strh r0, [r1, sp]", 0xE18100BD, -22),
+         ("str r0, [sp], #-128", 0xE40D0080, 0), ("str r0, [sp, #-64]", 0xE50D0040, 0),
+         ("str r0, [sp, #-68]", 0xE50D0044, -22), ("strd r0, r1, [sp, #-72]", 0xE14D04F8, -22),
+         ("strd r0, r1, [sp], #-72", 0xE04D04F8, 0), ("stmdb sp!, {r0-r12, lr}", 0xE92D5FFF, 0),
+         ("stmda sp, {r0-r12, lr, pc}", 0xE80DDFFF, 0), ("stmdb sp, {r0-r12, lr, pc}", 0xE90DDFFF, 0),
+         ("str r0, [sp, r1]", 0xE78D0001, -22), ("ldr r0, [sp, r1]", 0xE79D0001, 0),
+         ("add r0, pc, r1", 0xE08F0001, 0), ("mov r2, pc", 0xE1A0200F, 0), ("ldr r3, [pc, r1]", 0xE79F3001, 0),
+         ("str pc, [sp, #-8]", 0xE50DF008, 0), ("add pc, pc, r2, lsl #2", 0xE08FF102, 0),
+         ("ldr pc, [pc, r0, lsl #2]", 0xE79FF100, 0), ("stmdb sp!, {r0, pc}", 0xE92D8001, 0),
+         ("ssat r0, #8, r13", 0xE6A7001D, 0), ("uxtab r0, sp, r1", 0xE6ED0071, 0),
+         ("ldr r0, [pc, #-4]", 0xE51F0004, 0), ("mrc p15, 0, r0, c13, c0, 3", 0xEE1D0F70, -22),
+         ("ldr r0, [pc, #-4]!", 0xE53F0004, -22), ("svc #0", 0xEF000000, -22)]
+
+
+def arm_sample(module_dir: str, n_random: int = SAMPLE_RANDOM, seed: int = SAMPLE_SEED) -> list[int]:
+    """The ARM sample of tests/test_kprobe_decode.py (1,447 words): the named encodings, the
+    first 400 words of .text of three Debian crypto modules, and seeded random words (two thirds
+    with cond = AL) with sp and pc forced into register fields."""
+    from elftools.elf.elffile import ELFFile
+    ops = [w for _, w, _ in NAMED]
+    for rel in SAMPLE_MODULES:
+        path = os.path.join(module_dir, rel)
+        with open(path, "rb") as fh:
+            data = ELFFile(fh).get_section_by_name(".text").data()
+        ops += list(struct.unpack(f"<{len(data) // 4}I", data[:len(data) // 4 * 4]))[:SAMPLE_WORDS]
+    rng = random.Random(seed)
+    for _ in range(n_random):
+        w = rng.getrandbits(32)
+        if rng.random() < 0.67:
+            w = (w & 0x0FFFFFFF) | 0xE0000000
+        for shift in (16, 12, 0):
+            r = rng.random()
+            if r < 0.15:
+                w = (w & ~(0xF << shift)) | (13 << shift)
+            elif r < 0.25:
+                w = (w & ~(0xF << shift)) | (15 << shift)
+        ops.append(w)
+    return ops
+
+
+def table_sample() -> list[int]:
+    """One word per entry of the ARM decode tables (armload's copy of decode-arm.c's, insn.py) with
+    cond = AL where the entry leaves it free, plus variants with pc, then sp, in each register
+    field the entry leaves free: every entry and register check is reached at least once (the
+    random sample misses exact-match entries such as `mov ip, sp`). The kernel judges them all."""
+    out: list[int] = []
+
+    def walk(table):
+        for mask, value, kind, payload, _ in table:
+            if kind == I.T:
+                walk(payload)
+                continue
+            base = value | (0 if mask & 0xF0000000 else 0xE0000000)
+            out.append(base)
+            for shift in (16, 12, 8, 0):
+                if not (mask >> shift) & 0xF:
+                    out.extend((base | (0xF << shift), base | (0xD << shift)))
+    walk(I._ARM_TOP)
+    return list(dict.fromkeys(out))
+
+
+def _s32(v: int) -> int:
+    return v - (1 << 32) if v & 0x80000000 else v
+
+
+# --- verdicts -----------------------------------------------------------------------------------
+@dataclass
+class Verdict:
+    errno: int                     # register_kprobe's return: 0 or -errno
+    reason: str = ""               # refusals: "stack" (the stack checker), "decoder" (the tables), "address"
+    kind: str = ""                 # accepted: "slot" / "no-slot" (kernel), out-of-line/simulate/emulate (armload)
+    handler: str = ""              # the kernel's ainsn.insn_handler (accepted) / armload's instruction class
+    insns: int = 0                 # kernel: instructions of the registration (kmalloc of the struct + register_kprobe)
+    unregister_insns: int = 0      # kernel: unregister_kprobe of an accepted probe
+
+
+def armload_arm_verdict(op: int) -> Verdict:
+    """armload's register_kprobe return for ARM word `op` at a probe-able address."""
+    d = I.decode_arm(op)
+    err = decode_errno(d)
+    reason = ("stack" if "store to the stack" in d.what else "decoder") if err else ""
+    return Verdict(err, reason, "" if err else d.outcome, d.what)
+
+
+def _recording_probes(k):
+    """KernelProbes that remember the struct kprobe of the last registration (refused ones too:
+    KernelProbes.kprobe raises ProbeError without it)."""
+    from .booted import KernelProbes
+
+    class RecordingProbes(KernelProbes):
+        last = 0
+
+        def _zalloc(self, n: int) -> int:
+            self.last = super()._zalloc(n)
+            return self.last
+    return RecordingProbes(k)
+
+
+class _Symbols:
+    def __init__(self, image):
+        items = sorted((a & ~1, n) for n, a in image.symbols.items())
+        self.addrs, self.names = [a for a, _ in items], [n for _, n in items]
+
+    def name(self, addr: int) -> str:
+        i = bisect.bisect_right(self.addrs, addr) - 1
+        if i < 0 or not addr:
+            return f"{addr:#x}"
+        off = addr - self.addrs[i]
+        return self.names[i] + (f"+{off:#x}" if off else "")
+
+
+class KernelDecodeOracle:
+    """One booted kernel, one loaded module, one probe-able word of its text: verdict(op)."""
+
+    def __init__(self, k, module_ko: bytes, module_name: str = "oracle"):
+        from ..emu.booted.modload import kernel_load
+        self.k = k
+        r = kernel_load(k, module_ko, name=module_name)
+        if r.ret != 0 or not r.core_base:
+            raise ProbeError(f"the oracle module {module_name} did not load in the booted kernel: "
+                             f"{r.ret} {r.stopped or r.oops_text}")
+        self.load = r
+        self.kp = _recording_probes(k)
+        self.pre = self.kp.handler(MOV_R0_0_BX_LR, "kprobe", [], count=False)
+        self.syms = _Symbols(k.image)
+        self.addr = self._probe_able(r.core_base, len(r.core_bytes))
+
+    def _probe_able(self, base: int, size: int) -> int:
+        """The first word past the module's first instruction where `mov r0, r0` is accepted."""
+        for a in range(base + 4, base + min(size, 0x1000), 4):
+            if self.verdict(PROBE_OK, a).errno == 0:
+                return a
+        raise ProbeError("no probe-able word in the oracle module's text")
+
+    def _word(self, addr: int) -> int:
+        try:
+            return self.k.u32(addr & ~3) if addr else 0
+        except Exception:                            # not mapped
+            return 0
+
+    def _put(self, addr: int, data: bytes) -> None:
+        self.k.write(addr, data)                     # physical: past the text's read-only mapping
+        self.k.m.uc.ctl_remove_cache(addr, addr + 4)
+
+    def verdict(self, op: int, addr: int | None = None) -> Verdict:
+        """The kernel's verdict on word `op` at the probe word (put back afterwards)."""
+        a = self.addr if addr is None else addr
+        orig = self.k.read(a, 4)
+        self._put(a, struct.pack("<I", op))
+        try:
+            return self.register(a, expect_opcode=op)
+        finally:
+            self._put(a, orig)
+
+    def register(self, target, expect_opcode: int | None = None) -> Verdict:
+        """A disabled kprobe on `target` (address or FUNC+OFF), unregistered again at once."""
+        k, kp = self.k, self.kp
+        i0 = k.insns
+        try:
+            p = kp.kprobe(target, pre=self.pre, disabled=True, count=False)
+            err = 0
+        except ProbeError as e:
+            p, err = None, e.errno
+        s = kp.last
+        opcode, slot, handler = k.u32(s + KP_OPCODE), k.u32(s + KP_SLOT), k.u32(s + KP_HANDLER)
+        if expect_opcode is None:                    # FUNC+OFF: the word at the address the kernel resolved
+            expect_opcode = self._word(k.u32(s + KP_ADDR) if err != -2 else 0)
+        space = _s32(k.u32(s + KP_STACK_SPACE))
+        v = Verdict(err, insns=k.insns - i0)
+        if p is not None:
+            i0 = k.insns
+            p.unregister()
+            v.unregister_insns = k.insns - i0
+        # p->opcode is set just before the decode: untouched (0, kzalloc) when an address check refused
+        decoded = opcode == expect_opcode and expect_opcode != 0
+        if err == 0:
+            v.kind, v.handler = ("slot" if slot else "no-slot"), self.syms.name(handler)
+        elif not decoded:
+            v.reason = "address"                     # refused before arch_prepare_kprobe read the word
+        else:
+            v.reason = "stack" if space < 0 or space > KERNEL_MAX_STACK_SIZE else "decoder"
+        return v
+
+
+@dataclass
+class ArmRow:
+    op: int
+    kernel: Verdict
+    armload: Verdict
+    named: str = ""
+
+    @property
+    def agree(self) -> bool:
+        return self.kernel.errno == self.armload.errno and self.kernel.reason == self.armload.reason
+
+    def to_dict(self) -> dict:
+        return {"op": f"{self.op:08x}", "named": self.named, "agree": self.agree,
+                "kernel": asdict(self.kernel), "armload": asdict(self.armload)}
+
+
+def compare_arm(oracle: KernelDecodeOracle, ops, names: dict[int, str] | None = None) -> list[ArmRow]:
+    names = names or {}
+    return [ArmRow(op, oracle.verdict(op), armload_arm_verdict(op), names.get(op, "")) for op in ops]
+
+
+def arm_summary(rows: list[ArmRow]) -> dict:
+    n = len(rows)
+    bad = [r for r in rows if not r.agree]
+    acc = sum(r.kernel.errno == 0 for r in rows)
+    cross: dict[str, int] = {}
+    for r in rows:
+        if r.kernel.errno == 0:
+            key = f"kernel {r.kernel.kind} / armload {r.armload.kind or r.armload.errno}"
+            cross[key] = cross.get(key, 0) + 1
+    return {"encodings": n, "agree": n - len(bad), "accepted": acc, "refused": n - acc,
+            "refused_stack": sum(r.kernel.reason == "stack" for r in rows),
+            "named": len([r for r in rows if r.named]),
+            "disagreements": [r.to_dict() for r in bad], "accepted_classes": dict(sorted(cross.items())),
+            **insn_stats([r.kernel for r in rows])}
+
+
+def insn_stats(vs: list[Verdict]) -> dict:
+    """Instructions per verdict: the registration (refused or accepted), and unregister_kprobe."""
+    def mean(xs):
+        return round(sum(xs) / max(len(xs), 1))
+    reg = [v.insns for v in vs]
+    acc = [v.unregister_insns for v in vs if v.errno == 0]
+    return {"insns_per_verdict": round((sum(reg) + sum(acc)) / max(len(vs), 1)),
+            "register_insns_mean": mean(reg), "register_insns_max": max(reg, default=0),
+            "register_insns_accepted_mean": mean([v.insns for v in vs if v.errno == 0]),
+            "register_insns_refused_mean": mean([v.insns for v in vs if v.errno]),
+            "unregister_insns_mean": mean(acc)}
+
+
+# --- kernel text ----------------------------------------------------------------------------------
+BUG_INSN = 0xE7F001F2                      # arch/arm/include/asm/bug.h BUG_INSTR_VALUE (ARM)
+EXTRA_AREAS = (("__softirqentry_text_start", "__softirqentry_text_end", "softirqentry text"),
+               ("__sched_text_start", "__sched_text_end", "sched text"),
+               ("__lock_text_start", "__lock_text_end", "lock text"),
+               ("__cpuidle_text_start", "__cpuidle_text_end", "cpuidle text"))
+
+
+@dataclass
+class TextTarget:
+    addr: int                            # an Image address (0 for a module target)
+    category: str
+    label: str = ""
+    spec: str = ""                       # a module target: MOD:FUNC+OFF, resolved by each side's kallsyms
+
+
+def text_targets(image, seed: int = 24, scale: int = 1) -> list[TextTarget]:
+    """A deterministic sample of Image addresses by what register_kprobe must make of them."""
+    from .ktext import KernelText
+    kt = KernelText(image)
+    rng = random.Random(seed)
+    syms = image.symbols
+    out: list[TextTarget] = []
+
+    def name(a):
+        f = kt.function_at(a)
+        return f"{f.name}+{a - f.start:#x}" if f else f"{a:#x}"
+
+    def add(a, cat):
+        out.append(TextTarget(a, cat, name(a)))
+
+    def mcount(f):
+        for a in range(f, min(f + 48, f + kt.size_of(f)), 4):
+            if kt.is_mcount_site(a):
+                return a
+        return None
+    areas = [(syms[s], syms[e], what) for s, e, what in EXTRA_AREAS if s in syms and e in syms]
+    special = [(s, e) for s, e, _ in kt.areas + areas]
+    plain = [f for f in kt.starts if kt.size_of(f) >= 32 and not kt.blacklisted(f)
+             and not any(s <= f < e for s, e in special)]
+    picked = rng.sample(plain, 40 * scale)
+    for f in picked:
+        add(f, "function entry")
+        mc = mcount(f)
+        body = [a for a in range(f + 4, f + kt.size_of(f), 4) if a != mc]
+        add(rng.choice(body), "function body")
+    for f in picked[:20 * scale]:
+        add(f + 2, "mid-instruction (+2)")
+    from collections import Counter
+    seen = Counter(n for ns in kt.names.values() for n in ns)
+    for f in picked[20 * scale:30 * scale]:         # FUNC+OFF past FUNC's end: what follows is probed
+        fname = kt.names[f][0]
+        if seen[fname] == 1:
+            for off in (kt.size_of(f), kt.size_of(f) + 0x40):
+                out.append(TextTarget(0, "FUNC+OFF past the function", f"{fname}+{off:#x}", f"{fname}+{off:#x}"))
+    sites = [a for a in (mcount(f) for f in picked) if a is not None]
+    for a in sites[:20 * scale]:
+        add(a, "ftrace mcount site")
+    for s, e, what in kt.areas + areas:
+        words = list(range(s, e, 4))
+        for a in sorted({s, e - 4, *rng.sample(words, min(len(words), 6 * scale))}):
+            add(a, what)
+        for a in (s - 4, e):
+            if kt.contains(a) and not any(s2 <= a < e2 for s2, e2 in special):
+                add(a, f"just outside {what}")
+    nok = sorted(set(kt.blacklist_table))
+    for f in rng.sample(nok, min(len(nok), 30 * scale)):
+        size = kt.size_of(f)
+        for a in sorted({f, f + (size // 8) * 4, f + size - 4}):
+            add(a, "NOKPROBE_SYMBOL")
+    names = {n for f in nok for n in kt.names.get(f, [])}
+    for n, a in sorted(syms.items()):
+        if "." in n and n.split(".")[0] in names and kt.contains(a & ~1):
+            add(a & ~1, "NOKPROBE_SYMBOL suffixed copy")
+    jl = sorted(kt.jump_sites)
+    for a in rng.sample(jl, min(len(jl), 20 * scale)):
+        add(a, "jump label site")
+    import numpy as np
+    lo = image.stext - image.base
+    w = np.frombuffer(image.data[lo:(image.etext - image.base) // 4 * 4], dtype="<u4")
+    bugs = [image.stext + 4 * int(i) for i in np.nonzero(w == BUG_INSN)[0]]
+    for a in rng.sample(bugs, min(len(bugs), 10 * scale)):
+        add(a, "BUG/WARN site")
+    init = sorted(a & ~1 for n, a in syms.items() if syms.get("_sinittext", 0) <= (a & ~1) < syms.get("_einittext", 0))
+    for a in rng.sample(init, min(len(init), 5 * scale)):
+        out.append(TextTarget(a, "init text (freed)", next(n for n, v in syms.items() if v & ~1 == a)))
+    for a in (image.etext + 0x100, syms.get("__start_rodata", image.etext) + 0x1000):
+        out.append(TextTarget(a, "not text", f"{a:#x}"))
+    return out
+
+
+@dataclass
+class TextRow:
+    target: TextTarget
+    kernel: Verdict
+    armload: Verdict
+    message: str = ""                    # armload's refusal
+
+    @property
+    def own(self) -> bool:
+        """armload's own refusal (-EOPNOTSUPP): not a verdict the kernel has."""
+        return self.armload.errno == -95
+
+    @property
+    def agree(self) -> bool:
+        return self.kernel.errno == self.armload.errno
+
+    def to_dict(self) -> dict:
+        return {"addr": self.target.spec or f"{self.target.addr:#010x}", "label": self.target.label,
+                "category": self.target.category, "agree": self.agree, "armload_own": self.own,
+                "kernel": asdict(self.kernel), "armload": asdict(self.armload), "armload_message": self.message}
+
+
+def kernel_text_verdicts(oracle: KernelDecodeOracle, targets) -> list[Verdict]:
+    return [oracle.register(t.spec or t.addr, expect_opcode=None if t.spec else oracle._word(t.addr))
+            for t in targets]
+
+
+def kernel_blacklist(k) -> list[tuple[int, int]]:
+    """The booted kernel's kprobe_blacklist list (kernel/kprobes.c, struct kprobe_blacklist_entry
+    {list, start_addr, end_addr}), in order: the head is the literal kprobe_blacklist_seq_next
+    loads (seq_list_next(v, &kprobe_blacklist, pos): kallsyms does not name data)."""
+    from capstone import CS_ARCH_ARM, CS_MODE_ARM, Cs
+    img = k.image
+    fn = img.symbols["kprobe_blacklist_seq_next"]
+    head = None
+    for i in Cs(CS_ARCH_ARM, CS_MODE_ARM).disasm(img.data[fn - img.base:fn - img.base + 32], fn):
+        if i.mnemonic == "ldr" and i.op_str.split(", ", 1)[1].startswith("[pc"):
+            disp = int(i.op_str.split("#")[1].rstrip("]"), 0) if "#" in i.op_str else 0
+            head = img.word(i.address + 8 + disp)
+            break
+    if head is None:
+        raise ProbeError("kprobe_blacklist_seq_next loads no literal: cannot find kprobe_blacklist")
+    out, p = [], k.u32(head)
+    while p != head:
+        out.append((k.u32(p + 8), k.u32(p + 12)))
+        p = k.u32(p)
+        if len(out) > 100_000:
+            raise ProbeError(f"kprobe_blacklist at {head:#x} does not close")
+    return out
+
+
+def kernel_jump_sites(k) -> list[int]:
+    """The code addresses of the booted kernel's core __jump_table entries (sorted by the kernel at
+    boot; init entries, flagged in bit 1 of the key, left out): __start___jump_table and
+    __stop___jump_table are the movw/movt constants jump_label_text_reserved compares."""
+    from capstone import CS_ARCH_ARM, CS_MODE_ARM, Cs
+    img = k.image
+    fn = img.symbols["jump_label_text_reserved"]
+    lo: dict[str, int] = {}
+    consts = []
+    for i in Cs(CS_ARCH_ARM, CS_MODE_ARM).disasm(img.data[fn - img.base:fn - img.base + 64], fn):
+        reg, _, imm = i.op_str.partition(", #")
+        if i.mnemonic == "movw":
+            lo[reg] = int(imm, 0)
+        elif i.mnemonic == "movt" and reg in lo:
+            consts.append(lo.pop(reg) | int(imm, 0) << 16)
+    pairs = [(a, b) for a in consts for b in consts
+             if img.etext <= a < b <= img.end and (b - a) % 12 == 0]
+    if not pairs:
+        raise ProbeError("jump_label_text_reserved: no __start/__stop___jump_table constants found")
+    start, stop = pairs[0]
+    words = struct.unpack(f"<{(stop - start) // 4}I", k.read(start, stop - start))
+    return sorted({words[i] for i in range(0, len(words), 3)
+                   if not words[i + 2] & 2 and img.stext <= words[i] < img.etext})
+
+
+def compare_jump_sites(k, image) -> dict:
+    """The kernel's jump label sites in core text against armload's (ktext.py, found by content)."""
+    from .ktext import KernelText
+    kernel, mine = set(kernel_jump_sites(k)), KernelText(image).jump_sites
+    return {"kernel_sites": len(kernel), "armload_sites": len(mine), "agree": len(kernel & mine),
+            "kernel_only": [f"{a:#x}" for a in sorted(kernel - mine)][:50],
+            "armload_only": [f"{a:#x}" for a in sorted(mine - kernel)][:50]}
+
+
+def compare_blacklist(k, image) -> dict:
+    """The kernel's kprobe_blacklist against armload's populate_blacklist (ktext.py), entry by entry."""
+    from .ktext import KernelText
+    kernel = kernel_blacklist(k)
+    mine = [(s, e) for s, e, _ in KernelText(image).populate_blacklist()]
+    from collections import Counter
+    ks, ms = set(kernel), set(mine)
+    both = sum((Counter(kernel) & Counter(mine)).values())          # an entry may be listed twice
+    return {"kernel_entries": len(kernel), "armload_entries": len(mine), "same_order": kernel == mine,
+            "agree": both, "kernel_only": [[f"{s:#x}", f"{e:#x}"] for s, e in kernel if (s, e) not in ms],
+            "armload_only": [[f"{s:#x}", f"{e:#x}"] for s, e in mine if (s, e) not in ks]}
+
+
+def blacklist_targets(entries, image) -> list[TextTarget]:
+    """First and last word of every entry of the kernel's own kprobe_blacklist list."""
+    from .ktext import KernelText
+    kt = KernelText(image)
+    out = []
+    for s, e in entries:
+        for a in sorted({s, (e - 4) & ~3}):
+            out.append(TextTarget(a, "kernel's kprobe_blacklist entry", _label(kt, a)))
+    return out
+
+
+def image_targets(k, seed: int = SAMPLE_SEED) -> list[TextTarget]:
+    """The Image addresses probes-agree registers: text_targets' sample, both ends of every entry
+    of the booted kernel's own kprobe_blacklist, and 40 of its own jump label sites."""
+    from .ktext import KernelText
+    kt = KernelText(k.image)
+    sites = random.Random(seed).sample(kernel_jump_sites(k), 40)
+    return (text_targets(k.image) + blacklist_targets(kernel_blacklist(k), k.image)
+            + [TextTarget(a, "kernel's jump label site", _label(kt, a)) for a in sorted(sites)])
+
+
+def _label(kt, a: int) -> str:
+    f = kt.function_at(a)
+    return f"{f.name}+{a - f.start:#x}" if f else f"{a:#x}"
+
+
+def model_kernel(vmlinuz: str, symvers: str):
+    from ..kernel.config import DEBIAN_ARMMP
+    from ..kernel.provider import Kernel
+    return Kernel.from_files([symvers, vmlinuz], DEBIAN_ARMMP)
+
+
+def model_probes(kernel, ko: str):
+    """armload's model runtime: a Machine with the Image and module `ko` loaded by armload's
+    loader (as tests/test_probes_kernel.py builds it), and its Probes."""
+    from ..emu import Machine
+    from ..kernel.config import DEBIAN_ARMMP
+    from ..loader.session import Session
+    from .core import Probes
+    return Probes(Machine(Session(kernel, DEBIAN_ARMMP, "window").load(ko), kernel))
+
+
+def module_targets(path: str, seed: int = SAMPLE_SEED, body: int = 3) -> list[TextTarget]:
+    """MOD:FUNC+OFF probe points of a module's .text (from its ELF file, the same for the kernel
+    and armload): each function's entry, entry + 2, its mcount call (the site ftrace made a NOP),
+    its jump label sites (__jump_table) and `body` seeded words of its body."""
+    from elftools.elf.elffile import ELFFile
+    name = os.path.basename(path)[:-3].replace("-", "_")
+    rng = random.Random(f"{seed}:{name}")
+    with open(path, "rb") as fh:
+        elf = ELFFile(fh)
+        text_i = next(i for i, sec in enumerate(elf.iter_sections()) if sec.name == ".text")
+        symtab = elf.get_section_by_name(".symtab")
+        funcs = sorted((sym["st_value"], sym["st_size"], sym.name) for sym in symtab.iter_symbols()
+                       if sym["st_info"]["type"] == "STT_FUNC" and sym["st_shndx"] == text_i and sym["st_size"])
+        mcount, jumps = set(), set()
+        rel = elf.get_section_by_name(".rel.text")
+        for r in rel.iter_relocations() if rel else ():
+            if symtab.get_symbol(r["r_info_sym"]).name == "__gnu_mcount_nc":
+                mcount.add(r["r_offset"])
+        jt, jrel = elf.get_section_by_name("__jump_table"), elf.get_section_by_name(".rel__jump_table")
+        if jt is not None and jrel is not None:
+            data = jt.data()
+            for r in jrel.iter_relocations():
+                if r["r_offset"] % 12 == 0 and symtab.get_symbol(r["r_info_sym"])["st_shndx"] == text_i:
+                    jumps.add(struct.unpack_from("<I", data, r["r_offset"])[0])
+    out = []
+
+    def add(func, start, off, cat):
+        out.append(TextTarget(0, cat, f"{name}:{func}+{off:#x}", f"{name}:{func}+{off:#x}"))
+    for start, size, func in funcs:
+        add(func, start, 0, "module function entry")
+        add(func, start, 2, "module mid-instruction (+2)")
+        words = [a for a in range(start + 4, start + size, 4)]
+        for a in sorted(a for a in words if a in mcount):
+            add(func, start, a - start, "module ftrace mcount site")
+        for a in sorted(a for a in words if a in jumps):
+            add(func, start, a - start, "module jump label site")
+        plain = [a for a in words if a not in mcount and a not in jumps]
+        for a in sorted(rng.sample(plain, min(body, len(plain)))):
+            add(func, start, a - start, "module function body")
+    return out
+
+
+def model_text_verdict(pr, target) -> tuple[Verdict, str]:
+    """armload's register_kprobe on an address or a MOD:FUNC+OFF spec (disabled, unregistered)."""
+    try:
+        p = pr.kprobe(target if isinstance(target, str) else f"{target:#x}", enable=False)
+    except ProbeError as e:
+        msg = str(e)
+        reason = "stack" if "store to the stack" in msg else "decoder" if "kprobes decoder" in msg else "address"
+        return Verdict(e.errno, reason), msg
+    p.unregister()
+    pr.probes.remove(p)
+    return Verdict(0, kind=p.decoded.outcome, handler=p.decoded.what), ""
+
+
+def compare_text(oracle: KernelDecodeOracle, pr, targets) -> list[TextRow]:
+    kv = kernel_text_verdicts(oracle, targets)
+    rows = []
+    for t, v in zip(targets, kv):
+        m, msg = model_text_verdict(pr, t.spec or t.addr)
+        rows.append(TextRow(t, v, m, msg))
+    return rows
+
+
+def text_summary(rows: list[TextRow]) -> dict:
+    cmp = [r for r in rows if not r.own]
+    bad = [r for r in cmp if not r.agree]
+    cats: dict[str, dict] = {}
+    for r in rows:
+        c = cats.setdefault(r.target.category, {"n": 0, "agree": 0, "armload_own": 0, "kernel": {}})
+        c["n"] += 1
+        c["armload_own"] += r.own
+        c["agree"] += (not r.own) and r.agree
+        key = str(r.kernel.errno) + (f" ({r.kernel.reason})" if r.kernel.reason else "")
+        c["kernel"][key] = c["kernel"].get(key, 0) + 1
+    return {"targets": len(rows), "compared": len(cmp), "agree": len(cmp) - len(bad),
+            "armload_own": len(rows) - len(cmp), "by_category": cats,
+            "stage_differs": [r.to_dict() for r in cmp if r.kernel.errno and r.agree
+                              and r.kernel.reason != r.armload.reason],
+            "disagreements": [r.to_dict() for r in bad], **insn_stats([r.kernel for r in rows])}
+
+
+# --- the whole comparison (make probes-agree) -------------------------------------------------------
+THUMB_NOTE = ("not checked against the booted kernel: the Debian armmp Image is an ARM kernel (no "
+              "CONFIG_THUMB2_KERNEL), its arch_prepare_kprobe decodes ARM only and it has no Thumb "
+              "decode tables; decode_thumb stays checked against the port of the tables "
+              "(tests/test_kprobe_decode.py, tests/oracles/kprobes_decode.py)")
+THUMB_DECODERS = ("thumb16_probes_decode_insn", "thumb32_probes_decode_insn")
+
+
+@dataclass
+class Inputs:
+    vmlinuz: str
+    module_dir: str                      # lib/modules/<version>/kernel of the same package
+    symvers: str                         # for the model Machine (sample_modules/Module.symvers)
+    sample_ko: str                       # the module the model Machine loads next to the Image
+
+    @classmethod
+    def default(cls) -> Inputs:
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        cache = os.environ.get("CACHE", os.path.join(root, ".cache"))
+        pkg = os.path.join(cache, "linux-image-6.1.0-50-armmp")
+        return cls(os.path.join(pkg, "boot", "vmlinuz-6.1.0-50-armmp"),
+                   os.path.join(pkg, "lib", "modules", "6.1.0-50-armmp", "kernel"),
+                   os.path.join(root, "sample_modules", "Module.symvers"),
+                   os.path.join(root, "sample_modules", "exporter-arm.ko"))
+
+
+@dataclass
+class Session:
+    """The booted kernel with the oracle module, and armload's model runtime with the Image."""
+    inputs: Inputs
+    oracle: KernelDecodeOracle
+    model: object = None                 # Probes of a Machine with the Image and inputs.sample_ko
+    module_models: dict = field(default_factory=dict)   # PROBED_MODULES entry -> Probes with that module
+    seconds: dict = field(default_factory=dict)
+
+    @classmethod
+    def open(cls, inputs: Inputs, model: bool = True) -> Session:
+        from ..emu.booted.kernel import BootedKernel
+        t0 = time.monotonic()
+        k = BootedKernel.get(inputs.vmlinuz)
+        t1 = time.monotonic()
+        with open(os.path.join(inputs.module_dir, ORACLE_MODULE), "rb") as fh:
+            oracle = KernelDecodeOracle(k, fh.read(), os.path.basename(ORACLE_MODULE)[:-3])
+        for rel in PROBED_MODULES[1:]:
+            from ..emu.booted.modload import kernel_load
+            with open(os.path.join(inputs.module_dir, rel), "rb") as fh:
+                r = kernel_load(k, fh.read(), name=os.path.basename(rel)[:-3])
+            if r.ret != 0:
+                raise ProbeError(f"{rel} did not load in the booted kernel: {r.ret} {r.stopped or r.oops_text}")
+        t2 = time.monotonic()
+        pr, mods = None, {}
+        if model:
+            kernel = model_kernel(inputs.vmlinuz, inputs.symvers)
+            pr = model_probes(kernel, inputs.sample_ko)
+            mods = {rel: model_probes(kernel, os.path.join(inputs.module_dir, rel)) for rel in PROBED_MODULES}
+        return cls(inputs, oracle, pr, mods, {"restore": round(t1 - t0, 2), "oracle_modules": round(t2 - t1, 2),
+                                              "model": round(time.monotonic() - t2, 2)})
+
+    def compare_modules(self) -> list[TextRow]:
+        """Every PROBED_MODULES target, in the booted kernel and in the model with that module."""
+        return [row for rel in PROBED_MODULES for row in compare_text(
+            self.oracle, self.module_models[rel], module_targets(os.path.join(self.inputs.module_dir, rel)))]
+
+
+def run(inputs: Inputs | None = None, ops=None, targets=None) -> dict:
+    """Both comparisons on the full samples (or the given ones): the probes-agree result."""
+    inputs = inputs or Inputs.default()
+    s = Session.open(inputs)
+    k, o = s.oracle.k, s.oracle
+    sample = {"named": len(NAMED), "module_text": list(SAMPLE_MODULES), "words_each": SAMPLE_WORDS,
+              "random": SAMPLE_RANDOM, "seed": SAMPLE_SEED} if ops is None else "given"
+    ops = arm_sample(inputs.module_dir) if ops is None else ops
+    names = {w: src for src, w, _ in NAMED}
+    t0 = time.monotonic()
+    arm_rows = compare_arm(o, ops, names)
+    table_rows = compare_arm(o, table_sample())
+    t1 = time.monotonic()
+    blacklist = compare_blacklist(k, k.image)
+    jumps = compare_jump_sites(k, k.image)
+    targets = image_targets(k) if targets is None else targets
+    text_rows = compare_text(o, s.model, targets)
+    mod_rows = s.compare_modules()
+    t2 = time.monotonic()
+    s.seconds.update(arm=round(t1 - t0, 2), text=round(t2 - t1, 2))
+    return {
+        "kernel": os.path.basename(inputs.vmlinuz),
+        "oracle": {"module": ORACLE_MODULE, "core_base": f"{o.load.core_base:#x}", "probe_address": f"{o.addr:#x}",
+                   "load_insns": o.load.instructions},
+        "arm": {**arm_summary(arm_rows), "sample": sample, "named_verdicts": [
+            {"src": src, "op": f"{w:08x}", "issue": want, "kernel": r.kernel.errno, "armload": r.armload.errno}
+            for (src, w, want), r in zip(NAMED, arm_rows[:len(NAMED)]) if r.op == w],
+            "rows": _arm_rows(arm_rows),
+            "row_columns": ARM_COLUMNS},
+        "arm_tables": {**arm_summary(table_rows), "sample": "table_sample(): one word per decode-table entry, "
+                       "with pc and sp in each free register field", "rows": _arm_rows(table_rows),
+                       "row_columns": ARM_COLUMNS},
+        "blacklist": blacklist,
+        "jump_sites": jumps,
+        "text": {**text_summary(text_rows), "rows": _text_rows(text_rows), "row_columns": TEXT_COLUMNS},
+        "module_text": {**text_summary(mod_rows), "modules": list(PROBED_MODULES), "rows": _text_rows(mod_rows),
+                        "row_columns": TEXT_COLUMNS},
+        "thumb": {"checked": False, "why": THUMB_NOTE,
+                  "thumb_decoder_in_image": any(n in k.image.symbols for n in THUMB_DECODERS)},
+        "seconds": s.seconds,
+    }
+
+
+ARM_COLUMNS = ["op", "kernel errno", "kernel reason/class", "kernel insn_handler", "armload errno",
+               "armload reason/outcome", "agree"]
+
+
+TEXT_COLUMNS = ["addr", "label", "category", "kernel errno", "kernel stage", "armload errno", "armload own refusal",
+                "agree"]
+
+
+def _text_rows(rows: list[TextRow]) -> list[list]:
+    return [[r.target.spec or f"{r.target.addr:#010x}", r.target.label, r.target.category, r.kernel.errno,
+             r.kernel.reason, r.armload.errno, r.own, r.agree] for r in rows]
+
+
+def _arm_rows(rows: list[ArmRow]) -> list[list]:
+    return [[f"{r.op:08x}", r.kernel.errno, r.kernel.reason or r.kernel.kind, r.kernel.handler,
+             r.armload.errno, r.armload.reason or r.armload.kind, r.agree] for r in rows]
+
+
+def print_summary(res: dict) -> None:
+    a, t, tb, mt = res["arm"], res["text"], res["arm_tables"], res["module_text"]
+    print(f"probes-agree: armload's kprobes verdicts against the booted kernel's own register_kprobe "
+          f"({res['kernel']}; oracle module {res['oracle']['module']}, probe word {res['oracle']['probe_address']})")
+    print(f"  ARM encodings   {a['agree']:>5}/{a['encodings']:<5} agree   ({a['accepted']} accepted, {a['refused']} "
+          f"refused, {a['refused_stack']} of them by the stack checker; {a['named']} named cases)")
+    print(f"  table entries   {tb['agree']:>5}/{tb['encodings']:<5} agree   (one word per ARM decode-table entry, "
+          f"pc/sp in free register fields; {tb['accepted']} accepted, {tb['refused']} refused)")
+    bl = res["blacklist"]
+    print(f"  kprobe_blacklist{bl['agree']:>5}/{bl['kernel_entries']:<5} agree   (the kernel's list, walked in "
+          f"the booted kernel, against armload's populate_blacklist: {bl['armload_entries']} entries, "
+          f"{'same order' if bl['same_order'] else 'ORDER DIFFERS'})")
+    js = res["jump_sites"]
+    print(f"  jump label sites{js['agree']:>5}/{js['kernel_sites']:<5} agree   (the kernel's sorted __jump_table, "
+          f"core text, against armload's found by content: {js['armload_sites']} sites)")
+    print(f"  kernel text     {t['agree']:>5}/{t['compared']:<5} agree   ({t['targets']} addresses; "
+          f"{t['armload_own']} are armload's own -EOPNOTSUPP, not compared)")
+    print(f"  module text     {mt['agree']:>5}/{mt['compared']:<5} agree   ({mt['targets']} MOD:FUNC+OFF points of "
+          f"{', '.join(os.path.basename(m)[:-3] for m in mt['modules'])})")
+    print(f"  Thumb           {'':>11} not checked: the armmp Image is an ARM kernel (no CONFIG_THUMB2_KERNEL, "
+          f"no Thumb decode tables in it); checked against the port only")
+    print(f"  instructions per verdict: ARM {a['insns_per_verdict']:,} (register_kprobe {a['register_insns_mean']:,}: "
+          f"{a['register_insns_accepted_mean']:,} accepted, {a['register_insns_refused_mean']:,} refused; "
+          f"unregister_kprobe {a['unregister_insns_mean']:,}), kernel text {t['insns_per_verdict']:,}")
+    print(f"\n  {'kernel / module text category':<40} {'n':>4} {'agree':>6} {'own':>4}  kernel verdicts")
+    for cat, c in list(t["by_category"].items()) + list(mt["by_category"].items()):
+        kv = ", ".join(f"{n}x {k}" for k, n in sorted(c["kernel"].items()))
+        print(f"  {cat:<40} {c['n']:>4} {c['agree']:>6} {c['armload_own']:>4}  {kv}")
+    print(f"\n  accepted ARM encodings by class (kernel / armload): "
+          + ", ".join(f"{k.replace('kernel ', '')}: {n}" for k, n in a["accepted_classes"].items()))
+    if t["stage_differs"]:
+        print(f"  same verdict, different stage: {len(t['stage_differs'])} (the kernel refuses a BUG/WARN site "
+              f"in find_bug, armload in the decoder)")
+    for d in a["disagreements"] + tb["disagreements"] + t["disagreements"] + mt["disagreements"]:
+        print(f"  DISAGREE {d}")
+    sec = res["seconds"]
+    print(f"\n  {sum(sec.values()):.1f} s: " + ", ".join(f"{k} {v} s" for k, v in sec.items()))
+
+
+def dumps(res: dict) -> str:
+    """JSON with every innermost list (a row) on one line."""
+    import json
+    import re
+    text = json.dumps(res, indent=1)
+    return re.sub(r"\[\s*([^\[\]{}]*?)\s*\]", lambda m: "[" + re.sub(r",\s+", ", ", m.group(1)) + "]", text) + "\n"
+
+
+def main(argv=None) -> int:
+    import argparse
+    import json
+    ap = argparse.ArgumentParser(prog="python -m armload.probes.kagree", description=__doc__.split("\n")[0])
+    ap.add_argument("--json", help="write the full result here")
+    args = ap.parse_args(argv)
+    res = run()
+    if args.json:
+        with open(args.json, "w") as fh:
+            fh.write(dumps(res))
+    print_summary(res)
+    bl = res["blacklist"]
+    js = res["jump_sites"]
+    ok = bl["agree"] == bl["kernel_entries"] == bl["armload_entries"] \
+        and js["agree"] == js["kernel_sites"] == js["armload_sites"] \
+        and all(res[g]["agree"] == res[g]["encodings"] for g in ("arm", "arm_tables")) \
+        and all(res[g]["agree"] == res[g]["compared"] for g in ("text", "module_text"))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    import sys
+    sys.exit(main())
