@@ -156,20 +156,6 @@ def armload_arm_verdict(op: int) -> Verdict:
     return Verdict(err, reason, "" if err else d.outcome, d.what)
 
 
-def _recording_probes(k):
-    """KernelProbes that remember the struct kprobe of the last registration (refused ones too:
-    KernelProbes.kprobe raises ProbeError without it)."""
-    from .booted import KernelProbes
-
-    class RecordingProbes(KernelProbes):
-        last = 0
-
-        def _zalloc(self, n: int) -> int:
-            self.last = super()._zalloc(n)
-            return self.last
-    return RecordingProbes(k)
-
-
 class _Symbols:
     def __init__(self, image):
         items = sorted((a & ~1, n) for n, a in image.symbols.items())
@@ -194,7 +180,8 @@ class KernelDecodeOracle:
             raise ProbeError(f"the oracle module {module_name} did not load in the booted kernel: "
                              f"{r.ret} {r.stopped or r.oops_text}")
         self.load = r
-        self.kp = _recording_probes(k)
+        from .booted import KernelProbes
+        self.kp = KernelProbes(k)
         self.pre = self.kp.handler(MOV_R0_0_BX_LR, "kprobe", [], count=False)
         self.syms = _Symbols(k.image)
         self.addr = self._probe_able(r.core_base, len(r.core_bytes))
@@ -232,10 +219,9 @@ class KernelDecodeOracle:
         i0 = k.insns
         try:
             p = kp.kprobe(target, pre=self.pre, disabled=True, count=False)
-            err = 0
+            err, s = 0, p.struct
         except ProbeError as e:
-            p, err = None, e.errno
-        s = kp.last
+            p, err, s = None, e.errno, e.struct           # the refused struct kprobe, as the kernel left it
         opcode, slot, handler = k.u32(s + KP_OPCODE), k.u32(s + KP_SLOT), k.u32(s + KP_HANDLER)
         if expect_opcode is None:                    # FUNC+OFF: the word at the address the kernel resolved
             expect_opcode = self._word(k.u32(s + KP_ADDR) if err != -2 else 0)
