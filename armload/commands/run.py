@@ -231,9 +231,10 @@ def register(sub) -> None:
     p.add_argument("--probe", dest="probes", action="append", default=[], metavar="KIND:FUNC[+OFF]",
                    help="probe a module or (with --kernel vmlinuz) kernel function (repeatable): "
                         "kprobe:FUNC[+OFF], kprobe:MODULE:FUNC, kprobe:0xADDR, kretprobe:FUNC, ftrace:FUNC, "
-                        "graph:FUNC (function_graph), and "
-                        "armload's own fentry:FUNC/fexit:FUNC trampolines (an extension: 32-bit ARM 6.1 has none); "
-                        "each hit is printed with its arguments or return value and simulated time")
+                        "graph:FUNC (function_graph); inside the booted kernel these are the kernel's own "
+                        "register_kprobe/kretprobe/ftrace/function_graph. fentry:FUNC/fexit:FUNC are armload's "
+                        "own trampolines on the model runtime (an extension: 32-bit ARM 6.1 has none); "
+                        "each hit is printed with its arguments or return value")
     dev = p.add_argument_group("device I/O (after init and the calls, in command-line order)",
                                "through the module's file_operations directly, not the kernel's VFS; "
                                "buffers are user memory, so copy_to_user/copy_from_user run for real")
@@ -251,7 +252,7 @@ def register(sub) -> None:
                    help="booted: inside the Debian kernel booted in Unicorn (the default with --kernel vmlinuz; "
                         "the kernel's own load_module loads and inits, armload's image is compared with its); "
                         "models: armload's Python-model runtime (the default without an image, and with "
-                        "--call/--trace/--coverage/--gdb/--probe/device I/O/--placement)")
+                        "--call/--trace/--coverage/--gdb/--probe fentry|fexit/device I/O/--placement)")
     p.add_argument("--tree", metavar="DIR",
                    help="booted runtime: the module tree request_module's modprobe loads from (default: the "
                         "lib/modules tree of the kernel package the vmlinuz comes from, when present)")
