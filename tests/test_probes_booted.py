@@ -250,3 +250,10 @@ def test_cli_refusal_is_the_kernels_and_fails_the_run(booted_dir):
 def test_cli_fentry_runs_on_the_models_and_says_why(booted_dir):
     p = _run(sample("hello-arm.ko"), "--kernel", BOOT_VMLINUZ, "--kernel", SYMVERS, "--probe", "fentry:hello_init")
     assert "armload's own trampoline: 32-bit ARM 6.1 has none" in p.stdout
+
+
+def test_the_models_kprobe_object_size_is_the_kernels_slab(booted):
+    from armload.probes import table
+    from armload.probes.booted import KPROBE
+    p = booted.call("__kmalloc", KPROBE["size"], 0xCC0)
+    assert booted.call("__ksize", p) == table.KPROBE_SIZE      # struct kprobe (80 bytes) lives in kmalloc-128

@@ -28,7 +28,7 @@ CACHE_SLOTS = 64                          # per CPU
 TABLE_BASE = 0xC1000000                   # model addresses: kprobe_table[], the probes, the per-cpu cache
 PROBES_BASE = 0xD0000000
 PCPU_BASE = 0xC2000000
-KPROBE_SIZE = 64                          # sizeof(struct kprobe) on ARM, rounded to the kmalloc-64 slab
+KPROBE_SIZE = 128                         # sizeof(struct kprobe) is 80 on 32-bit ARM 6.1: kmalloc-128 (ksize in the booted kernel)
 
 
 def hash_32(val: int, bits: int) -> int:
