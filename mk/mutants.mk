@@ -1,5 +1,6 @@
 # Mutation testing (mutmut) of the modules that must be bit-exact against the kernel:
-# armload/loader/relocate.py, plt.py, elf.py, verify.py (configuration: mk/mutants.cfg).
+# armload/loader/relocate.py, plt.py, elf.py, verify.py and armload/probes/booted.py, insn.py, table.py
+# (configuration: mk/mutants.cfg).
 #   make mutants          stage the tree in $(MUTANTS_DIR), run mutmut there on all cores
 #                         (each mutant runs only the fast tests that execute the mutated
 #                         function), then print the kill rate per module and the survivors
