@@ -6,7 +6,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from conftest import require_input  # noqa: E402
+from conftest import require_input, sample  # noqa: E402
 from emu_fixtures import DEBIAN_VMLINUZ  # noqa: E402
 
 from armload.bench import kallsyms_arm, kallsyms_booted  # noqa: E402
@@ -97,8 +97,8 @@ def test_enabling_patches_and_counts(registered):
 
 
 def test_run_booted_is_deterministic(vmlinuz):
-    a = pb.run_booted(n_register=300, n_enable=60, step=30, n_hits=300, vmlinuz=vmlinuz)
-    b = pb.run_booted(n_register=300, n_enable=60, step=30, n_hits=300, vmlinuz=vmlinuz)
+    a = pb.run_booted(n_register=300, n_enable=60, step=30, n_hits=300, vmlinuz=vmlinuz, modules=())
+    b = pb.run_booted(n_register=300, n_enable=60, step=30, n_hits=300, vmlinuz=vmlinuz, modules=())
     for r in (a, b):
         r.pop("host_s")
         for s in r["enable"]["steps"]:
@@ -107,3 +107,15 @@ def test_run_booted_is_deterministic(vmlinuz):
     assert a["lists_equal_model"] and a["lookup"]["hit"]["fit"]["r2"] == 1.0
     assert a["zipf"]["insns_mean"] == pytest.approx(a["zipf"]["predicted_insns_mean"])
     assert [s["enabled"] for s in a["enable"]["steps"]] == [30, 60]
+
+
+def test_probes_on_a_loaded_modules_functions(vmlinuz):
+    """A module loaded by the kernel's load_module: its functions' entries from the kernel's
+    kallsyms, hashed into the same 64 lists as the model says."""
+    ko = sample("exporter-arm.ko")
+    res = pb.run_booted(n_register=200, n_enable=20, step=20, n_hits=50, vmlinuz=vmlinuz, modules=(ko,),
+                        tree=os.path.dirname(ko))
+    assert [(m["module"], m["status"], m["ret"]) for m in res["modules"]] == [("exporter-arm.ko", "returned", 0)]
+    assert res["module_entries"] == res["module_probes"] == 1        # armload_sample_add: its one .text function
+    assert res["lists_equal_model"] and res["lookup"]["hit"]["fit"]["max_abs_residual"] < 1e-6
+    assert res["register_insns_module"] > 0

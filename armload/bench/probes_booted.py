@@ -39,6 +39,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 VMLINUZ = os.path.join(ROOT, ".cache", "linux-image-6.1.0-50-armmp", "boot", "vmlinuz-6.1.0-50-armmp")
 KP_NEXT, KP_ADDR = 0, 20                 # struct kprobe: hlist.next, addr (include/linux/kprobes.h, 32-bit)
 MODULES_VADDR, PAGE_OFFSET = 0xBF000000, 0xC0000000     # arch/arm/include/asm/memory.h (16 MiB)
+TREE = os.path.join(ROOT, ".cache", "linux-image-6.1.0-50-armmp", "lib", "modules", "6.1.0-50-armmp", "kernel")
+MODULES = ("fs/btrfs/btrfs.ko",)         # 2,269 functions; its dependencies are loaded first
 MAX_DEPTH = 8                            # instructions per function at most (entry and its straight path)
 
 
@@ -141,6 +143,49 @@ def _candidates(image, max_depth: int) -> list[int]:
     return [p[d] for d in range(max_depth) for p in per if d < len(p)]
 
 
+def load_modules(vmlinuz: str, paths, tree: str):
+    """A BootedRun (a restored booted kernel) with each of `paths` loaded after its dependencies
+    by the kernel's own load_module (modprobe's part done from `tree`): (run, [(module, status, ret)])."""
+    from ..emu.booted.modload import load_order, tree_index
+    from ..emu.booted.modrun import BootedRun
+    from ..kernel.config import DEBIAN_ARMMP
+    from ..kernel.provider import Kernel
+    from .probes import DEBIAN_SYMVERS
+    run = BootedRun(vmlinuz, Kernel.from_files([DEBIAN_SYMVERS, vmlinuz], DEBIAN_ARMMP), DEBIAN_ARMMP, tree=tree)
+    loaded, index = [], tree_index(tree)
+    for path in paths:
+        for p in load_order(path, index):
+            if any(os.path.basename(p) == x for x, _, _ in loaded):
+                continue
+            r = run.load(p)
+            loaded.append((os.path.basename(p), r.status, r.ret))
+    return run, loaded
+
+
+def module_entries(k, path: str) -> list[int]:
+    """The entries of a loaded module's functions (its .symtab's STT_FUNC in .text*, not init or
+    exit text), where the kernel's kallsyms puts them ("module:function")."""
+    from elftools.elf.elffile import ELFFile
+    from ..emu.booted.modload import modinfo
+    with open(path, "rb") as f:
+        ko = f.read()
+    name = modinfo(ko).get("name", [os.path.basename(path)[:-3].replace("-", "_")])[0]
+    with open(path, "rb") as f:
+        elf = ELFFile(f)
+        syms = [(sym.name, elf.get_section(sym["st_shndx"]).name)
+                for sym in elf.get_section_by_name(".symtab").iter_symbols()
+                if sym["st_info"]["type"] == "STT_FUNC" and sym["st_size"] >= 4 and isinstance(sym["st_shndx"], int)]
+    buf, out = k.kmalloc(512), []
+    for fn, sec in syms:
+        if sec.startswith(".text") and fn:
+            k.write(buf, f"{name}:{fn}".encode() + b"\0")
+            a = k.call("kallsyms_lookup_name", buf)
+            if a and not a & 3 and a not in out:
+                out.append(a)
+    k.kfree(buf)
+    return out
+
+
 # --- the kernel doing it ---------------------------------------------------------------------------
 def register(k, addrs, n: int, disabled: bool = True, kp=None) -> tuple[list, dict, list[int]]:
     """register_kprobe on `addrs` in order until n are registered: (probes, refused {errno: count},
@@ -203,19 +248,41 @@ def _undefs(k) -> int:
 
 
 # --- the benchmark ---------------------------------------------------------------------------------
+def spread(main: list, extra: list, n: int) -> list:
+    """`extra` placed at even intervals among the first n items of `main`, then the rest of `main`."""
+    if not extra:
+        return list(main)
+    every = max(1, n // len(extra))
+    out, it = [], iter(extra)
+    for i, a in enumerate(main):
+        if i % every == 0:
+            out.extend(x for x in [next(it, None)] if x is not None)
+        out.append(a)
+    return out + list(it)
+
+
 def run_booted(n_register: int = 40000, n_enable: int = 20000, step: int = 2000, n_hits: int = 20000,
-               seed: int = 12, vmlinuz: str = VMLINUZ) -> dict:
+               seed: int = 12, vmlinuz: str = VMLINUZ, modules=MODULES, tree: str = TREE) -> dict:
     """Register n_register disabled kprobes on the Image's text, check the kernel's 64 hlists
     against the model's, time get_kprobe on hits and misses against the model's nodes, then
-    enable n_enable of them in steps of `step` (every other one at 40k/20k, as the seed)."""
+    enable n_enable of them in steps of `step` (every other one at 40k/20k, as the seed). `modules`
+    (paths under `tree`) are loaded first by the kernel's load_module; their functions' entries are
+    spread among the Image's candidates."""
     from ..emu.booted.kernel import BootedKernel
     from ..probes.booted import KernelProbes
     from ..probes.ktext import KernelText
     from .probes import _zipf
-    k = BootedKernel.get(vmlinuz)
+    loaded, mod_addrs = [], []
+    if modules and os.path.isdir(tree):
+        run, loaded = load_modules(vmlinuz, [os.path.join(tree, m) for m in modules], tree)
+        k = run.bk
+        for m in modules:
+            mod_addrs += module_entries(k, os.path.join(tree, m))
+    else:
+        k = BootedKernel.get(vmlinuz)
     table, bits = table_layout(k)
     empty_before = not any(kernel_lists(k, table, bits))
-    cands = candidates(k.image)
+    cands = spread(candidates(k.image), mod_addrs, n_register)
     kp = KernelProbes(k)
     t0 = time.perf_counter()
     probes, refused, reg_costs = register(k, cands, n_register, kp=kp)
@@ -286,8 +353,15 @@ def run_booted(n_register: int = 40000, n_enable: int = 20000, step: int = 2000,
         zipf_insns.append(lookup_insns(k, a)[0])
     out = {"vmlinuz": os.path.basename(vmlinuz), "kprobe_table": table, "bits": bits, "lists": 1 << bits,
            "table_empty_before": empty_before, "candidates": len(cands), "registered": len(probes),
+           "modules": [{"module": m, "status": st, "ret": r} for m, st, r in loaded],
+           "module_entries": len(mod_addrs),
+           "module_probes": sum(1 for a in addrs if MODULES_VADDR <= a < PAGE_OFFSET),
            "refused": {str(e): c for e, c in sorted(refused.items())},
            "register_insns_mean": statistics.mean(reg_costs) if reg_costs else 0,
+           "register_insns_module": statistics.mean(c for a, c in zip(addrs, reg_costs)
+                                                    if MODULES_VADDR <= a < PAGE_OFFSET) if mod_addrs else None,
+           "register_insns_image": statistics.mean(c for a, c in zip(addrs, reg_costs)
+                                                   if not MODULES_VADDR <= a < PAGE_OFFSET),
            "register_insns_first_1000": statistics.mean(reg_costs[:1000]) if reg_costs else 0,
            "register_insns_last_1000": statistics.mean(reg_costs[-1000:]) if reg_costs else 0,
            "aggregated": len(probes) - len(plain), "first_plain": plain[0] if plain else None,
@@ -320,10 +394,17 @@ def print_booted(res: dict, model: dict | None = None) -> None:
           f"KPROBE_HASH_BITS {res['bits']}); the seed's 4,096 lists need a rebuilt kernel, its per-cpu cache is "
           f"a patch this kernel has not")
     ref = ", ".join(f"{c:,} ({e})" for e, c in res["refused"].items()) or "none"
-    print(f"  registered {res['registered']:,} disabled kprobes on the Image's text (entries, then straight-line "
-          f"offsets; {res['candidates']:,} candidates); refused by the kernel: {ref}")
+    if res.get("modules"):
+        mods = ", ".join(f"{m['module']} ({m['status']} {m['ret']})" for m in res["modules"])
+        print(f"  modules loaded by the kernel's load_module first: {mods}")
+    print(f"  registered {res['registered']:,} disabled kprobes: {res.get('module_probes', 0):,} on module "
+          f"function entries ({res.get('module_entries', 0):,} resolved by the kernel's kallsyms), the rest on the "
+          f"Image's text (entries, then straight-line offsets; {res['candidates']:,} candidates); refused by the "
+          f"kernel: {ref}")
     print(f"  register_kprobe: {res['register_insns_mean']:,.0f} instructions each (first 1,000: "
-          f"{res['register_insns_first_1000']:,.0f}, last 1,000: {res['register_insns_last_1000']:,.0f}); "
+          f"{res['register_insns_first_1000']:,.0f}, last 1,000: {res['register_insns_last_1000']:,.0f}"
+          + (f"; on the Image {res['register_insns_image']:,.0f}, on a module {res['register_insns_module']:,.0f}"
+             if res.get("register_insns_module") else "") + "); "
           f"{res['aggregated']:,} hashed as an optimized_kprobe aggregate (a detour buffer was had)")
     if res["first_plain"] is not None:
         a = res["module_alloc_after"]
