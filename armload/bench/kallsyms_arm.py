@@ -112,6 +112,7 @@ def run_benchmark(vmlinuz: str, *, hits=("vsnprintf", "kmalloc_trace", "_stext",
             res = {}
             mcount[0] = 0
             hook = m.uc.hook_add(UC_HOOK_CODE, _count, mcount, *mcount_range)
+            m.uc.ctl_remove_cache(mcount_range[0], mcount_range[1] + 1)   # a translated block would miss the hook
             r = m.call(kernel_fn, [q], name="kallsyms_lookup_name")
             m.uc.hook_del(hook)
             res["a"] = r
