@@ -2,15 +2,19 @@
 the kernel's own register_kprobe, enable_kprobe and get_kprobe (armload/emu/booted).
 
     k = BootedKernel.get(VMLINUZ)
-    table, bits = table_layout(k)          # kprobe_table and KPROBE_HASH_BITS, read from get_kprobe's code
-    probes, refused = register(k, candidates(k.image), 5000)   # disabled: no text patch
-    kernel_lists(k, table, bits) == model_lists(probes, bits)  # the kernel's hlists are the oracle
-    lookup_insns(k, addr)                  # instructions of one get_kprobe(addr), no interrupt inside
+    table, bits = table_layout(k)          # kprobe_table, KPROBE_HASH_BITS: read from get_kprobe's code
+    probes, refused, costs = register(k, candidates(k.image), 5000)     # disabled: no text patch
+    addrs = [p.addr for p in probes]
+    kernel_lists(k, table, bits) == model_lists(addrs, bits)  # the kernel's hlists are the oracle
+    lookup_insns(k, addrs[0])              # (instructions of one get_kprobe, its return), no interrupt inside
+    res = run_booted(); print_booted(res, model=run_many_result)   # the benchmark (`bench probes --many`)
 
 The probes are on the Image's own text: every function's entry first, then the instructions on
 the straight path from the entry up to its first branch (never a literal pool: a breakpoint
 there would corrupt data), the `bl __gnu_mcount_nc` (the ftrace site) skipped; the kernel refuses
-what it refuses (-EINVAL: its blacklist, its instruction decoder). They are registered disabled
+what it refuses (-EINVAL: its blacklist, its instruction decoder); and, by default, on the
+entries of btrfs's functions (btrfs and its dependencies loaded by the kernel's load_module,
+the addresses from the kernel's kallsyms), spread among them. They are registered disabled
 (KPROBE_FLAG_DISABLED: no patch_text), then a share is enabled with enable_kprobe in steps: the
 kernel's arm_kprobe -> patch_text -> stop_machine path, the kprobe_optimizer it kicks, and the
 breakpoints the running kernel hits meanwhile all count, as on the seed's machine.
@@ -29,7 +33,6 @@ from __future__ import annotations
 import os
 import random
 import statistics
-import struct
 import time
 
 from ..probes.base import ProbeError
