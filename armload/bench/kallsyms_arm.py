@@ -19,6 +19,8 @@ import struct
 import subprocess
 import tempfile
 
+from unicorn import UC_HOOK_CODE
+
 from ..errors import ArmloadError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -27,6 +29,10 @@ CODE_BASE = 0xE0000000
 CROSS = os.environ.get("CROSS", "arm-linux-gnueabihf-")
 # the seeds' C figures (ns per lookup, x86): linear, compressed, bsearch, bsearch+token compare
 SEEDS_NS = {"hit": {"c": 3811, "d": 246}, "miss": {"c": 3625, "d": 196}}
+
+
+def _count(uc, addr, size, counter):
+    counter[0] += 1
 
 
 def build_code() -> tuple[bytes, dict[str, int]]:
@@ -90,6 +96,11 @@ def run_benchmark(vmlinuz: str, *, hits=("vsnprintf", "kmalloc_trace", "_stext",
     if rs.status != "returned" or rs.retval != parsed["num_syms"]:
         raise ArmloadError(f"kallsyms_lookup_batch_start: {rs.summary()}")
     batch_start_insns = rs.instructions
+    # (a) runs the file's text: each traced function still calls __gnu_mcount_nc (the booted
+    # kernel's ftrace made those calls NOPs); count the instructions spent there
+    mc = img.address("__gnu_mcount_nc")
+    mcount_range = (mc, min(a for a in img.symbols.values() if a > mc) - 1)
+    mcount = [0]
     rows = []
     for kind, names in (("hit", hits), ("miss", misses)):
         for name in names:
@@ -99,7 +110,11 @@ def run_benchmark(vmlinuz: str, *, hits=("vsnprintf", "kmalloc_trace", "_stext",
             want = ref["a"] or 0
             m.uc.mem_write(q, name.encode() + b"\0")
             res = {}
+            mcount[0] = 0
+            hook = m.uc.hook_add(UC_HOOK_CODE, _count, mcount, *mcount_range)
+            m.uc.ctl_remove_cache(mcount_range[0], mcount_range[1] + 1)   # a translated block would miss the hook
             r = m.call(kernel_fn, [q], name="kallsyms_lookup_name")
+            m.uc.hook_del(hook)
             res["a"] = r
             for s in "cd":
                 res[s] = m.call(fns[f"lookup_{s}"], [t, q], name=f"lookup_{s}")
@@ -108,6 +123,7 @@ def run_benchmark(vmlinuz: str, *, hits=("vsnprintf", "kmalloc_trace", "_stext",
             m.uc.mem_write(q + 512, cq)
             rb = m.call(fns["lookup_b"], [t, q + 512, len(cq)], name="lookup_b")
             res["b"] = rb
+            got_by = {}
             for s, rr in res.items():
                 if rr.status != "returned":
                     raise ArmloadError(f"strategy ({s}) on {name}: {rr.fault and rr.fault.message}")
@@ -123,8 +139,10 @@ def run_benchmark(vmlinuz: str, *, hits=("vsnprintf", "kmalloc_trace", "_stext",
                             break
                 if got != want:
                     raise ArmloadError(f"strategy ({s}) found {got:#x} for {name}, the Python reference {want:#x}")
+                got_by[s] = got
             rows.append({"name": name, "kind": kind, "address": want,
-                         **{f"{s}_insns": res[s].instructions for s in "abcde"},
+                         **{f"{s}_address": got_by[s] for s in "abcde"},
+                         **{f"{s}_insns": res[s].instructions for s in "abcde"}, "a_mcount_insns": mcount[0],
                          **{f"{s}_us": res[s].elapsed * 1e6 for s in "abcde"}})
     re_ = m.call(fns["kallsyms_lookup_batch_end"], [t, index], name="kallsyms_lookup_batch_end")
     out = {"rows": rows, "num_syms": parsed["num_syms"], "batch_start_insns": batch_start_insns,

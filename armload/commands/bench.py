@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 WHAT = ("loader", "kallsyms", "kallsyms-arm", "emulate", "plt", "probes", "task-rename", "coverage", "all")
@@ -16,13 +17,16 @@ def register(sub) -> None:
                                    "beside a native C count of the same file (ratio), plus the legacy "
                                    "O(n^2) count. kallsyms: lookup strategies on the real Debian table. kallsyms-arm: the "
                                    "same strategies as ARM code in the emulator (the kernel's own lookup and C built "
-                                   "here), emulated instructions per lookup. "
+                                   "here), emulated instructions per lookup, and the booted kernel's own kallsyms_lookup_name on the "
+                                   "same names (addresses and real instruction counts). "
                                    "emulate: instructions per second: raw Unicorn, with armload's clock, the whole machine. "
                                    "plt: the three PLT counting rules' time and count versus relocation count (--sizes), the "
                                    "v4.0 O(n^2) scan measured on its own. "
                                    "probes: the attach benchmark (none/kprobe/kretprobe/ftrace and armload's own "
                                    "fentry trampolines on one module function; --many: seed 004, 40,000 kprobes on "
-                                   "Debian modules, 64 and 4,096 hash lists, with and without the per-cpu cache). "
+                                   "Debian modules, 64 and 4,096 hash lists, with and without the per-cpu cache, then the same in the "
+                                   "booted kernel: its own register_kprobe, enable_kprobe and get_kprobe, 40,000 probes "
+                                   "on its text, against the model). "
                                    "task-rename: seed 003 on the Image's __set_task_comm: base, kprobe (trap and "
                                    "optimized), kretprobe, raw tracepoint; fentry/fexit unsupported on 32-bit ARM. "
                                    "coverage: instructions per second with --coverage off and on.")
@@ -30,6 +34,8 @@ def register(sub) -> None:
     p.add_argument("--image", help="kernel image for the kallsyms benchmark (default: the Debian vmlinuz in .cache)")
     p.add_argument("--many", action="store_true", help="probes: also 40,000 kprobes on 300 Debian modules "
                    "(hash lists vs. a per-cpu cache; needs make corpus; minutes)")
+    p.add_argument("--no-booted", action="store_true", help="kallsyms-arm, probes --many: leave out the cross-check "
+                   "in the booted kernel (run by default when the Debian vmlinuz is present)")
     p.add_argument("--json", action="store_true")
     from .bench_plt import add_args as _plt_args     # `bench plt` lives in its own module
     _plt_args(p)
@@ -53,7 +59,6 @@ def run(args) -> int:
             print()
             kbench.print_benchmark(results["kallsyms"])
     if args.what in ("kallsyms-arm", "all"):
-        import os
         from ..bench import kallsyms_arm
         image = args.image or os.path.join(os.path.dirname(__file__), "..", "..", ".cache", "linux-image-6.1.0-50-armmp",
                                            "boot", "vmlinuz-6.1.0-50-armmp")
@@ -61,6 +66,11 @@ def run(args) -> int:
         if not args.json:
             print()
             kallsyms_arm.print_benchmark(results["kallsyms-arm"])
+        if not args.no_booted and os.path.exists(image):      # the booted kernel as the oracle
+            from ..bench import kallsyms_booted
+            results["kallsyms-arm"]["booted"] = kallsyms_booted.run_booted(image, results["kallsyms-arm"])
+            if not args.json:
+                kallsyms_booted.print_booted(results["kallsyms-arm"]["booted"])
     if args.what in ("emulate", "all"):
         from ..bench import emu as emu_bench
         results["emulate"] = emu_bench.run_benchmark()
@@ -76,6 +86,11 @@ def run(args) -> int:
             results["probes"]["many"] = probes_bench.run_many()
             if not args.json:
                 probes_bench.print_many(results["probes"]["many"])
+            from ..bench import probes_booted
+            if not args.no_booted and os.path.exists(probes_booted.VMLINUZ):
+                results["probes"]["booted"] = probes_booted.run_booted()
+                if not args.json:
+                    probes_booted.print_booted(results["probes"]["booted"], results["probes"]["many"])
     if args.what == "task-rename":
         from ..bench import attach
         results["task-rename"] = attach.run_task_rename()
