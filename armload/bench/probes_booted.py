@@ -247,7 +247,7 @@ def _settle(kp, enabled, rounds: int = 40) -> dict:
 
 
 def _undefs(k) -> int:
-    return sum(1 for kind, _ in k.m.exceptions if kind == "undef")
+    return k.m.exception_counts.get("undef", 0)
 
 
 # --- the benchmark ---------------------------------------------------------------------------------
@@ -316,7 +316,8 @@ def run_booted(n_register: int = 40000, n_enable: int = 20000, step: int = 2000,
     hf = look["hit"]["fit"]
     every = max(1, len(probes) // max(1, n_enable))
     enabled = probes[::every][:n_enable]
-    steps, t_en, x0 = [], 0.0, len(k.m.exceptions)
+    steps, t_en = [], 0.0
+    k.m.exception_log = log = []
     for s in range(0, len(enabled), step):
         chunk = enabled[s:s + step]
         i0, u0, q0 = k.insns, _undefs(k), k.m.hw.irqs_taken
@@ -336,7 +337,8 @@ def run_booted(n_register: int = 40000, n_enable: int = 20000, step: int = 2000,
                       "irqs": k.m.hw.irqs_taken - q0, "model_nodes_per_enable": nodes,
                       "predicted_get_kprobe_insns": hf["a"] + hf["b"] * nodes, "host_s": dt})
     trapped, kt = {}, KernelText(k.image)
-    for kind, pc in k.m.exceptions[x0:]:
+    k.m.exception_log = None
+    for kind, pc in log:
         if kind == "undef":
             f = kt.function_at(pc)
             name = f.name if f else f"{pc:#x}"

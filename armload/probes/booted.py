@@ -197,7 +197,7 @@ class KernelProbe:
               "ftrace": "unregister_ftrace_function", "graph": "unregister_ftrace_graph"}[self.kind]
         self._k.call(fn, self.struct)
         self.registered = False
-        self.kp.probes.remove(self)
+        del self.kp.probes[id(self)]
         self.kp.drop_hooks(self.hooks)
         self._k.kfree(self.struct)        # the kernel no longer refers to it (unregister synchronized)
 
@@ -214,7 +214,7 @@ class KernelProbes:
     def __init__(self, k, on_hit=None):
         self.k = k
         self.on_hit = on_hit              # called with every KHit (after the handler)
-        self.probes: list[KernelProbe] = []
+        self.probes: dict[int, KernelProbe] = {}          # registered, in order (dict: O(1) unregister)
         self._text, self._used = 0, PAGE
         self._hooks = []
         self._new_hooks: list[int] = []   # hooks of the probe being registered
@@ -346,7 +346,7 @@ class KernelProbes:
         probe = KernelProbe(self, kind, label, p)
         probe.hooks = hooks
         ref.append(probe)
-        self.probes.append(probe)
+        self.probes[id(probe)] = probe
         return probe
 
     def kprobe(self, target, pre=None, post=None, *, disabled: bool = False, count: bool = True) -> KernelProbe:
@@ -420,7 +420,7 @@ class KernelProbes:
         self.k.call("msleep", ms)
 
     def unregister_all(self) -> None:
-        for p in list(reversed(self.probes)):
+        for p in reversed(list(self.probes.values())):
             p.unregister()
 
     def close(self) -> None:

@@ -71,7 +71,10 @@ class Machine:
                     lambda u, o, s, v, d: self._io(self.hw.uart.write, o, s, v), None)
         self.t = tick.install(uc)
         self.t.insns = self.hw.insns
-        self.exceptions: list[tuple[str, int]] = []
+        # exceptions taken, by kind; `exception_log` is a list to append (kind, pc) to while someone
+        # wants them (a long run takes millions of faults: no log by default)
+        self.exception_counts: dict[str, int] = {}
+        self.exception_log: list[tuple[str, int]] | None = None
         self.stop_reason = None
         self.service = None        # a request a hook left for the host (a usermode helper): run() returns "service"
         uc.hook_add(UC_HOOK_INTR, self._intr)
@@ -204,7 +207,7 @@ class Machine:
     def _intr(self, uc, intno, _):
         kind = EXCP.get(intno, f"exception {intno}")
         pc = uc.reg_read(A.UC_ARM_REG_PC)
-        self.exceptions.append((kind, pc))
+        self._took(kind, pc)
         try:
             if kind == "undef":
                 cpu.enter(uc, "undef", pc)
@@ -219,9 +222,14 @@ class Machine:
             self.stop_reason = f"{kind} at {pc:#x}: entry failed: {e}"
             uc.emu_stop()
 
+    def _took(self, kind: str, pc: int) -> None:
+        self.exception_counts[kind] = self.exception_counts.get(kind, 0) + 1
+        if self.exception_log is not None:
+            self.exception_log.append((kind, pc))
+
     def _undef(self, uc, _):
         pc = uc.reg_read(A.UC_ARM_REG_PC)                 # the undefined instruction itself
-        self.exceptions.append(("undef", pc))
+        self._took("undef", pc)
         cpu.enter(uc, "undef", pc)
         return True
 
