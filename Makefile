@@ -61,7 +61,7 @@ test-inputs:
 	    exit 1; fi; }
 
 # pytest exit 5 (no test collected) is a failure too, said in words.
-test: venv toolchain devtools browser test-inputs
+test: venv toolchain devtools browser test-inputs samples-ktree
 	@$(PY) -m pytest -q || { st=$$?; [ $$st = 5 ] && echo "test: pytest collected no tests" >&2; exit $$st; }
 
 bench: venv

@@ -16,8 +16,9 @@ if [ ! -f "$stamp" ]; then
     [ -d "$cache/$t/usr" ] || { echo "mkktree: $cache/$t missing (run scripts/fetch-debs.sh)" >&2; exit 2; }
     cp -a "$cache/$t/usr" "$root/"
   done
-  # The flavour Makefile includes the common Makefile by absolute installed path.
-  sed -i "s#/usr/src/linux-headers-$base-common/#$root/usr/src/linux-headers-$base-common/#" "$kdir/Makefile"
   touch "$stamp"
 fi
+# The flavour Makefile includes the common Makefile by absolute installed path: make it relative
+# (make -C runs it from $kdir), so the tree works wherever the cache is, or is linked from.
+sed -i "s#^include .*/linux-headers-$base-common/Makefile#include ../linux-headers-$base-common/Makefile#" "$kdir/Makefile"
 echo "$kdir"
