@@ -37,6 +37,16 @@ $(SAMPLE_KTREE_STAMP): $(SAMPLE_DIR)/mkktree.sh | toolchain
 	rm -f $@
 	$(SAMPLE_DIR)/mkktree.sh $(CACHE) $(SAMPLES_KREL)
 
+# $(call sample_debug_map,name,arch): the DWARF of a sample names its source and the headers relative
+# to the repository, so any clone finds them (from its root): the compilation directory (kbuild's,
+# the headers tree) is ".", the source sample_modules/src/NAME/, the headers .cache/ktree/... (make
+# samples-ktree). GCC takes the last matching map. Code is unchanged (only the debug strings).
+sample_debug_map = -fdebug-prefix-map=$(realpath $(CACHE))/ktree=$(CACHE)/ktree \
+  -fdebug-prefix-map=$(abspath $(CACHE))/ktree=$(CACHE)/ktree \
+  -fdebug-prefix-map=$(abspath $(SAMPLE_BUILD)/$(2)/$(1))=$(SAMPLE_DIR)/src/$(1) \
+  -fdebug-prefix-map=$(realpath $(CACHE))/ktree/usr/src/linux-headers-$(SAMPLES_KREL)=. \
+  -fdebug-prefix-map=$(abspath $(CACHE))/ktree/usr/src/linux-headers-$(SAMPLES_KREL)=.
+
 # $(call sample_ko_rule,name,arch): build in $(SAMPLE_BUILD)/arch/name, commit a --strip-debug copy
 # (what distro kernels ship).  importer links against the exporter's Module.symvers of the same arch.
 define sample_ko_rule
@@ -45,7 +55,7 @@ $(SAMPLE_BUILD)/$(2)/$(1)/$(1).ko: $(wildcard $(SAMPLE_DIR)/src/$(1)/*) $(SAMPLE
 	mkdir -p $(SAMPLE_BUILD)/$(2)/$(1)
 	cp $(SAMPLE_DIR)/src/$(1)/* $(SAMPLE_BUILD)/$(2)/$(1)/
 	$$(MAKE) -C $(SAMPLE_KDIR) M=$(abspath $(SAMPLE_BUILD)/$(2)/$(1)) ARCH=arm CROSS_COMPILE=$(CROSS) \
-	  KCFLAGS="$(SAMPLE_KCFLAGS_$(2)) $(SAMPLE_KCFLAGS_$(1))" \
+	  KCFLAGS="$(SAMPLE_KCFLAGS_$(2)) $(call sample_debug_map,$(1),$(2))" \
 	  $(if $(filter importer,$(1)),KBUILD_EXTRA_SYMBOLS=$(abspath $(SAMPLE_BUILD)/$(2)/exporter/Module.symvers)) \
 	  modules
 $(SAMPLE_DIR)/$(1)-$(2).ko: $(SAMPLE_BUILD)/$(2)/$(1)/$(1).ko
@@ -108,15 +118,6 @@ $(SAMPLE_OBJ_DIR)/cfunc-thumb2-$(SAMPLE_GCC_TAG).o: $(SAMPLE_OBJ_DIR)/cfunc.c | 
 # ring buffer, built unstripped for ARM only; kept out of SAMPLE_KOS (and so out of the trimmed
 # Module.symvers and the corpus): run it with the Debian image and its full Module.symvers.
 RINGDEV_KO := $(SAMPLE_DIR)/walkthrough/ringdev-arm-debug.ko
-# Its DWARF names the source and the headers relative to the repository, so any clone finds them
-# (run from the repository's root): the compilation directory (kbuild's, the headers tree) is ".",
-# the module's source sample_modules/src/ringdev/ringdev.c, the headers .cache/ktree/... (after
-# make samples-ktree). GCC takes the last matching map.
-SAMPLE_KCFLAGS_ringdev := -fdebug-prefix-map=$(realpath $(CACHE))/ktree=$(CACHE)/ktree \
-                          -fdebug-prefix-map=$(abspath $(CACHE))/ktree=$(CACHE)/ktree \
-                          -fdebug-prefix-map=$(abspath $(SAMPLE_BUILD)/arm/ringdev)=$(SAMPLE_DIR)/src/ringdev \
-                          -fdebug-prefix-map=$(realpath $(CACHE))/ktree/usr/src/linux-headers-$(SAMPLES_KREL)=. \
-                          -fdebug-prefix-map=$(abspath $(CACHE))/ktree/usr/src/linux-headers-$(SAMPLES_KREL)=.
 $(eval $(call sample_ko_rule,ringdev,arm))
 $(RINGDEV_KO): $(SAMPLE_BUILD)/arm/ringdev/ringdev.ko
 	mkdir -p $(dir $@)
