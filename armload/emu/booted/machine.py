@@ -234,6 +234,13 @@ class Machine:
                 raise GuestFault(f"data abort at {pc:#x} by an instruction armload cannot decode")
             va, write = acc
             w = cpu.walk(self._read32p, ttbr0, ttbcr, ttbr1, dacr, va, write=write, user=user)
+            nxt = (va | 0xFFF) + 1
+            if not w.fs and va & 0xFFF > 0xF00 and nxt < 1 << 32:
+                # an LDM/STM/VLDM (at most 256 bytes) whose first address is mapped: the fault
+                # is on the next page, and DFAR is that page's first address (as the CPU reports)
+                w2 = cpu.walk(self._read32p, ttbr0, ttbcr, ttbr1, dacr, nxt, write=write, user=user)
+                if w2.fs:
+                    va, w = nxt, w2
             fs = w.fs or (0x1 if va & 3 else 0x8)         # mapped and allowed: alignment or external
             cpu.cp_write(uc, cpu.DFSR, cpu.fsr(w, write, fs))
             cpu.cp_write(uc, cpu.DFAR, va)
