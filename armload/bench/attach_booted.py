@@ -346,6 +346,10 @@ def _row(b: BootedTaskRename, mode: str) -> dict:
     if fd is not None:
         s.close(fd)
     n = b.events
+    want = 0 if mode == "base" else n
+    if count != want or r["interp_runs"] != want or comm != NAME:
+        raise ProbeError(f"bench task-rename (booted): {mode}: the program ran {r['interp_runs']} times and counted "
+                         f"{count} for {n} events (want {want}); comm {comm!r}")
     return {"mode": mode, "events": n, "insns_per_event": r["insns"] / n, "insns": r["insns"],
             "counter": count, "comm": comm, "interp_runs": r["interp_runs"], "probe_text": text,
             "irqs_in_loop": r["irqs_in_loop"], "host_events_per_s": n / r["host_s"] if r["host_s"] else 0.0,
