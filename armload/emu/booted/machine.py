@@ -2,7 +2,7 @@
 (armload/emu/hw), one Cortex-A15 in stock Unicorn with the guest MMU (UC_TLB_CPU).
 
 Everything above the hardware is the kernel's own code. What is done by hand, because stock
-Unicorn calls hooks instead: exception entry (IRQ, UNDEF, data/prefetch abort, hw/cpu.py), the
+Unicorn calls hooks instead: exception entry (IRQ, UNDEF, SVC, data/prefetch abort, hw/cpu.py), the
 generic timer (cp15 c14 sites, hw/timer.py) and WFI (a code hook at each WFI of the Image: with
 nothing pending the CPU sleeps until the next timer event: simulated time jumps there).
 
@@ -208,6 +208,8 @@ class Machine:
         try:
             if kind == "undef":
                 cpu.enter(uc, "undef", pc)
+            elif kind == "swi":                           # svc from user mode: PC is past the svc already
+                cpu.enter(uc, "swi", pc)
             elif kind == "dabort":
                 self._abort(uc, pc, data=True)
             elif kind == "pabort":
