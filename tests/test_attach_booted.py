@@ -1,4 +1,5 @@
-"""Seed 003 on the booted Debian kernel (bench/attach_booted): prctl(PR_SET_NAME) events, a BPF
+"""Seed 003 on the booted Debian kernel (bench/attach_booted): prctl(PR_SET_NAME) from pid 1's user
+mode (svc, vector_swi, sys_prctl, ret_fast_syscall), a BPF
 counter loaded with bpf(2) and run by the kernel's interpreter, attached through
 perf_event_open's kprobe PMU and BPF_RAW_TRACEPOINT_OPEN; fentry/fexit refused by the kernel."""
 import pytest
