@@ -30,7 +30,10 @@ The attachments, as libbpf makes them:
   fentry/fexit  BPF_PROG_LOAD(BPF_PROG_TYPE_TRACING, BPF_TRACE_FENTRY/FEXIT) is refused by the
               kernel (no vmlinux BTF: CONFIG_DEBUG_INFO_BTF is off), and 32-bit ARM 6.1 has no
               trampoline: arch_prepare_bpf_trampoline is the weak stub returning -ENOTSUPP (called)
-Detaching is close() and the task_work_run that the return to user mode would do (fput).
+Detaching is close() and the task_work_run that the return to user mode would do (fput). The
+setup's system calls (mount, open/read/write of /proc and /sys files, bpf, perf_event_open, ioctl,
+close) are the kernel's sys_* functions called from pid 1's kernel context with user-memory
+arguments; only the measured events enter through svc.
 
 Costs are instructions per event: everything the CPU executed, user and kernel, from the loop's
 first event to its last (the loop's own 7 user instructions per event included, the same in every
@@ -56,7 +59,7 @@ RAW_TRACEPOINT_OPEN, BTF_LOAD = 17, 18
 BTF_FUNC_ID = 4                             # _btf_one_function's FUNC
 MAP_TYPE_ARRAY = 2
 PROG_TYPE = {"kprobe": 2, "raw_tp": 17, "tracing": 26}
-TRACE_ATTACH = {"fentry": 24, "fexit": 25}
+TRACE_ATTACH = {"fentry": 24, "fexit": 25}     # BPF_TRACE_FENTRY, BPF_TRACE_FEXIT
 PROG_LOAD_SIZE = 144                        # union bpf_attr's BPF_PROG_LOAD part up to core_relo_rec_size
 # perf_event_open(2): struct perf_event_attr (PERF_ATTR_SIZE_VER5), ioctls on ARM
 PERF_ATTR_SIZE = 112
@@ -65,14 +68,12 @@ PERF_FLAG_FD_CLOEXEC = 8
 AT_FDCWD, O_RDONLY, O_WRONLY = -100, 0, 1
 ENOTSUPP = 524
 MODES = ("base", "kprobe", "kprobe-opt", "kretprobe", "kretprobe-opt", "raw_tp")
-UNSUPPORTED = ("fentry", "fexit")
 X86_ROW = {"base": "base", "kprobe": "kprobe", "kprobe-opt": "kprobe", "kretprobe": "kretprobe",
            "kretprobe-opt": "kretprobe", "raw_tp": "raw_tp"}
 NR_PRCTL = 172                              # arch/arm/tools/syscall.tbl (EABI)
 LOOP_INSNS = 7                              # the user loop's own instructions per event (svc included)
 PT_REGS = 72                                # struct pt_regs: r0-r12, sp, lr, pc, cpsr, ORIG_r0
 THREAD_SIZE = 0x2000
-TPIDRURO = (15, 0, 0, 13, 0, 0, 3)           # cp15 c13: `current` while in the kernel (6.1, v7 SMP)
 MAX_TRIES = 3
 OPT_WAIT_MS = 100                           # OPTIMIZE_DELAY is 5 jiffies (20 ms at HZ=250)
 
@@ -80,7 +81,7 @@ OPT_WAIT_MS = 100                           # OPTIMIZE_DELAY is 5 jiffies (20 ms
 _LOOP = """
     b loop
 loop:
-    mov r0, #15
+    mov r0, #PRNAME
     movw r1, #ULO
     movt r1, #UHI
     svc #0
@@ -216,7 +217,8 @@ class BootedTaskRename:
         if max(self.code, self.stack) >= 0xFFFFF000:
             raise ProbeError("vm_mmap of the user loop failed")
         self.events = events
-        self.mem.write(self.code, assemble(_LOOP, self.code, False, ULO=self.name & 0xFFFF, UHI=self.name >> 16))
+        self.mem.write(self.code, assemble(_LOOP, self.code, False, PRNAME=PR_SET_NAME,
+                                               ULO=self.name & 0xFFFF, UHI=self.name >> 16))
         self._done = self.code + 4 * 8
         self.interp_runs = 0
 
@@ -288,18 +290,18 @@ class BootedTaskRename:
         return "optimized" if w & 0x0F000000 == 0x0A000000 else "original"
 
     # --- measuring -------------------------------------------------------------------------------
-    def run(self) -> dict:
+    def run(self, events: int | None = None) -> dict:
         """The user loop, `events` prctl calls, started right after a timer tick (the kernel's
         msleep(1)); run again (up to MAX_TRIES) if an interrupt still fell inside it."""
         for tries in range(1, MAX_TRIES + 1):
             self.k.call("msleep", 1)
-            r = self._run_user()
+            r = self._run_user(events or self.events)
             if r["irqs_in_loop"] == 0:
                 break
         r["tries"] = tries
         return r
 
-    def _run_user(self) -> dict:
+    def _run_user(self, events: int) -> dict:
         """Enter user mode as the kernel returns to /init (ret_to_user, pt_regs at the top of
         pid 1's kernel stack), run to `done`, then put pid 1's kernel context back as it was."""
         from unicorn import UC_HOOK_CODE
@@ -315,10 +317,10 @@ class BootedTaskRename:
                              end=k.addr("___bpf_prog_run"))]
         irqs0 = m.hw.irqs_taken
         try:
-            user = [0] * 4 + [self.events, 0, 0, NR_PRCTL] + [0] * 5
+            user = [0] * 4 + [events, 0, 0, NR_PRCTL] + [0] * 5
             k.write(regs, struct.pack("<18I", *user, self.stack + 0x2000, 0, self.code, cpu.MODE_USR, 0xFFFFFFFF))
             m.set_reg("sp", regs)
-            m.set_reg("r9", cpu.cp_read(uc, TPIDRURO))          # tsk: ret_to_user reads its flags
+            m.set_reg("r9", cpu.cp_read(uc, cpu.cp15(13, 0, 0, 3)))   # tsk = current (TPIDRURO in the kernel)
             m.set_reg("pc", k.addr("ret_to_user"))
             t0 = time.perf_counter()
             how = m.run(self._done, 4_000_000_000)
@@ -353,7 +355,7 @@ def _row(b: BootedTaskRename, mode: str) -> dict:
     elif mode == "raw_tp":
         fd = b.raw_tp()
     text = b.probe_text()
-    b.run()                                                 # first events (allocations, caches)
+    b.run(16)                                               # first events (allocations, caches)
     b.reset_counter()
     r = b.run()
     count = b.counter()
@@ -404,6 +406,7 @@ def unsupported(b: BootedTaskRename) -> dict:
     stub = k.addr("arch_prepare_bpf_trampoline")
     hook = k.m.uc.hook_add(UC_HOOK_CODE, lambda *_: calls.__setitem__(0, calls[0] + 1), begin=stub, end=stub)
     out = {}
+    vmlinux_btf = k.call("bpf_get_btf_vmlinux")             # NULL: what BPF_PROG_LOAD falls back to
     try:
         for kind, attach in TRACE_ATTACH.items():
             on_vmlinux = b.load(PROG_TYPE["tracing"], attach_type=attach, btf_id=1)
@@ -413,7 +416,8 @@ def unsupported(b: BootedTaskRename) -> dict:
                                  errno=fd)
             calls[0] = 0
             link = s.bpf(RAW_TRACEPOINT_OPEN, struct.pack("<QI", 0, fd).ljust(16, b"\0"))
-            out[kind] = {"load_on_kernel_function": on_vmlinux, "attach_to_bpf_program": link,
+            out[kind] = {"load_on_kernel_function": on_vmlinux, "vmlinux_btf": vmlinux_btf,
+                         "attach_to_bpf_program": link,
                          "arch_prepare_bpf_trampoline_calls": calls[0], "target_jited_len": target_jited,
                          "x86_k_per_s": X86[kind][0]}
             for f in (link, fd, on_vmlinux):
