@@ -463,8 +463,8 @@ def print_task_rename_booted(res: dict, model: dict | None = None) -> None:
     print(f"program loaded by BPF_PROG_LOAD (verifier) and run by the interpreter (bpf_jit_enable "
           f"{res['bpf_jit_enable']}, jited_prog_len {max(res['jited_prog_len'].values())}). No interrupt in any count.")
     mod = {r["mode"]: (r["insns_per_event"], r["extra_insns"]) for r in (model or {}).get("rows", [])}
-    print(f"\n  {'attach':<14}{'booted':>9}{'+insns':>8}{'vs base':>9}{'model':>9}{'+insns':>8}{'x86 K/s':>9}{'x86 vs base':>12}"
-          f"{'prog runs':>11}{'text at probe':>15}{'host ev/s':>11}")
+    print(f"\n  {'attach':<14}{'booted':>9}{'+insns':>8}{'vs base':>9}{'model':>9}{'+insns':>8}{'x86 K/s':>9}"
+          f"{'x86 vs base':>12}{'prog runs':>11}{'text at probe':>15}{'host ev/s':>11}")
     for r in res["rows"]:
         m, mx = mod.get(r["mode"], ("-", "-"))
         m, mx = (f"{m:.1f}", f"{mx:.1f}") if m != "-" else (m, mx)
@@ -472,9 +472,9 @@ def print_task_rename_booted(res: dict, model: dict | None = None) -> None:
               f"{m:>9}{mx:>8}{r['x86_k_per_s']:>9,}{r['x86_vs_base']:>12.3f}"
               f"{r['counter']:>6}/{r['events']:<4}{r['probe_text']:>15}{r['host_events_per_s']:>11,.0f}")
     for kind, u in res["unsupported"].items():
-        print(f"  {kind:<14}{'unsupported':>17}{'-':>9}{'-':>8}{u['x86_k_per_s']:>9,}   BPF_PROG_LOAD on a kernel function: "
-              f"{errno_name(u['load_on_kernel_function'])} (no vmlinux BTF); on a BPF program it loads and the attach is "
-              f"{errno_name(u['attach_to_bpf_program'])}")
+        print(f"  {kind:<14}{'unsupported':>17}{'-':>9}{'-':>8}{u['x86_k_per_s']:>9,}   BPF_PROG_LOAD on a kernel "
+              f"function: {errno_name(u['load_on_kernel_function'])} (no vmlinux BTF); on a BPF program it loads and "
+              f"the attach is {errno_name(u['attach_to_bpf_program'])}")
     print("                   (arch_prepare_bpf_trampoline, the weak stub of 32-bit ARM 6.1, returns -ENOTSUPP)")
     noisy = [r["mode"] for r in res["rows"] if r["irqs_in_loop"]]
     if noisy:
@@ -483,8 +483,8 @@ def print_task_rename_booted(res: dict, model: dict | None = None) -> None:
     print(f"\n  booted kernel: the seed's ordering base > raw_tp > kprobe > kretprobe is "
           f"{'reproduced' if v['reproduced'] else 'NOT reproduced'} from instruction counts (base > raw_tp: "
           f"{v['base > raw_tp']}, raw_tp > kprobe: {v['raw_tp > kprobe']}, kprobe > kretprobe: "
-          f"{v['kprobe > kretprobe']}); optimized, the kprobe is {'still dearer' if v['raw_tp > kprobe-opt'] else 'cheaper'}"
-          f" than raw_tp.")
+          f"{v['kprobe > kretprobe']}); optimized, the kprobe is "
+          f"{'still dearer' if v['raw_tp > kprobe-opt'] else 'cheaper'} than raw_tp.")
     print("  booted = instructions per event on the booted kernel (deterministic; the program ran once per event: "
           "prog runs = the map's counter).")
     print("  model = armload's model machine above (__set_task_comm alone, modelled exception entry and handlers, a "
