@@ -16,6 +16,17 @@ def main(folder: str) -> int:
     bad = key(want) != key(got) or want["verdict"] != got["verdict"]
     print(f"task-rename: {'DIFFERS' if bad else 'same'} ({len(got['rows'])} rows, verdict "
           f"{'reproduced' if got['verdict']['reproduced'] else 'not reproduced'})")
+    booted = json.load(open(os.path.join(folder, "task-rename.json"))).get("task-rename-booted")
+    from armload.bench.attach import VMLINUZ
+    if booted and os.path.exists(VMLINUZ):
+        from armload.bench.attach_booted import run_task_rename_booted
+        got = run_task_rename_booted(events=booted["events"])
+        key = lambda res: [(r["mode"], r["insns"], r["counter"], r["probe_text"]) for r in res["rows"]]
+        differs = key(booted) != key(got) or booted["verdict"] != got["verdict"] or \
+            booted["unsupported"] != got["unsupported"]
+        print(f"task-rename on the booted kernel: {'DIFFERS' if differs else 'same'} ({len(got['rows'])} rows, "
+              f"verdict {'reproduced' if got['verdict']['reproduced'] else 'not reproduced'})")
+        bad = bad or differs
     return 1 if bad else 0
 
 

@@ -85,6 +85,18 @@ def test_calls_memory_and_errors(booted):
         booted.call("no_such_function")
 
 
+def test_a_block_copy_across_into_an_unfaulted_user_page_faults_that_page_in(booted):
+    """An STM whose first word is on a present page and whose last is on the next, not yet
+    faulted-in page: the abort is the next page's (DFAR = its first address), the kernel's
+    fault handler maps it and the copy completes (it used to be an external abort: an oops)."""
+    ua = booted.call("vm_mmap", 0, 0, 0x2000, 3, 0x22, 0)
+    kb = booted.kmalloc(64)
+    booted.write(kb, bytes(range(64)))
+    assert booted.call("_copy_to_user", ua, kb, 4) == 0                 # page 0 only
+    assert booted.call("_copy_to_user", ua + 0xFF8, kb, 64, budget=5_000_000) == 0   # 8 bytes on page 0, 56 on 1
+    assert booted.read(ua + 0xFF8, 64) == bytes(range(64))
+
+
 def test_run_until_idle_runs_deferred_work(booted):
     r = booted.run_until_idle(1_000_000_000, quiet_ns=100_000_000)
     assert r["idle"] and 100_000_000 <= r["ns"] < 1_000_000_000

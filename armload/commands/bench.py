@@ -28,7 +28,9 @@ def register(sub) -> None:
                                    "booted kernel: its own register_kprobe, enable_kprobe and get_kprobe, 40,000 probes "
                                    "on its text, against the model). "
                                    "task-rename: seed 003 on the Image's __set_task_comm: base, kprobe (trap and "
-                                   "optimized), kretprobe, raw tracepoint; fentry/fexit unsupported on 32-bit ARM. "
+                                   "optimized), kretprobe, raw tracepoint; fentry/fexit unsupported on 32-bit ARM; "
+                                   "with the vmlinuz, also on the booted kernel (prctl, a BPF program run by "
+                                   "the kernel's interpreter, attached with perf_event_open/bpf). "
                                    "coverage: instructions per second with --coverage off and on.")
     p.add_argument("what", nargs="?", choices=WHAT, default="loader")
     p.add_argument("--image", help="kernel image for the kallsyms benchmark (default: the Debian vmlinuz in .cache)")
@@ -96,6 +98,12 @@ def run(args) -> int:
         results["task-rename"] = attach.run_task_rename()
         if not args.json:
             attach.print_task_rename(results["task-rename"])
+        import os
+        if os.path.exists(attach.VMLINUZ):            # the same seed on the booted kernel, beside
+            from ..bench import attach_booted
+            results["task-rename-booted"] = attach_booted.run_task_rename_booted()
+            if not args.json:
+                attach_booted.print_task_rename_booted(results["task-rename-booted"], results["task-rename"])
     if args.what in ("coverage", "all"):
         from ..bench import coverage
         results["coverage"] = coverage.run_benchmark()

@@ -2,7 +2,7 @@
 (armload/emu/hw), one Cortex-A15 in stock Unicorn with the guest MMU (UC_TLB_CPU).
 
 Everything above the hardware is the kernel's own code. What is done by hand, because stock
-Unicorn calls hooks instead: exception entry (IRQ, UNDEF, data/prefetch abort, hw/cpu.py), the
+Unicorn calls hooks instead: exception entry (IRQ, UNDEF, SVC, data/prefetch abort, hw/cpu.py), the
 generic timer (cp15 c14 sites, hw/timer.py) and WFI (a code hook at each WFI of the Image: with
 nothing pending the CPU sleeps until the next timer event: simulated time jumps there).
 
@@ -211,6 +211,8 @@ class Machine:
         try:
             if kind == "undef":
                 cpu.enter(uc, "undef", pc)
+            elif kind == "swi":                           # svc from user mode: PC is past the svc already
+                cpu.enter(uc, "swi", pc)
             elif kind == "dabort":
                 self._abort(uc, pc, data=True)
             elif kind == "pabort":
@@ -242,6 +244,13 @@ class Machine:
                 raise GuestFault(f"data abort at {pc:#x} by an instruction armload cannot decode")
             va, write = acc
             w = cpu.walk(self._read32p, ttbr0, ttbcr, ttbr1, dacr, va, write=write, user=user)
+            nxt = (va | 0xFFF) + 1
+            if not w.fs and va & 0xFFF > 0xF00 and nxt < 1 << 32:
+                # an LDM/STM/VLDM (at most 256 bytes) whose first address is mapped: the fault
+                # is on the next page, and DFAR is that page's first address (as the CPU reports)
+                w2 = cpu.walk(self._read32p, ttbr0, ttbcr, ttbr1, dacr, nxt, write=write, user=user)
+                if w2.fs:
+                    va, w = nxt, w2
             fs = w.fs or (0x1 if va & 3 else 0x8)         # mapped and allowed: alignment or external
             cpu.cp_write(uc, cpu.DFSR, cpu.fsr(w, write, fs))
             cpu.cp_write(uc, cpu.DFAR, va)

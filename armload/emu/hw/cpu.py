@@ -19,6 +19,7 @@ CPSR_I, CPSR_A, CPSR_T, CPSR_F = 0x80, 0x100, 0x20, 0x40
 IT_J_MASK = 0x0600FC00 | 0x01000000
 #            kind:      (mode,     vector, lr offset from the address, extra mask)
 EXCEPTIONS = {"undef": (MODE_UND, 0x04, 4, 0),            # LR = insn + 4
+              "swi": (MODE_SVC, 0x08, 0, 0),               # LR = the insn after svc (the address given)
               "pabort": (MODE_ABT, 0x0C, 4, CPSR_A),       # LR = insn + 4
               "dabort": (MODE_ABT, 0x10, 8, CPSR_A),       # LR = insn + 8
               "irq": (MODE_IRQ, 0x18, 4, CPSR_A)}          # LR = next insn + 4
