@@ -3,7 +3,6 @@ literal port of arch/arm/probes/decode.c, decode-arm.c, kprobes/checkers-{arm,co
 arch_prepare_kprobe's stack-space test), and the instructions the kernel emulates by rewriting
 their registers run right when probed."""
 import os
-import random
 import struct
 import sys
 
@@ -56,32 +55,15 @@ def test_named_encodings_agree_with_the_kernel(src, want):
 
 
 def _sample(n_random=600, seed=24):
-    """The named encodings, every word of the sample modules' ARM text, and seeded random words
-    (two thirds with cond = AL: the forms compilers emit) with sp and pc forced into fields."""
-    from elftools.elf.elffile import ELFFile
-
+    """The named encodings (assembled here), then armload.probes.kagree's words: every word of the
+    sample modules' ARM text, and seeded random words (two thirds with cond = AL: the forms
+    compilers emit) with sp and pc forced into fields -- the sample the booted kernel also judges."""
     from conftest import CACHE
-    ops = [_arm(s) for s, _ in NAMED]
+    from armload.probes import kagree as G
     kdir = os.path.join(CACHE, "linux-image-6.1.0-50-armmp", "lib", "modules", "6.1.0-50-armmp", "kernel")
-    for rel in ("crypto/xor.ko", "crypto/aes_ti.ko", "crypto/adiantum.ko"):
-        path = os.path.join(kdir, rel)
-        assert os.path.exists(path), f"{path} missing (the Debian module tree)"
-        with open(path, "rb") as fh:
-            data = ELFFile(fh).get_section_by_name(".text").data()
-        ops += list(struct.unpack(f"<{len(data) // 4}I", data[:len(data) // 4 * 4]))[:400]
-    rng = random.Random(seed)
-    for _ in range(n_random):
-        w = rng.getrandbits(32)
-        if rng.random() < 0.67:
-            w = (w & 0x0FFFFFFF) | 0xE0000000
-        for shift in (16, 12, 0):                   # sp or pc in a register field, often
-            r = rng.random()
-            if r < 0.15:
-                w = (w & ~(0xF << shift)) | (13 << shift)
-            elif r < 0.25:
-                w = (w & ~(0xF << shift)) | (15 << shift)
-        ops.append(w)
-    return ops
+    for rel in G.SAMPLE_MODULES:
+        assert os.path.exists(os.path.join(kdir, rel)), f"{rel} missing (the Debian module tree)"
+    return [_arm(s) for s, _ in NAMED] + G.arm_sample(kdir, n_random, seed)[len(G.NAMED):]
 
 
 def test_arm_decoder_agrees_with_the_kernel_tables_on_a_sample():
