@@ -257,3 +257,137 @@ def test_the_models_kprobe_object_size_is_the_kernels_slab(booted):
     from armload.probes.booted import KPROBE
     p = booted.call("__kmalloc", KPROBE["size"], 0xCC0)
     assert booted.call("__ksize", p) == table.KPROBE_SIZE      # struct kprobe (80 bytes) lives in kmalloc-128
+
+
+# --- what a handler is given, field by field (KHit), and the probe's own state ----------------------
+def test_kprobe_and_post_hits_carry_the_kernels_pt_regs(kp):
+    k = kp.k
+    task, name = _task_and_name(kp)
+    got = []
+    p = kp.kprobe(SET_COMM + "+4", pre=got.append, post=got.append)
+    i0, t0 = k.insns, k.now_ns()
+    k.call(SET_COMM, task, name, 0)
+    pre, post = got
+    assert (pre.kind, post.kind) == ("kprobe", "kprobe-post")
+    for h in got:
+        assert h.target == SET_COMM + "+4" and h.addr == p.addr == k.image.symbols[SET_COMM] + 4
+        assert h.args[:3] == [task, name, 0] and len(h.args) == 4 and h.regs
+        assert h.caller == k.trap and h.caller_sym() == "run_init_process+0x0"
+        assert i0 < h.insns < k.insns and t0 <= h.time_ns <= k.now_ns() and h.ret is None
+    assert pre.insns < post.insns
+    text = pre.format()
+    assert text == (f"[kprobe] {SET_COMM}+4 @ {p.addr:#010x} ({task:#x}, {name:#x}, 0x0, {pre.args[3]:#x}) "
+                    f"<- run_init_process+0x0")
+    d = pre.to_dict()
+    assert d["kind"] == "kprobe" and d["addr"] == p.addr and d["args"] == pre.args and d["caller"] == k.trap
+    assert d["caller_sym"] == "run_init_process+0x0" and d["ret"] is None and d["insns"] == pre.insns
+    pd = p.to_dict()
+    assert pd == {"kind": "kprobe", "target": SET_COMM + "+4", "hits": 2, "registered": True, "addr": p.addr,
+                  "nmissed": 0, "flags": []}
+
+
+def test_kretprobe_entry_and_return_hits(kp):
+    k = kp.k
+    s = kp._string("-5")
+    got = []
+    r = kp.kretprobe("simple_strtol", handler=got.append, entry=got.append, maxactive=3)
+    assert r.maxactive == 3 and r.nmissed == 0
+    assert k.call("simple_strtol", s, 0, 10) == 0xFFFFFFFB
+    entry, ret = got
+    assert entry.kind == "kretprobe-entry" and entry.args[:3] == [s, 0, 10] and entry.ret is None
+    assert ret.kind == "kretprobe" and ret.args == [] and ret.ret == 0xFFFFFFFB and ret.caller == k.trap
+    assert ret.addr == entry.addr == r.addr == k.image.symbols["simple_strtol"]
+    assert ret.format().startswith(f"[kretprobe] simple_strtol @ {r.addr:#010x} returned -5 (0xfffffffb) <- ")
+    assert r.hits == 2
+
+
+def test_address_forms_and_the_target_label(kp):
+    a = kp.k.image.symbols[SET_COMM]
+    assert kp.kprobe(a, pre=lambda h: None).addr == a
+    p = kp.kprobe(f"{a + 4:#x}", pre=lambda h: None)
+    assert (p.addr, p.target) == (a + 4, f"{a + 4:#x}")
+    q = kp.kprobe(f"{a:#x}+12", pre=lambda h: None)
+    assert (q.addr, q.target) == (a + 12, f"{a:#x}+12")
+
+
+def test_ftrace_and_graph_hits(kp):
+    k = kp.k
+    task, name = _task_and_name(kp)
+    f, g = [], []
+    fo = kp.ftrace(SET_COMM, f.append)
+    go = kp.graph([SET_COMM, "kstrdup"], entry=lambda h: g.append(h) or 1, ret=g.append)
+    k.call(SET_COMM, task, name, 0)
+    k.call("kstrdup", name, 0xCC0)
+    site = k.call("ftrace_location", k.image.symbols[SET_COMM])
+    (h,) = f
+    assert (h.kind, h.target, h.addr, h.caller) == ("ftrace", SET_COMM, site, k.trap) and h.regs
+    assert h.args[:3] == [task, name, 0] and len(h.args) == 4 and h.format().startswith(f"[ftrace] {SET_COMM} @ ")
+    kinds = [(x.kind, x.addr) for x in g]
+    kst = k.call("ftrace_location", k.image.symbols["kstrdup"])
+    assert kinds == [("graph-entry", site), ("graph-return", site), ("graph-entry", kst), ("graph-return", kst)]
+    e, r = g[0], g[1]
+    assert e.target == f"{SET_COMM},kstrdup" and e.depth == r.depth and e.depth >= 0 and e.caller == 0
+    assert e.duration_ns is None and 0 < r.duration_ns < 1_000_000 and r.format().endswith(" ns <- 0x0")
+    with pytest.raises(ProbeError):
+        e.set_reg(0, 1)                                         # graph handlers get no pt_regs
+    assert fo.hits == 1 and go.hits == 4
+
+
+def test_an_arm_handler_by_address_and_a_large_one(kp):
+    k = kp.k
+    task, name = _task_and_name(kp)
+    ret0 = struct.pack("<II", 0xE3A00000, 0xE12FFF1E)          # mov r0, #0; bx lr
+    big = kp.kprobe(SET_COMM, pre=ret0 + bytes(5000))           # more than a page: its own module_alloc
+    entry = k.u32(big.struct + 32)
+    assert entry & 0xFFF == 0 and k.read(entry, 8) == ret0
+    by_addr = kp.kprobe("kstrdup", pre=entry)                   # an address: the same code, counted apart
+    assert k.u32(by_addr.struct + 32) == entry
+    k.call(SET_COMM, task, name, 0)
+    k.call("kstrdup", name, 0xCC0)
+    k.call("kstrdup", name, 0xCC0)
+    assert (big.hits, by_addr.hits) == (1, 2)
+    r = kp.kretprobe("kstrndup", handler=entry)                 # the same code for a kretprobe and ftrace:
+    f = kp.ftrace("kstrndup", entry)                            # each hit counted for the probe it serves
+    k.call("kstrndup", name, 4, 0xCC0)
+    assert (big.hits, by_addr.hits, r.hits, f.hits) == (1, 2, 1, 1)
+
+
+def test_unregister_frees_and_drops_the_hooks(kp):
+    k = kp.k
+    hooks = len(kp._hooks)
+    p = kp.kprobe(SET_COMM, pre=lambda h: None, post=lambda h: None)
+    assert len(kp._hooks) == hooks + 2 and list(kp.probes.values()) == [p]
+    p.unregister()
+    assert len(kp._hooks) == hooks and not kp.probes and p.hooks == []
+    p.unregister()                                              # once only
+    q = kp.kprobe(SET_COMM, pre=lambda h: None)
+    kp.unregister_all()
+    assert not kp.probes and not q.registered
+    with pytest.raises(ProbeError):
+        kp.kprobe("no_such_function", pre=lambda h: None)
+    assert len(kp._hooks) == hooks                              # a refusal keeps no hook
+
+
+def test_a_probe_on_init_text_is_gone_after_init(booted_dir):
+    from armload.emu.booted.modrun import BootedRun
+    from armload.kernel.config import DEBIAN_ARMMP
+    from armload.kernel.provider import Kernel
+    from armload.probes.booted import KernelProbes
+    run = BootedRun(BOOT_VMLINUZ, Kernel.from_files([SYMVERS, BOOT_VMLINUZ], DEBIAN_ARMMP), DEBIAN_ARMMP)
+    kp = KernelProbes(run.bk)
+    probes = []
+    run.on_coming(lambda name: probes.append(kp.kprobe(f"{name}:hello_init", pre=lambda h: None)))
+    r = run.load(sample("hello-arm.ko"))
+    (p,) = probes
+    assert r.ok and r.loader.identical and p.hits == 1 and p.addr == r.init_base
+    assert p.state() == "gone" and "gone" in p.flags()
+
+
+def test_caller_symbols_outside_the_image(kp):
+    from armload.probes.booted import KHit
+    h = KHit("kprobe", "f", 0xBF000000, [], 0xBF000010, 0, 0, kernel=kp.k)
+    assert h.caller_sym() == "0xbf000010"
+    kp.k.symbolizer = lambda a: "mod_fn+0x10 [mod]" if a == 0xBF000010 else None
+    assert h.caller_sym() == "mod_fn+0x10 [mod]"
+    assert KHit("kprobe", "f", 0, [], kp.k.image.symbols[SET_COMM] + 8, 0, 0, kernel=kp.k).caller_sym() \
+        == f"{SET_COMM}+0x8"

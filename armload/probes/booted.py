@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 
 from unicorn import arm_const as A
 
+from ..emu.booted.machine import GuestFault
 from .base import ProbeError, errno_name
 
 GFP_ZERO = 0xCC0 | 0x100                  # GFP_KERNEL | __GFP_ZERO
@@ -50,7 +51,7 @@ KPROBE = {"list": 8, "nmissed": 16, "addr": 20, "symbol_name": 24, "offset": 28,
 # struct kretprobe: kp, handler, entry_handler, maxactive, nmissed, data_size, freelist, rph
 KRETPROBE = {"handler": 80, "entry_handler": 84, "maxactive": 88, "nmissed": 92, "data_size": 96, "size": 108}
 # struct kretprobe_instance (no rethook on ARM 6.1): union{freelist, rcu_head} 0, llist 8, rph 12, ret_addr 16, fp 20
-KRI_RET_ADDR = 16
+KRI_RPH, KRI_RET_ADDR = 12, 16        # struct kretprobe_holder {struct kretprobe *rp; refcount_t ref}
 ARM_BREAKPOINT = 0x07F001F8              # arch/arm/probes/kprobes/core.h KPROBE_ARM_BREAKPOINT_INSTRUCTION (| cond)
 KPROBE_FLAG = {"gone": 1, "disabled": 2, "optimized": 4, "ftrace": 8, "on_func_entry": 16}
 # include/linux/ftrace.h: struct ftrace_ops {func, next, flags, private, saved_func, local_hash, ...}
@@ -264,14 +265,30 @@ class KernelProbes:
         else:
             raise ProbeError(f"a handler is a Python callable, an address or ARM code, not {type(fn).__name__}")
         if count:
-            self._hooks.append(self.k.hook_code(entry & ~1, lambda uc, a, s, d: self._count(probe_ref)))
+            self._hooks.append(self.k.hook_code(entry & ~1, lambda uc, a, s, d: self._count(uc, kind, probe_ref)))
             self._new_hooks.append(self._hooks[-1])
         return entry
 
-    @staticmethod
-    def _count(probe_ref):
-        if probe_ref:
-            probe_ref[0].hits += 1
+    def _count(self, uc, kind: str, probe_ref) -> None:
+        """A hit of ARM handler code, counted for the probe the kernel is calling it for (one
+        handler may serve several probes): the kprobe is r0, the ftrace_ops r2, a kretprobe
+        instance's holder (r0 + 12) points at its kretprobe."""
+        if not probe_ref:
+            return
+        probe = probe_ref[0]
+        if kind in ("kprobe", "kprobe-post"):
+            mine = uc.reg_read(A.UC_ARM_REG_R0) == probe.struct
+        elif kind == "ftrace":
+            mine = uc.reg_read(A.UC_ARM_REG_R2) == probe.struct
+        elif kind.startswith("kretprobe"):
+            try:                                                 # r0 is an instance only when this is a kretprobe's call
+                rph = self.k.u32(uc.reg_read(A.UC_ARM_REG_R0) + KRI_RPH)
+                mine = bool(rph) and self.k.u32(rph) == probe.struct
+            except GuestFault:
+                mine = False
+        else:
+            mine = True                                          # function_graph: one user at a time
+        probe.hits += mine
 
     def _regs(self, va: int) -> list[int]:
         return list(struct.unpack(f"<{PT_REGS_WORDS}I", self.k.read(va, 4 * PT_REGS_WORDS)))
