@@ -391,3 +391,22 @@ def test_caller_symbols_outside_the_image(kp):
     assert h.caller_sym() == "mod_fn+0x10 [mod]"
     assert KHit("kprobe", "f", 0, [], kp.k.image.symbols[SET_COMM] + 8, 0, 0, kernel=kp.k).caller_sym() \
         == f"{SET_COMM}+0x8"
+
+
+def test_graph_defaults_resets_and_names(kp):
+    k = kp.k
+    task, name = _task_and_name(kp)
+    rets = []
+    g = kp.graph(SET_COMM, ret=rets.append)                     # no entry handler: every entry traced
+    k.call(SET_COMM, task, name, 0)
+    assert len(rets) == 1 and g.hits == 2
+    g.unregister()
+    seen = []
+    kp.graph("vmlinux:kstrdup", entry=lambda h: seen.append(h.addr) or 1)
+    k.call(SET_COMM, task, name, 0)                             # the new filter replaced the old one
+    k.call("kstrdup", name, 0xCC0)
+    assert seen == [k.call("ftrace_location", k.image.symbols["kstrdup"])]
+    for kind in ("graph", "ftrace"):
+        with pytest.raises(ProbeError) as e:
+            getattr(kp, kind)("no_such_function", lambda h: None)
+        assert e.value.errno == -2 and "kallsyms_lookup_name does not know it" in str(e.value)
