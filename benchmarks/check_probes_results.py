@@ -19,7 +19,7 @@ def main(folder: str) -> int:
     print(f"task-rename: {'DIFFERS' if bad else 'same'} ({len(got['rows'])} rows, verdict "
           f"{'reproduced' if got['verdict']['reproduced'] else 'not reproduced'})")
     booted = json.load(open(os.path.join(folder, "task-rename.json"))).get("task-rename-booted")
-    from armload.bench.attach import VMLINUZ
+    from armload.bench.inputs import VMLINUZ
     if booted and not os.path.exists(VMLINUZ):
         print(f"task-rename on the booted kernel: cannot be checked: {VMLINUZ} missing (make test-inputs)")
         return 1

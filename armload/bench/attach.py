@@ -32,14 +32,9 @@ import os
 import struct
 
 from ..probes.base import ProbeError
+from .inputs import SAMPLES, VMLINUZ, X86
 from .probes import counter_handler
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SAMPLES = os.path.join(ROOT, "sample_modules")
-VMLINUZ = os.path.join(ROOT, ".cache", "linux-image-6.1.0-50-armmp", "boot", "vmlinuz-6.1.0-50-armmp")
-# the seed (test_progs bench trig-*, 2.4 GHz x86): K events/s without / with retpoline
-X86 = {"base": (2743, 2401), "kprobe": (2419, 1930), "kretprobe": (1876, 1485), "raw_tp": (2578, 2053),
-       "fentry": (2710, 2351), "fexit": (2685, 2185)}
 MODES = ("base", "kprobe", "kprobe-opt", "kretprobe", "raw_tp")
 UNSUPPORTED = ("fentry", "fexit")
 X86_ROW = {"base": "base", "kprobe": "kprobe", "kprobe-opt": "kprobe", "kretprobe": "kretprobe", "raw_tp": "raw_tp"}

@@ -48,7 +48,7 @@ import struct
 import time
 
 from ..probes.base import ProbeError, errno_name
-from .attach import VMLINUZ, X86
+from .inputs import VMLINUZ, X86
 
 PR_SET_NAME = 15
 NAME = "bench-rename"

@@ -13,7 +13,8 @@ import time
 from unicorn import UC_ARCH_ARM, UC_MODE_ARM, UC_PROT_ALL, Uc
 from unicorn import arm_const as A
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from .inputs import SAMPLES
+
 CODE, STOP = 0x10000, 0x10100
 LOOP = struct.pack("<IIIII", 0xE3A00000, 0xE2800001, 0xE1500001, 0x1AFFFFFC, 0xE12FFF1E)
 # mov r0, #0; 1: add r0, r0, #1; cmp r0, r1; bne 1b; bx lr   (3 instructions a round)
@@ -63,7 +64,7 @@ def run_benchmark(rounds: int = 30_000_000, budget: int = 150_000_000) -> dict:
     clk_t, _ = _loop(rounds, True)
     out = {"loop_instructions": n, "raw_unicorn_ips": n / raw_t, "with_clock_ips": n / clk_t,
            "clock_ratio": raw_t / clk_t, "clock": "native" if _native_lib() else "python"}
-    path = os.path.join(ROOT, "sample_modules", "spin-arm.ko")
+    path = os.path.join(SAMPLES, "spin-arm.ko")
     if os.path.exists(path):
         from ..loader.session import load_module
         from ..emu.machine import Machine

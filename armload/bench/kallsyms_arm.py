@@ -22,8 +22,8 @@ import tempfile
 from unicorn import UC_HOOK_CODE
 
 from ..errors import ArmloadError
+from .inputs import ROOT, SAMPLES
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SRC = os.path.join(ROOT, "benchmarks", "kallsyms_arm.c")
 CODE_BASE = 0xE0000000
 CROSS = os.environ.get("CROSS", "arm-linux-gnueabihf-")
@@ -63,8 +63,8 @@ def _machine(vmlinuz: str):
     from ..emu import Machine
     from ..kernel.provider import Kernel
     from ..loader.session import Session
-    k = Kernel.from_files([os.path.join(ROOT, "sample_modules", "Module.symvers"), vmlinuz], KernelConfig())
-    mod = Session(k, k.config, "window").load(os.path.join(ROOT, "sample_modules", "hello-arm.ko"))
+    k = Kernel.from_files([os.path.join(SAMPLES, "Module.symvers"), vmlinuz], KernelConfig())
+    mod = Session(k, k.config, "window").load(os.path.join(SAMPLES, "hello-arm.ko"))
     m = Machine(mod, k, budget=2_000_000_000)
     m.map_module(mod)
     return m, k

@@ -14,7 +14,6 @@ lookup a timer interrupt fell into is run again (it changes nothing).
 """
 from __future__ import annotations
 
-import os
 import statistics
 
 from ..errors import ArmloadError
@@ -78,11 +77,7 @@ def print_booted(res: dict) -> None:
                   f"{d['model_a_insns']:,.1f} ({d['booted_vs_model_a']:.4f}x); (e) {d['e_insns']:,.1f}: "
                   f"{d['gain_e_vs_booted']:.1f}x fewer than the booted kernel's real lookup "
                   f"(target >= 10x: {'met' if d['gain_e_vs_booted'] >= 10 else 'NOT met'})")
-    print(f"  mcount: instructions (a) spent in __gnu_mcount_nc on the model machine, which runs the vmlinuz file's "
-          f"text; the booted kernel's ftrace made those calls NOPs.")
+    print("  mcount: instructions (a) spent in __gnu_mcount_nc on the model machine, which runs the vmlinuz file's "
+          "text; the booted kernel's ftrace made those calls NOPs.")
     print(f"  booted = model (a) - mcount on every name: {'yes' if res['explained'] else 'NO'}")
 
-
-def default_vmlinuz() -> str:
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    return os.path.join(root, ".cache", "linux-image-6.1.0-50-armmp", "boot", "vmlinuz-6.1.0-50-armmp")

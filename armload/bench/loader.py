@@ -18,8 +18,8 @@ from ..loader.session import Session
 from ..loader.plt import SORT_BACKEND, count_legacy, count_legacy_quadratic, count_plts, legacy_rel_tables, plan_plts
 from ..inspect.report import table
 from ..inputs.synth import DEFAULT_N_RELOCS, make_module
+from .inputs import CACHE, ROOT, SAMPLES
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _best(fn, repeat: int) -> float:
@@ -152,9 +152,9 @@ def bench_plt_vs_c(label: str, path: str, data: bytes, repeat: int = 5) -> dict:
 
 
 def run_benchmark(repeat: int = 3) -> dict:
-    kos = sorted(glob.glob(os.path.join(ROOT, "sample_modules", "*.ko")), key=os.path.getsize)
+    kos = sorted(glob.glob(os.path.join(SAMPLES, "*.ko")), key=os.path.getsize)
     rows = []
-    corpus = sorted(glob.glob(os.path.join(ROOT, ".cache", "linux-image-*", "lib", "modules", "*", "kernel",
+    corpus = sorted(glob.glob(os.path.join(CACHE, "linux-image-*", "lib", "modules", "*", "kernel",
                                            "**", "*.ko"), recursive=True), key=os.path.getsize)
     if corpus:
         rows.append(bench_object("largest Debian module: " + os.path.basename(corpus[-1]), corpus[-1], None, repeat))

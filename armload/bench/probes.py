@@ -27,15 +27,8 @@ import time
 from ..probes.base import ProbeError
 from ..probes.core import Probes
 from ..probes.ftrace import assemble
+from .inputs import DEBIAN, DEBIAN_SYMVERS, SAMPLES, VMLINUZ, X86
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SAMPLES = os.path.join(ROOT, "sample_modules")
-DEBIAN = os.path.join(ROOT, ".cache", "linux-image-6.1.0-50-armmp", "lib", "modules", "6.1.0-50-armmp", "kernel")
-DEBIAN_SYMVERS = os.path.join(ROOT, ".cache", "linux-headers-6.1.0-50-armmp", "usr", "src",
-                              "linux-headers-6.1.0-50-armmp", "Module.symvers")
-# test_progs "bench trig-*" on a 2.4 GHz x86 (the issue): K events/s, without / with retpoline
-X86 = {"base": (2743, 2401), "kprobe": (2419, 1930), "kretprobe": (1876, 1485), "fentry": (2710, 2351),
-       "fexit": (2685, 2185)}
 MODES = ("base", "kprobe", "kretprobe", "ftrace", "fentry", "fentry+fexit")
 X86_ROW = {"base": "base", "kprobe": "kprobe", "kretprobe": "kretprobe", "ftrace": None, "fentry": "fentry",
            "fentry+fexit": "fexit"}
@@ -378,7 +371,7 @@ def run_many(n_modules: int = 300, n_register: int = 40000, n_enable: int = 2000
     from ..probes.kprobe import Kprobe
     from ..probes.table import KprobeTable, LineModel
     if vmlinuz is None and n_kernel:
-        vmlinuz = os.path.join(ROOT, ".cache", "linux-image-6.1.0-50-armmp", "boot", "vmlinuz-6.1.0-50-armmp")
+        vmlinuz = VMLINUZ
     m, mods, t_load = _debian_machine(n_modules, vmlinuz if n_kernel else None)
     t0 = time.perf_counter()
     pr = Probes(m, record=False)

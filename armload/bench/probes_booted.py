@@ -37,12 +37,11 @@ import time
 
 from ..probes.base import ProbeError
 from ..probes.table import GOLDEN_RATIO_32, KprobeTable
+from .inputs import DEBIAN, DEBIAN_SYMVERS, VMLINUZ
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-VMLINUZ = os.path.join(ROOT, ".cache", "linux-image-6.1.0-50-armmp", "boot", "vmlinuz-6.1.0-50-armmp")
 KP_NEXT, KP_ADDR = 0, 20                 # struct kprobe: hlist.next, addr (include/linux/kprobes.h, 32-bit)
 MODULES_VADDR, PAGE_OFFSET = 0xBF000000, 0xC0000000     # arch/arm/include/asm/memory.h (16 MiB)
-TREE = os.path.join(ROOT, ".cache", "linux-image-6.1.0-50-armmp", "lib", "modules", "6.1.0-50-armmp", "kernel")
+TREE = DEBIAN
 MODULES = ("fs/btrfs/btrfs.ko",)         # 2,269 functions; its dependencies are loaded first
 MAX_DEPTH = 8                            # instructions per function at most (entry and its straight path)
 
@@ -153,7 +152,6 @@ def load_modules(vmlinuz: str, paths, tree: str):
     from ..emu.booted.modrun import BootedRun
     from ..kernel.config import DEBIAN_ARMMP
     from ..kernel.provider import Kernel
-    from .probes import DEBIAN_SYMVERS
     run = BootedRun(vmlinuz, Kernel.from_files([DEBIAN_SYMVERS, vmlinuz], DEBIAN_ARMMP), DEBIAN_ARMMP, tree=tree)
     loaded, index = [], tree_index(tree)
     for path in paths:
@@ -470,7 +468,7 @@ def print_booted(res: dict, model: dict | None = None) -> None:
     if model and model.get("configs"):
         m = next((c for c in model["configs"] if c["buckets"] == 64 and not c["cache"]), None)
         if m:
-            print(f"    the model benchmark's enable lookups at 64 lists, per step: "
+            print("    the model benchmark's enable lookups at 64 lists, per step: "
                   + " ".join(f"{s['enable_nodes_per_lookup']:.0f}" for s in m["steps"]) + " nodes")
     h = res["host_s"]
     print(f"  host: register {h['register']:.1f} s, lookups {h['lookups']:.1f} s, enable {h['enable']:.1f} s")
