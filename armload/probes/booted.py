@@ -31,7 +31,6 @@ maxactive becomes 10).
 """
 from __future__ import annotations
 
-import bisect
 import struct
 from dataclasses import dataclass, field
 
@@ -110,22 +109,20 @@ class KHit:
 
 
 def _sym(k, addr: int) -> str:
-    """%pS-like, from the Image's kallsyms (host side: handlers run inside a code hook and cannot
-    call the kernel's sprint_symbol); a module address is shown bare unless a symbolizer knows it."""
+    """%pS without the size, from the Image's kallsyms (host side: handlers run inside a code hook
+    and cannot call the kernel's sprint_symbol); a module address is shown bare unless a
+    symbolizer knows it."""
     extra = getattr(k, "symbolizer", None)
     if extra is not None:
         s = extra(addr)
         if s:
             return s
-    img = k.image
-    table = getattr(img, "_sorted_syms", None)
-    if table is None:
-        items = sorted((a, n) for n, a in img.symbols.items())
-        table = img._sorted_syms = ([a for a, _ in items], [n for _, n in items])
-    i = bisect.bisect_right(table[0], addr) - 1
-    if i < 0 or not img.base <= addr < img.symbols.get("_etext", img.end):
+    table = k.image.kallsyms
+    pos = table.symbol_pos(addr) if table is not None else None
+    if pos is None:
         return f"{addr:#x}"
-    return f"{table[1][i]}+{addr - table[0][i]:#x}"
+    i, _size, off = pos
+    return f"{table.symbol(i)[2]}+{off:#x}"
 
 
 class KernelProbe:
