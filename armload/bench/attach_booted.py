@@ -304,7 +304,6 @@ class BootedTaskRename:
     def _run_user(self, events: int) -> dict:
         """Enter user mode as the kernel returns to /init (ret_to_user, pt_regs at the top of
         pid 1's kernel stack), run to `done`, then put pid 1's kernel context back as it was."""
-        from unicorn import UC_HOOK_CODE
         from ..emu.hw import cpu
         k, m, uc = self.k, self.k.m, self.k.m.uc
         ctx = uc.context_save()
@@ -312,9 +311,8 @@ class BootedTaskRename:
         saved = k.read(regs, PT_REGS)
         start: list[int] = []
         self.interp_runs = 0
-        hooks = [uc.hook_add(UC_HOOK_CODE, lambda *_: start.append(k.insns), begin=self.code, end=self.code),
-                 uc.hook_add(UC_HOOK_CODE, self._interp, begin=k.addr("___bpf_prog_run"),
-                             end=k.addr("___bpf_prog_run"))]
+        hooks = [k.hook_code(self.code, lambda *_: start.append(k.insns)),
+                 k.hook_code(k.addr("___bpf_prog_run"), self._interp)]
         irqs0 = m.hw.irqs_taken
         try:
             user = [0] * 4 + [events, 0, 0, NR_PRCTL] + [0] * 5
@@ -389,7 +387,6 @@ def unsupported(b: BootedTaskRename) -> dict:
     with bpf_jit_enable 1, then 0 again): the program loads and the attach
     (BPF_RAW_TRACEPOINT_OPEN with no name) reaches bpf_trampoline_update, whose
     arch_prepare_bpf_trampoline is 32-bit ARM's weak stub: -ENOTSUPP."""
-    from unicorn import UC_HOOK_CODE
     k, s = b.k, b.sys
     blob = _btf_one_function()
     btf_fd = s.bpf(BTF_LOAD, struct.pack("<QQIII", b.mem.put(blob), 0, len(blob), 0, 0).ljust(32, b"\0"))
@@ -404,7 +401,7 @@ def unsupported(b: BootedTaskRename) -> dict:
     target_jited = b.prog_info(target)["jited_prog_len"]
     calls = [0]
     stub = k.addr("arch_prepare_bpf_trampoline")
-    hook = k.m.uc.hook_add(UC_HOOK_CODE, lambda *_: calls.__setitem__(0, calls[0] + 1), begin=stub, end=stub)
+    hook = k.hook_code(stub, lambda *_: calls.__setitem__(0, calls[0] + 1))
     out = {}
     vmlinux_btf = k.call("bpf_get_btf_vmlinux")             # NULL: what BPF_PROG_LOAD falls back to
     try:
