@@ -45,7 +45,6 @@ Comparisons at the level of register_kprobe's return value (0 or -errno):
 """
 from __future__ import annotations
 
-import bisect
 import os
 import random
 import struct
@@ -156,17 +155,14 @@ def armload_arm_verdict(op: int) -> Verdict:
     return Verdict(err, reason, "" if err else d.outcome, d.what)
 
 
-class _Symbols:
-    def __init__(self, image):
-        items = sorted((a & ~1, n) for n, a in image.symbols.items())
-        self.addrs, self.names = [a for a, _ in items], [n for _, n in items]
-
-    def name(self, addr: int) -> str:
-        i = bisect.bisect_right(self.addrs, addr) - 1
-        if i < 0 or not addr:
-            return f"{addr:#x}"
-        off = addr - self.addrs[i]
-        return self.names[i] + (f"+{off:#x}" if off else "")
+def _name(image, addr: int) -> str:
+    """The Image's kallsyms name of `addr` (`name` or `name+0xoff`), or the bare address."""
+    table = image.kallsyms
+    pos = table.symbol_pos(addr) if table is not None and addr else None
+    if pos is None:
+        return f"{addr:#x}"
+    i, _size, off = pos
+    return table.symbol(i)[2] + (f"+{off:#x}" if off else "")
 
 
 class KernelDecodeOracle:
@@ -183,7 +179,6 @@ class KernelDecodeOracle:
         from .booted import KernelProbes
         self.kp = KernelProbes(k)
         self.pre = self.kp.handler(MOV_R0_0_BX_LR, "kprobe", [], count=False)
-        self.syms = _Symbols(k.image)
         self.addr = self._probe_able(r.core_base, len(r.core_bytes))
 
     def _probe_able(self, base: int, size: int) -> int:
@@ -234,7 +229,7 @@ class KernelDecodeOracle:
         # p->opcode is set just before the decode: untouched (0, kzalloc) when an address check refused
         decoded = opcode == expect_opcode and expect_opcode != 0
         if err == 0:
-            v.kind, v.handler = ("slot" if slot else "no-slot"), self.syms.name(handler)
+            v.kind, v.handler = ("slot" if slot else "no-slot"), _name(self.k.image, handler)
         elif not decoded:
             v.reason = "address"                     # refused before arch_prepare_kprobe read the word
         else:
@@ -758,7 +753,7 @@ def print_summary(res: dict) -> None:
     for cat, c in list(t["by_category"].items()) + list(mt["by_category"].items()):
         kv = ", ".join(f"{n}x {k}" for k, n in sorted(c["kernel"].items()))
         print(f"  {cat:<40} {c['n']:>4} {c['agree']:>6} {c['armload_own']:>4}  {kv}")
-    print(f"\n  accepted ARM encodings by class (kernel / armload): "
+    print("\n  accepted ARM encodings by class (kernel / armload): "
           + ", ".join(f"{k.replace('kernel ', '')}: {n}" for k, n in a["accepted_classes"].items()))
     if t["stage_differs"]:
         print(f"  same verdict, different stage: {len(t['stage_differs'])} (the kernel refuses a BUG/WARN site "
@@ -779,7 +774,6 @@ def dumps(res: dict) -> str:
 
 def main(argv=None) -> int:
     import argparse
-    import json
     ap = argparse.ArgumentParser(prog="python -m armload.probes.kagree", description=__doc__.split("\n")[0])
     ap.add_argument("--json", help="write the full result here")
     args = ap.parse_args(argv)
