@@ -92,7 +92,7 @@ class _Capture:
         self.mod = 0
         self.snap: list[tuple[int, bytes]] = []
         self.hooks = []
-        uc, img = k.m.uc, k.image
+        img = k.image
         ma = img.symbols["module_alloc"]
         self._add(ma, self._alloc_entry)
         for site in bl_sites(img, ma):
@@ -111,11 +111,9 @@ class _Capture:
         jl = img.symbols.get("jump_label_module_notify")
         if jl:
             self._add(jl, self._coming)
-        self.dead = None
-        for name in ("make_task_dead", "panic"):
-            a = img.symbols.get(name)
-            if a:
-                self._add(a, self._dead)
+        dead = img.symbols.get("make_task_dead")      # a panic ends every call already (BootedKernel)
+        if dead:
+            self._add(dead, self._dead)
 
     def _add(self, addr, fn):
         self.hooks.append(self.k.hook_code(addr, fn))
@@ -168,8 +166,7 @@ class _Capture:
             uc.emu_stop()
 
     def _dead(self, uc, addr, size, _):
-        self.dead = addr
-        self.k.m.stop_reason = "oops" if addr != self.k.image.symbols.get("panic") else "panic"
+        self.k.m.stop_reason = "oops"
         uc.emu_stop()
 
 
