@@ -369,25 +369,6 @@ def test_task_rename_bench_is_deterministic_and_reproduces_the_ordering():
     assert {k: u["errno"] for k, u in a["unsupported"].items()} == {"fentry": -524, "fexit": -524}
 
 
-def test_cli_graph_and_module_forms():
-    import subprocess
-    from conftest import ROOT
-    ko = os.path.join(SAMPLES, "initcore-arm.ko")
-    base = [sys.executable, "-m", "armload", "run", ko, "--kernel", SYMVERS]
-    p = subprocess.run(base + ["--probe", "graph:core_sum", "--probe", "kprobe:initcore:core_mix"],
-                       capture_output=True, text=True, cwd=ROOT)
-    assert p.returncode == 0, p.stderr
-    assert "[graph-return] core_sum @ " in p.stdout and "returned 63 (0x3f)" in p.stdout
-    assert "[kprobe] core_mix+0x0 @ " in p.stdout
-    for spec, msg in (("kprobe:nosuch:core_mix", "no module 'nosuch'"),
-                      ("graph:core_sum+4", "only a kprobe takes an offset"),
-                      ("fentry:0x1000", "only a kprobe takes an offset or an address")):
-        p = subprocess.run(base + ["--probe", spec], capture_output=True, text=True, cwd=ROOT)
-        assert p.returncode == 1 and msg in p.stderr and "Traceback" not in p.stderr, p.stderr
-    p = subprocess.run(base + ["--probe", "fentry:core_sum"], capture_output=True, text=True, cwd=ROOT)
-    assert p.returncode == 0 and "is armload's own trampoline (an extension)" in p.stdout
-
-
 def test_ftrace_and_graph_on_a_kernel_function(kernel):
     m, pr = _machine(kernel)
     f = pr.function("__set_task_comm")

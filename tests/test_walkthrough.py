@@ -35,20 +35,20 @@ def test_parameters_after_options_and_image_before_symvers(capsys):
 def test_unknown_call_and_missing_arguments_are_refused_before_init(capsys):
     rc, out, err = run(capsys, RINGDEV, "--kernel", DEBIAN_SYMVERS, "--kernel", DEBIAN_VMLINUZ, "--call", "ringdev_nope")
     assert rc == 1 and "--call ringdev_nope: no function 'ringdev_nope' in ringdev" in err
-    assert "ringdev_push" in err and "init_module" not in out
+    assert "ringdev_push" in err and "init returned" not in out
     rc, out, err = run(capsys, RINGDEV, "--kernel", DEBIAN_SYMVERS, "--kernel", DEBIAN_VMLINUZ,
                        "--call", "ringdev_push", "s:abc")
     assert rc == 1 and "ringdev_push takes 2 arguments (DWARF of ringdev), 1 given" in err
-    assert "init_module" not in out
+    assert "init returned" not in out
     rc, out, err = run(capsys, RINGDEV, "--kernel", DEBIAN_SYMVERS, "--kernel", DEBIAN_VMLINUZ,
-                       "--call", "ringdev_push", "s:abc", "3", "--call", "ringdev_count")
-    assert rc == 0 and "ringdev_push(s:abc" in out and "ringdev_count() returned 3" in out
+                       "--call", "ringdev_push", "s:abc", "3", "--call", "ringdev_count", "--settle-ms", "0")
+    assert rc == 0 and "ringdev_push(s:abc, 3) returned 3" in out and "ringdev_count() returned 3" in out
 
 
 def test_run_without_kernel_says_how_to_get_it(capsys):
     rc, out, err = run(capsys, RINGDEV)
-    assert rc == 1 and "Unknown symbol" in err
-    assert "make test-inputs" in err and "--kernel" in err.split("hint:", 1)[1]
+    assert rc == 1 and "needs the kernel image" in err
+    assert "make test-inputs" in err and "--kernel" in err
 
 
 def test_thumb2_on_the_arm_image_is_refused_up_front(capsys):
@@ -62,32 +62,17 @@ def test_thumb2_on_the_arm_image_is_refused_up_front(capsys):
 
 
 def test_oops_as_the_kernel_prints_it(capsys):
-    # armload's own oops (the model runtime); inside the booted kernel the kernel prints its own
-    rc, out, err = run(capsys, RINGDEV, "bug=1", "--kernel", DEBIAN_SYMVERS, "--kernel", DEBIAN_VMLINUZ, "--json",
-                       "--runtime", "models")
-    import json
-    fault = json.loads(out)["modules"][0]["run"]["fault"]
-    sp = fault["registers"]["sp"]
-    rc, out, err = run(capsys, RINGDEV, "bug=1", "--kernel", DEBIAN_SYMVERS, "--kernel", DEBIAN_VMLINUZ,
-                       "--runtime", "models")
-    lines = out.splitlines()
+    # inside the booted kernel the oops is the kernel's own __die report, printed on its console
+    rc, out, err = run(capsys, RINGDEV, "bug=1", "--kernel", DEBIAN_SYMVERS, "--kernel", DEBIAN_VMLINUZ)
+    assert rc == 1
+    lines = [ln.split("] ", 1)[-1] for ln in out.splitlines()]
     i = lines.index("8<--- cut here ---")
-    want = ["Unable to handle kernel NULL pointer dereference at virtual address 00000000 when write",
-            "Internal error: Oops: 805 [#1] SMP ARM",           # FS 5 (section translation) | FSR_WRITE
-            "Modules linked in: ringdev(OE+)",
-            "CPU: 0 PID: 1 Comm: insmod Tainted: G           OE     6.1.0-50-armmp # Debian 6.1.176-1",
-            "Hardware name: Generic DT based system"]
-    assert lines[i + 1:i + 6] == want
-    assert lines[i + 6].startswith("PC is at ringdev_init+") and lines[i + 7].startswith("LR is at ringdev_init+")
-    assert lines[i + 13] == "Flags: nZCv  IRQs on  FIQs on  Mode SVC_32  ISA ARM  Segment none"
-    assert lines[i + 14] == "Process insmod (pid: 1, stack limit = 0x(ptrval))"
-    assert lines[i + 15] == f"Stack: (0x{sp:08x} to 0xdf003000)"
-    first = sp & ~31                                            # dump_mem: blank words before sp
-    assert lines[i + 16].startswith(f"{first & 0xffff:04x}:" + " " * 9 * ((sp - first) // 4) + " ")
-    k = i + 16 + (0xdf003000 - first) // 32
-    assert re.fullmatch(r" ringdev_init \[ringdev\] from armload's top-level call  \(.*ringdev\.c:144\)", lines[k])
-    assert lines[k + 1].startswith("Code: ") and lines[k + 2] == "---[ end trace 0000000000000000 ]---"
-    assert lines[k + 3].startswith("armload: ")                # armload's notes only after the kernel's lines
+    assert lines[i + 1] == "Unable to handle kernel NULL pointer dereference at virtual address 00000000"
+    assert "Internal error: Oops: 805 [#1] SMP ARM" in lines          # FS 5 (section translation) | FSR_WRITE
+    assert "Modules linked in: ringdev(OE+)" in lines and "Hardware name: Generic DT based system" in lines
+    assert any(ln.startswith("PC is at ringdev_init+") and ln.endswith("[ringdev]") for ln in lines)
+    assert "Flags: nZCv  IRQs on  FIQs on  Mode SVC_32  ISA ARM  Segment none" in lines
+    assert "ringdev: oops in init (the kernel's own report above)" in out
 
 
 def test_dump_mem_matches_traps_c():
@@ -158,29 +143,11 @@ def test_plugin_outside_the_repository_finds_the_kernel(tmp_path):
     assert r.returncode != 0 and "no such kernel file" in r.stderr and "make test-inputs" in r.stderr
 
 
-def test_device_io_from_the_cli(capsys):
+def test_device_io_from_the_cli_is_refused_until_it_goes_through_the_kernels_vfs(capsys):
     rc, out, err = run(capsys, RINGDEV, "--kernel", DEBIAN_SYMVERS, "--kernel", DEBIAN_VMLINUZ, "--open", "/dev/ringdev",
-                       "--write", "s:abc", "--read", "2", "--ioctl", "0x80047201", "buf:4", "--read", "16",
-                       "--ioctl", "5", "0", "--poll", "--close")
-    assert rc == 0, err
-    assert "through the module's file_operations directly (not the kernel's VFS)" in out
-    got = [ln for ln in out.splitlines() if ln.startswith("/dev/ringdev:")]
-    assert got == ["/dev/ringdev: open = 0", "/dev/ringdev: write(s:abc) = 3",
-                   "/dev/ringdev: read(2) = 2  6162  'ab'",
-                   "/dev/ringdev: ioctl(0x80047201, buf:4) = 0  buffer 01000000",     # RINGDEV_IOC_COUNT: 1 left
-                   "/dev/ringdev: read(16) = 1  63  'c'",
-                   "/dev/ringdev: ioctl(5, 0) = -25 (-ENOTTY)",
-                   "/dev/ringdev: poll = no poll (DEFAULT_POLLMASK)", "/dev/ringdev: close = 0"]
-    rc, out, err = run(capsys, RINGDEV, "--kernel", DEBIAN_SYMVERS, "--kernel", DEBIAN_VMLINUZ, "--open", "/dev/ringdev",
-                       "--write", "b:00ff", "--read", "4", "--json")
-    import json
-    doc = json.loads(out)
-    dev = doc["devio"]
-    assert doc["devio_via"] == "through the module's file_operations directly (not the kernel's VFS)"
-    assert rc == 0 and [(d["op"], d["result"]) for d in dev] == [("open", 0), ("write", 2), ("read", 2)]
-    assert dev[2]["hex"] == "00ff"
-    rc, out, err = run(capsys, RINGDEV, "--kernel", DEBIAN_SYMVERS, "--kernel", DEBIAN_VMLINUZ, "--read", "3")
-    assert rc == 1 and "--read needs an --open /dev/NAME before it" in err and "init_module" not in out
+                       "--write", "s:abc", "--read", "2", "--close")
+    assert rc == 1 and "device I/O (--open/--read/--write/--ioctl/--poll/--close)" in err
+    assert "not wired into run yet" in err and "init returned" not in out
 
 
 def test_device_file_in_pytest_copies_through_user_memory():

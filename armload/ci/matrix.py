@@ -199,6 +199,12 @@ def run_matrix(cells: list[Cell], config, options: CheckOptions, *, patterns=(),
             why = (f"init not run: this kernel's struct module has init at {offs[0]:#x} and exit at {offs[1]:#x}, "
                    f"armload's loader reads {MODULE_INIT_OFF:#x} and {MODULE_EXIT_OFF:#x}")
             cell_opts = dataclasses.replace(options, emulate=False)
+        image = getattr(kernel, "image_path", None)
+        if cell_opts.emulate and not image:
+            why = "init not run: no kernel image for this cell (init runs inside the booted kernel)"
+            cell_opts = dataclasses.replace(options, emulate=False, no_init="no kernel image")
+        elif cell_opts.emulate:               # init inside this cell's booted kernel, modprobe from its tree
+            cell_opts = dataclasses.replace(options, image=image, tree=os.path.abspath(cell.tree))
         if progress:
             progress(cell.release, len(names))
         stats = run_checks(plan, kernel, config, cell_opts, jobs=jobs, names=names,

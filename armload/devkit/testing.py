@@ -86,34 +86,6 @@ def default_kernel_path(root: str | None = None) -> str | None:
         return None
 
 
-def image_isa(path: str) -> str | None:
-    """"ARM" or "THUMB2": the S_ISA arch/arm/kernel/traps.c __die() was built with, read from its
-    format string ("Internal error: %s: %x [#%d]" S_PREEMPT S_SMP S_ISA) in the Image."""
-    from ..kernel.image import load_image
-    data = load_image(path).data
-    i = data.find(b"Internal error: %s: %x [#%d]")
-    if i < 0:
-        return None
-    words = data[i:data.index(b"\n", i)].split()
-    return words[-1].decode() if words[-1] in (b"ARM", b"THUMB2") else None
-
-
-def refuse_thumb2_on_arm(kernel, thumb2: bool) -> None:
-    """A Thumb-2 module (CONFIG_THUMB2_KERNEL build) on an ARM-mode kernel image: refused up front.
-    The kernel's own code would run in the wrong instruction set (the loader's interworking
-    checks and the emulated calls both fail, slowly): say so before anything runs."""
-    path = getattr(kernel, "image_path", None)
-    if not thumb2 or not path:
-        return
-    isa = image_isa(path)
-    if isa == "ARM":
-        raise ArmloadError(f"--thumb2 with {path}: that kernel was built for ARM mode (its __die prints "
-                           f"\"SMP ARM\", no CONFIG_THUMB2_KERNEL), and a Thumb-2 module's calls into it "
-                           f"would run in the wrong instruction set. Load Thumb-2 modules on the built-in "
-                           f"kernel (leave out the image; --kernel Module.symvers is fine) or on a "
-                           f"CONFIG_THUMB2_KERNEL image")
-
-
 def make_kernel(path: str | None = None, *, thumb2: bool = False):
     """A Kernel from the image (or symbol files) at `path`; the built-in kernel when None."""
     from ..kernel.config import DEBIAN_ARMMP
@@ -156,7 +128,8 @@ class ModuleHandle:
         kernel = kernel if kernel is not None else make_kernel(default_kernel_path())
         if thumb2 is None:
             thumb2 = "thumb2" in os.path.basename(path)
-        refuse_thumb2_on_arm(kernel, thumb2)
+        from ..kernel.isa import refuse_thumb2_on_arm
+        refuse_thumb2_on_arm(getattr(kernel, "image_path", None), thumb2)
         config = dataclasses.replace(kernel.config, thumb2=thumb2)
         self.session = Session(kernel, config)
         self.deps = [self.session.load(d) for d in deps]
