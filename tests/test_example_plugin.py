@@ -9,12 +9,14 @@ dereference behind `crash=1`.
 Run just this file:  .venv/bin/python -m pytest tests/test_example_plugin.py -v
 """
 import errno
+import os
 
 import pytest
 
 from armload import ModuleOops
 
 DEVKIT = "sample_modules/devkit-arm-debug.ko"
+PYTEST_PID = os.getpid()                       # collection runs in the pytest process
 
 
 @pytest.fixture
@@ -37,6 +39,16 @@ def test_calls_share_state(devkit):
 
 def test_nothing_leaks_between_tests(devkit):
     assert devkit.call("devkit_sum", 1) == 1                   # test_calls_share_state's adds are gone
+
+
+def test_each_test_runs_in_a_forked_child(devkit):
+    assert os.getpid() != PYTEST_PID and os.getppid() == PYTEST_PID
+
+
+def test_two_handles_are_two_kernels(load_module):
+    a, b = load_module(DEVKIT), load_module(DEVKIT)
+    assert a.init() == 0 and b.init() == 0                     # not -EEXIST: each its own kernel
+    assert a.call("devkit_add", 5) == 0 and b.call("devkit_sum", 1) == 3
 
 
 def test_strings_and_out_buffers(devkit):
@@ -67,6 +79,11 @@ def test_allocation_failure_is_handled(load_module):
     dk.fail_kmalloc(nth=3)                                     # the module's third kmalloc returns NULL
     assert dk.init() == -errno.ENOMEM
     assert "devkit: loaded" not in " ".join(dk.log)
+    dk = load_module(DEVKIT, params={"count": 3})
+    dk.fail_kmalloc(nth=4)                                     # init makes three: none fails
+    assert dk.init() == 0
+    assert dk.call("devkit_add", 1) == -errno.ENOMEM           # the fourth, made by a later call
+    assert dk.call("devkit_add", 1) == 0                       # count=1: only that one
 
 
 def test_replace_a_kernel_function(load_module):
