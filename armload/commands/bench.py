@@ -5,7 +5,7 @@ import json
 import os
 import sys
 
-WHAT = ("loader", "kallsyms", "kallsyms-arm", "emulate", "plt", "probes", "task-rename", "coverage", "all")
+WHAT = ("loader", "kallsyms", "kallsyms-arm", "emulate", "plt", "probes", "task-rename", "coverage", "call", "all")
 
 
 def register(sub) -> None:
@@ -31,7 +31,9 @@ def register(sub) -> None:
                                    "optimized), kretprobe, raw tracepoint; fentry/fexit unsupported on 32-bit ARM; "
                                    "with the vmlinuz, also on the booted kernel (prctl, a BPF program run by "
                                    "the kernel's interpreter, attached with perf_event_open/bpf). "
-                                   "coverage: instructions per second with --coverage off and on.")
+                                   "coverage: instructions per second with --coverage off and on. "
+                                   "call: `run` with --call against a plain `run` of the same module inside the "
+                                   "booted kernel: the ratio of instructions and of CPU seconds (target <= 2).")
     p.add_argument("what", nargs="?", choices=WHAT, default="loader")
     p.add_argument("--image", help="kernel image for the kallsyms benchmark (default: the Debian vmlinuz in .cache)")
     p.add_argument("--many", action="store_true", help="probes: also 40,000 kprobes on 300 Debian modules "
@@ -110,6 +112,11 @@ def run(args) -> int:
         if not args.json:
             print()
             coverage.print_benchmark(results["coverage"])
+    if args.what == "call":
+        from ..bench import call as call_bench
+        results["call"] = call_bench.run_benchmark()
+        if not args.json:
+            call_bench.print_benchmark(results["call"])
     if args.json:
         json.dump(results, sys.stdout, indent=2, default=str)
         print()
