@@ -1,11 +1,8 @@
-"""`armload bench call`: a `run` with --call against a plain `run` of the same module, inside the
-booted kernel, as ratios: instructions (everything the kernel ran, deterministic) and CPU seconds
+"""`armload bench call`: a run with --call against a plain run of the same module, inside the
+booted kernel (the library path `armload run` takes: BootedRun's load and call), as ratios: instructions (everything the kernel ran, deterministic) and CPU seconds
 of this process (the minimum of a few repetitions; wall clock plays no part)."""
 from __future__ import annotations
 
-import contextlib
-import io
-import json
 import os
 import time
 
@@ -17,29 +14,35 @@ CALLS = [["--call", "devkit_add", "5"], ["--call", "devkit_sum", "10"], ["--call
 TARGET = 2.0                                       # issue 29: no more than twice a plain run
 
 
-def _run(extra: list[str]) -> tuple[dict, float]:
-    from ..cli import main
-    argv = ["run", MODULE, "count=2", "--kernel", DEBIAN_SYMVERS, "--kernel", VMLINUZ, "--settle-ms", "0",
-            "--no-verify", "--json", *extra]
-    out = io.StringIO()
+def _run(kernel, with_calls: bool) -> tuple[list, float]:
+    """What `armload run MODULE count=2 [--call ...]` runs inside the booted kernel (BootedRun: a
+    restore, the kernel's load_module and init, the calls); the Results and the CPU seconds."""
+    from ..emu.booted.call import parse_arg
+    from ..emu.booted.modrun import BootedRun
+    from ..kernel.config import DEBIAN_ARMMP
     t0 = time.process_time()
-    with contextlib.redirect_stdout(out):
-        rc = main(argv)
+    run = BootedRun(VMLINUZ, kernel, DEBIAN_ARMMP)
+    results = [run.load(MODULE, "count=2")]
+    for c in CALLS if with_calls else ():
+        results.append(run.call(c[1], *[parse_arg(a) for a in c[2:]]))
     cpu = time.process_time() - t0
-    doc = json.loads(out.getvalue())
-    if rc != 0:
-        raise RuntimeError(f"bench call: `armload {' '.join(argv)}` failed")
-    return doc, cpu
+    bad = [r.summary() for r in results if r.status != "returned"]
+    if bad:
+        raise RuntimeError(f"bench call: {'; '.join(bad)}")
+    return results, cpu
 
 
-def _insns(doc: dict) -> int:
-    return sum(m["instructions"] for m in doc["modules"]) + sum(c["instructions"] for c in doc["calls"])
+def _insns(results) -> int:
+    return sum(r.instructions for r in results)
 
 
 def run_benchmark(repeat: int = 3) -> dict:
-    _run([])                                        # the boot snapshot and the caches, once
-    plain = [_run([]) for _ in range(repeat)]
-    calls = [_run([a for c in CALLS for a in c]) for _ in range(repeat)]
+    from ..kernel.config import DEBIAN_ARMMP
+    from ..kernel.provider import Kernel
+    kernel = Kernel.from_files([DEBIAN_SYMVERS, VMLINUZ], DEBIAN_ARMMP)
+    _run(kernel, False)                             # the boot snapshot and the caches, once
+    plain = [_run(kernel, False) for _ in range(repeat)]
+    calls = [_run(kernel, True) for _ in range(repeat)]
     pi, ci = _insns(plain[0][0]), _insns(calls[0][0])
     pc, cc = min(c for _, c in plain), min(c for _, c in calls)
     return {"module": os.path.basename(MODULE), "calls": [" ".join(c[1:]) for c in CALLS],
