@@ -202,15 +202,24 @@ class BootedRun:
         res = BootedResult(name, path, r.ret, status, r.console_lines, r.oops_text, r.instructions, r.core_base,
                            r.init_base, check, r.stopped)
         self.results.append(res)
+        if res.status == "returned" and res.ret and r.core_bytes:
+            self._forget(name)        # do_init_module's fail_free_freeinit: init failed, the kernel freed it
         while self.pending and not self.bk.servicing and res.status == "returned":
             self._modprobe(self.pending.pop(0))
         return res
+
+    def _forget(self, name: str) -> None:
+        mod = next((m for m in self.session.modules if m.name == name), None)
+        if mod is not None:
+            self.session.forget(mod)
 
     def unload(self, name: str) -> tuple[int, list[str]]:
         """delete_module(name, O_NONBLOCK) as rmmod calls it: the module's exit and the kernel's
         own freeing. Returns (ret, console lines)."""
         mark = len(self.bk.console)
         ret = _signed(self.bk.call("sys_delete_module", user_string(self.bk, name), O_NONBLOCK))
+        if ret == 0:                  # gone from the kernel: its exports and memory from armload's session
+            self._forget(name.replace("-", "_"))
         return ret, self.bk.console[mark:]
 
     # --- /sbin/modprobe ----------------------------------------------------------------------------
@@ -323,12 +332,12 @@ class BootedRun:
             return chk, name
         if not r.core_bytes and not r.formed:  # the kernel's loader refused, armload's accepted
             chk.agrees = chk.identical = False
-            self.session.modules.remove(mod)
+            self.session.forget(mod)
             return chk, mod.name
         if not r.core_bytes:
             # Refused after loading (parse_args, sysfs, a notifier): the image is compared as formed;
             # the module is gone from the kernel, so it goes from armload's session too.
-            self.session.modules.remove(mod)
+            self.session.forget(mod)
         for size, ksize in self.replay.mismatch:
             self._diff(chk, None, "(allocation size)", f"{size:#x}", f"{ksize:#x}")
         skip = [(s.addr, s.addr + s.size) for s in mod.sections if s.name == THIS_MODULE]
