@@ -116,11 +116,12 @@ class ModuleInfo:
 
 def read_modinfo(path: str) -> tuple[dict[str, list[str]], str | None]:
     """(.modinfo key -> values, error). Reads the section header table and .modinfo only."""
+    from ..errors import ArmloadError
+    from ..loader.kofile import read_module
     try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        return {}, f"cannot read: {e.strerror}"
+        data = read_module(path)
+    except ArmloadError as e:
+        return {}, str(e).removeprefix(f"{path}: ")
     return parse_modinfo(data)
 
 
@@ -185,18 +186,20 @@ def parse_modinfo(data: bytes) -> tuple[dict[str, list[str]], str | None]:
 
 
 def _name_from_path(path: str) -> str:
-    return os.path.basename(path).split(".", 1)[0].replace("-", "_")
+    from ..loader.kofile import module_stem
+    return module_stem(path)
 
 
 def scan_tree(root: str) -> list[ModuleInfo]:
-    """Every *.ko under root (or the file itself), sorted by path."""
+    """Every *.ko and *.ko.{xz,zst,gz} under root (or the file itself), sorted by path."""
+    from ..loader.kofile import is_module_file
     if os.path.isfile(root):
         paths = [root]
     else:
         paths = []
         for d, dirs, files in os.walk(root):
             dirs.sort()
-            paths.extend(os.path.join(d, f) for f in files if f.endswith(".ko"))
+            paths.extend(os.path.join(d, f) for f in files if is_module_file(f))
         paths.sort()
     out = []
     for p in paths:
@@ -211,12 +214,16 @@ def scan_tree(root: str) -> list[ModuleInfo]:
 def fingerprint(info: ModuleInfo) -> tuple[str | None, str | None]:
     """(file SHA-256, build-id) of a module, read when its record is made (in the worker that
     checks it), so that a subset of a large tree hashes only its own modules."""
+    from ..errors import ArmloadError
+    from ..loader.kofile import decompress, read_raw
     try:
-        with open(info.path, "rb") as f:
-            data = f.read()
-    except OSError:
+        data = read_raw(info.path)
+    except ArmloadError:
         return None, None
-    return file_sha256(data), build_id(data)
+    try:
+        return file_sha256(data), build_id(decompress(data, info.path))     # the file's hash, the ELF's id
+    except ArmloadError:
+        return file_sha256(data), None
 
 
 def scan_with_deps(tree: str, deps_from: str, *, rename: bool = True) -> tuple[list[ModuleInfo], list[str]]:
@@ -774,6 +781,8 @@ def _booted_data(r) -> dict:
           "budget": "budget"}.get(r.status, "not-run")
     out = {"status": st, "retval": r.ret, "instructions": r.instructions, "runtime": "booted",
            "console": r.console[-5:], "loader_vs_kernel": r.loader.to_dict()}
+    if getattr(r, "decompressed_by", ""):
+        out["decompressed_by"] = r.decompressed_by           # who inflated the .ko.xz/.zst/.gz
     if r.status == "refused":
         out["reason"] = f"load_module returned {r.ret} ({_errno_name(r.ret)})"
     elif r.status == "returned" and r.ret and r.ret < 0:
