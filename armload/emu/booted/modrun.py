@@ -28,6 +28,7 @@ from unicorn import arm_const as A
 
 from ...errors import ENOMEM, ArmloadError, LayoutError
 from ...loader.elf import read_object
+from ...loader.kofile import module_stem, read_module
 from ...loader.layout import ModuleAllocator
 from ...loader.session import Session
 from ..errno import errno_name
@@ -37,6 +38,8 @@ from .modload import LOAD_BUDGET, KernelLoadResult, _signed, kernel_load, load_o
 THIS_MODULE = ".gnu.linkonce.this_module"
 DDEBUG_CLASS_MAP = 32                  # struct ddebug_class_map: list_head link (the kernel's), mod, mod_name, ...
 O_NONBLOCK = 0o4000                    # rmmod's delete_module flags (ARM's O_NONBLOCK)
+DECOMPRESSED_BY = {"kernel": "the kernel (finit_module, MODULE_INIT_COMPRESSED_FILE: module_decompress)",
+                   "kmod": "kmod in user space (init_module with the inflated image)"}
 MAX_LISTED = 20                        # differing words listed per module (all are counted)
 
 
@@ -71,6 +74,7 @@ class BootedResult:
     init_base: int
     loader: LoaderCheck
     stopped: str = ""
+    decompressed_by: str = ""          # compressed file: "kernel" (finit_module's module_decompress) or "kmod"
 
     @property
     def ok(self) -> bool:
@@ -81,7 +85,8 @@ class BootedResult:
                 "errno": errno_name(self.ret) if self.ret and self.ret < 0 else None,
                 "console": self.console, "oops": self.oops or None, "instructions": self.instructions,
                 "core_base": self.core_base, "init_base": self.init_base, "stopped": self.stopped or None,
-                "loader_vs_kernel": self.loader.to_dict()}
+                "loader_vs_kernel": self.loader.to_dict(),
+                **({"decompressed_by": DECOMPRESSED_BY[self.decompressed_by]} if self.decompressed_by else {})}
 
 
 class _Replay(ModuleAllocator):
@@ -190,7 +195,7 @@ class BootedRun:
         self.budget = budget
         with open(path, "rb") as f:
             ko = f.read()
-        busy = os.path.basename(path)[:-3].replace("-", "_")
+        busy = module_stem(path)
         self.loading.add(busy)
         try:
             r = kernel_load(self.bk, ko, params, name=os.path.basename(path), budget=budget)
@@ -200,17 +205,26 @@ class BootedRun:
         status = ("panic" if "Kernel panic" in r.oops_text else "oops" if r.oops_text and r.ret is None
                   else "budget" if r.ret is None else "returned" if r.core_bytes else "refused")
         res = BootedResult(name, path, r.ret, status, r.console_lines, r.oops_text, r.instructions, r.core_base,
-                           r.init_base, check, r.stopped)
+                           r.init_base, check, r.stopped, r.decompressed_by)
         self.results.append(res)
+        if res.status == "returned" and res.ret and r.core_bytes:
+            self._forget(name)        # do_init_module's fail_free_freeinit: init failed, the kernel freed it
         while self.pending and not self.bk.servicing and res.status == "returned":
             self._modprobe(self.pending.pop(0))
         return res
+
+    def _forget(self, name: str) -> None:
+        mod = next((m for m in self.session.modules if m.name == name), None)
+        if mod is not None:
+            self.session.forget(mod)
 
     def unload(self, name: str) -> tuple[int, list[str]]:
         """delete_module(name, O_NONBLOCK) as rmmod calls it: the module's exit and the kernel's
         own freeing. Returns (ret, console lines)."""
         mark = len(self.bk.console)
         ret = _signed(self.bk.call("sys_delete_module", user_string(self.bk, name), O_NONBLOCK))
+        if ret == 0:                  # gone from the kernel: its exports and memory from armload's session
+            self._forget(name.replace("-", "_"))
         return ret, self.bk.console[mark:]
 
     # --- /sbin/modprobe ----------------------------------------------------------------------------
@@ -249,7 +263,7 @@ class BootedRun:
         ok = False
         for path in found:
             for p in load_order(path, self.index):
-                name = os.path.basename(p)[:-3].replace("-", "_")
+                name = module_stem(p)
                 if name in loaded:
                     continue
                 r = self.load(p, budget=min(self.budget, REQUEST_BUDGET))
@@ -286,9 +300,8 @@ class BootedRun:
         if self._aliases is None:
             self._aliases = []
             for n, p in sorted(self.index.items()):
-                with open(p, "rb") as f:
-                    for a in modinfo(f.read()).get("alias", []):
-                        self._aliases.append((a, p))
+                for a in modinfo(read_module(p)).get("alias", []):
+                    self._aliases.append((a, p))
         return sorted({p for a, p in self._aliases if fnmatch.fnmatchcase(want, a)})
 
     _aliases = None
@@ -303,7 +316,7 @@ class BootedRun:
     # --- the loader against the kernel ------------------------------------------------------
     def _check(self, path: str, ko: bytes, r: KernelLoadResult) -> tuple[LoaderCheck, str]:
         chk = LoaderCheck()
-        name = os.path.basename(path).removesuffix(".ko")
+        name = module_stem(path)
         self.replay.queue = list(r.allocs)
         self.replay.percpu = r.percpu
         self.replay.mismatch = []
@@ -323,12 +336,12 @@ class BootedRun:
             return chk, name
         if not r.core_bytes and not r.formed:  # the kernel's loader refused, armload's accepted
             chk.agrees = chk.identical = False
-            self.session.modules.remove(mod)
+            self.session.forget(mod)
             return chk, mod.name
         if not r.core_bytes:
             # Refused after loading (parse_args, sysfs, a notifier): the image is compared as formed;
             # the module is gone from the kernel, so it goes from armload's session too.
-            self.session.modules.remove(mod)
+            self.session.forget(mod)
         for size, ksize in self.replay.mismatch:
             self._diff(chk, None, "(allocation size)", f"{size:#x}", f"{ksize:#x}")
         skip = [(s.addr, s.addr + s.size) for s in mod.sections if s.name == THIS_MODULE]
