@@ -31,11 +31,12 @@ from ..hw import cpu
 from .machine import GuestFault
 
 # arch/arm/tools/syscall.tbl (EABI numbers)
-NR = {"read": 3, "write": 4, "close": 6, "lseek": 19, "mount": 21, "mkdir": 39, "ioctl": 54, "munmap": 91,
+NR = {"read": 3, "write": 4, "close": 6, "lseek": 19, "getpid": 20, "mount": 21, "mkdir": 39, "ioctl": 54, "munmap": 91,
       "poll": 168, "prctl": 172, "mmap2": 192, "openat": 322, "delete_module": 129, "perf_event_open": 364,
       "bpf": 386}
 AT_FDCWD = -100
 O_RDONLY, O_WRONLY, O_RDWR = 0, 1, 2
+O_CREAT, O_TRUNC = 0o100, 0o1000              # include/uapi/asm-generic/fcntl.h (ARM's too)
 SEEK = {"set": 0, "cur": 1, "end": 2}
 PROT_READ, PROT_WRITE, PROT_EXEC = 1, 2, 4
 MAP_SHARED, MAP_PRIVATE, MAP_ANONYMOUS = 0x01, 0x02, 0x20
@@ -189,7 +190,8 @@ class Syscalls:
             try:
                 how = k.run_serviced(until, budget or self.budget)
             except GuestFault as e:
-                raise UserFault(f"{what}: {e}", k.console[mark:]) from None
+                why = " (the kernel's own report is above)" if str(e) == "panic" else ""
+                raise UserFault(f"{what}: {e}{why}", k.console[mark:]) from None
             if how != "until":
                 raise UserFault(f"{what}: did not return to user mode within {budget or self.budget:,} instructions "
                                 f"(pc {m.reg('pc'):#x})", k.console[mark:])
@@ -356,9 +358,9 @@ class Filesystem:
                 self.mounted[where] = r
         return self.mounted
 
-    def open(self, path: str, flags: int = O_RDWR) -> File:
+    def open(self, path: str, flags: int = O_RDWR, mode: int = 0) -> File:
         self.mount_all()
-        fd = self.sys.openat(path, flags)
+        fd = self.sys.openat(path, flags, mode)
         if fd < 0:
             raise _oserror(fd, f"open {path}")
         return File(self.sys, path, fd)
@@ -375,8 +377,9 @@ class Filesystem:
             return out
 
     def echo(self, value: str, path: str) -> int:
-        """What `echo VALUE > PATH` does: open O_WRONLY, one write(2) of VALUE and a newline."""
-        with self.open(path, O_WRONLY) as f:
+        """What `echo VALUE > PATH` does in a shell: open(O_WRONLY|O_CREAT|O_TRUNC, 0666), one write(2)
+        of VALUE and a newline, close."""
+        with self.open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o666) as f:
             return f.write(value + "\n")
 
 

@@ -3,8 +3,9 @@
  * vfsdev: a misc device for device I/O through the kernel's VFS (armload's booted runtime and
  * the QEMU oracle drive it the same way): read/write/llseek on a one-page buffer, ioctls that
  * copy to and from user memory (EFAULT on a bad pointer, EINVAL on a bad value, ENOTTY on an
- * unknown command), poll, mmap of the buffer page, a runtime parameter, a device attribute
- * (/sys/class/misc/vfsdev/opens), a debugfs file and a /proc file.
+ * unknown command; a NULL dereference behind VFSDEV_IOC_CRASH), poll, mmap of the buffer page,
+ * a runtime parameter, a device attribute (/sys/class/misc/vfsdev/opens), a debugfs file and a
+ * /proc file.
  */
 #include <linux/debugfs.h>
 #include <linux/device.h>
@@ -26,11 +27,13 @@ MODULE_PARM_DESC(fill, "the byte VFSDEV_IOC_FILL writes (0..255)");
 #define VFSDEV_IOC_LEN   _IOR('v', 1, int)	/* the buffer's length */
 #define VFSDEV_IOC_SET   _IOW('v', 2, int)	/* the length (0..PAGE_SIZE) */
 #define VFSDEV_IOC_FILL  _IO('v', 3)		/* the whole length set to `fill` */
+#define VFSDEV_IOC_CRASH _IO('v', 4)		/* a NULL dereference (the kernel's oops) */
 
 static char *data;			/* one page: read, written and mapped */
 static size_t len;
 static unsigned int opens, writes;
 static struct dentry *dbg;
+static int * volatile vfsdev_null;	/* opaque to the optimiser */
 
 static int vfsdev_open(struct inode *inode, struct file *f)
 {
@@ -77,6 +80,8 @@ static long vfsdev_ioctl(struct file *f, unsigned int cmd, unsigned long arg)
 			return -EINVAL;
 		memset(data, fill, len);
 		return len;
+	case VFSDEV_IOC_CRASH:
+		return *vfsdev_null;
 	}
 	return -ENOTTY;
 }
