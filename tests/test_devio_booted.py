@@ -260,3 +260,14 @@ def test_cli_bad_operations_are_refused_before_anything_runs(booted_dir):
         p = _cli(*args)
         assert p.returncode != 0 and msg in p.stderr and "Traceback" not in p.stderr, (args, p.stderr)
         assert "vfsdev: init returned" not in p.stdout
+
+
+def test_bench_devio_prints_round_trips_and_the_run_ratio(booted_dir):
+    from armload.bench import devio_booted
+    res = devio_booted.run_benchmark(BOOT_VMLINUZ)
+    by = {r["call"]: r for r in res["round_trips"]}
+    assert 100 < by["getpid"]["insns_median"] < by["read(1) /dev/vfsdev"]["insns_median"] < 5000
+    x = res["run"]
+    assert x["operations"] == 48 and x["devio"]["syscalls"] > 48 and 1 < x["insns_ratio"] < 2
+    text = devio_booted.format_benchmark(res)
+    assert "getpid" in text and "ratio:" in text
