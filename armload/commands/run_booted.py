@@ -5,8 +5,9 @@ own load_module loads the modules in order and runs their init through do_init_m
 loader loads the same files at the same addresses and is compared with the kernel's image (see
 armload/emu/booted/modrun.py). --probe registers the kernel's own kprobes, kretprobes, ftrace
 and function_graph (commands/probe_booted.py). Options that need armload's Python-model runtime
-(calls into the module, the call trace, coverage, gdb, armload's fentry/fexit trampolines, device
-I/O, a chosen placement) select that runtime instead, and the run says so.
+(calls into the module, the call trace, coverage, gdb, armload's fentry/fexit trampolines, a chosen
+placement) select that runtime instead, and the run says so. File operations (--open, --cat, --echo
+...: commands/devio_booted.py) are real system calls after the inits.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from ..errors import ArmloadError
 # option -> why it needs the model runtime; each is checked on the parsed args
 MODEL_ONLY = {
     "calls": "--call", "trace": "--trace", "coverage": "--coverage", "gdb": "--gdb",
-    "devio": "device I/O (--open/--read/--write/--ioctl)", "image": "--image", "call_args": "--arg",
+    "image": "--image", "call_args": "--arg",
 }
 
 
@@ -73,6 +74,8 @@ def cmd_run_booted(args) -> int:
     names = [read_object(p).name for p, _ in pairs]
     per = assign_params(names, pairs, args.params)
     as_json = args.json
+    from .devio_booted import check_devio
+    check_devio(args.devio)
 
     def say(text: str = "") -> None:
         if not as_json:
@@ -121,6 +124,14 @@ def cmd_run_booted(args) -> int:
             say(line)
         probe_report = probes.to_dict()
         ok &= probes.ok
+    devio = None
+    if ok and args.devio:
+        from .devio_booted import DevioRun
+        dv = DevioRun(run.bk, say)
+        ok &= dv.run(args.devio)
+        devio = dv.records
+    elif args.devio:
+        say("armload: the file operations were not run (a module did not load, or its probes failed)")
     unloaded = []
     if ok and args.exit:
         for r in reversed(results):
@@ -133,7 +144,7 @@ def cmd_run_booted(args) -> int:
     if as_json:
         json.dump({"ok": ok, "runtime": "booted", "kernel": session.kernel.describe(),
                    "boot": run.bk.meta, "modules": [r.to_dict() for r in results],
-                   "settled": settled, "unloaded": unloaded, "request_module": run.requests,
+                   "settled": settled, "devio": devio, "unloaded": unloaded, "request_module": run.requests,
                    "probes": dict(probe_report, hits=probes.all_hits()) if probes else None,
                    "tree": tree}, sys.stdout, indent=2)
         print()
