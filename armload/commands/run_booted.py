@@ -68,6 +68,7 @@ def cmd_run_booted(args) -> int:
     from .load import session_from_args
     from ..loader.elf import read_object
     from .modargs import assign_params, split_modules
+    from .observe_booted import decoded_oops, say_decoded
     session = session_from_args(args)
     pairs = split_modules(args.modules)
     names = [read_object(p).name for p, _ in pairs]
@@ -94,12 +95,14 @@ def cmd_run_booted(args) -> int:
         for line in probes.interleave(lines, start) if probes else lines:
             say(line)
 
-    results, ok = [], True
+    results, ok, decoded = [], True, {}
     for (path, _), params in zip(pairs, per):
         start = len(run.bk.console)
         r = run.load(path, " ".join(params), budget=args.budget)
         results.append(r)
         console(r.console, start)
+        decoded[r.name] = decoded_oops(run, r, session.kernel.vmlinux_debug)
+        say_decoded(say, decoded[r.name], session.kernel.vmlinux_debug)
         say(_verdict(r))
         ok &= r.ok and r.loader.agrees and (r.loader.identical or (r.status == "refused" and bool(r.loader.refusal)))
         if not r.ok:
@@ -132,7 +135,8 @@ def cmd_run_booted(args) -> int:
             ok &= ret == 0
     if as_json:
         json.dump({"ok": ok, "runtime": "booted", "kernel": session.kernel.describe(),
-                   "boot": run.bk.meta, "modules": [r.to_dict() for r in results],
+                   "boot": run.bk.meta, "modules": [dict(r.to_dict(), decoded=decoded.get(r.name) or None)
+                                                    for r in results],
                    "settled": settled, "unloaded": unloaded, "request_module": run.requests,
                    "probes": dict(probe_report, hits=probes.all_hits()) if probes else None,
                    "tree": tree}, sys.stdout, indent=2)
