@@ -17,7 +17,7 @@ from ..errors import ArmloadError
 
 # option -> why it needs the model runtime; each is checked on the parsed args
 MODEL_ONLY = {
-    "calls": "--call", "trace": "--trace", "coverage": "--coverage", "gdb": "--gdb",
+    "calls": "--call", "gdb": "--gdb",
     "devio": "device I/O (--open/--read/--write/--ioctl)", "image": "--image", "call_args": "--arg",
 }
 
@@ -68,7 +68,7 @@ def cmd_run_booted(args) -> int:
     from .load import session_from_args
     from ..loader.elf import read_object
     from .modargs import assign_params, split_modules
-    from .observe_booted import decoded_oops, say_decoded
+    from .observe_booted import Observer, decoded_oops, say_decoded
     session = session_from_args(args)
     pairs = split_modules(args.modules)
     names = [read_object(p).name for p, _ in pairs]
@@ -91,14 +91,24 @@ def cmd_run_booted(args) -> int:
         say("armload: probes are the kernel's own (register_kprobe, register_kretprobe, register_ftrace_function, "
             "register_ftrace_graph); a module's are registered when it is formed, before its init")
 
+    observer = Observer(run, args, say) if args.coverage or args.trace else None
+
     def console(lines, start):
-        for line in probes.interleave(lines, start) if probes else lines:
+        if observer is not None:
+            lines = observer.interleave(lines, start, probes)
+        elif probes:
+            lines = probes.interleave(lines, start)
+        for line in lines:
             say(line)
 
     results, ok, decoded = [], True, {}
     for (path, _), params in zip(pairs, per):
         start = len(run.bk.console)
+        if observer is not None:
+            observer.before(path)
         r = run.load(path, " ".join(params), budget=args.budget)
+        if observer is not None:
+            observer.after(r)
         results.append(r)
         console(r.console, start)
         decoded[r.name] = decoded_oops(run, r, session.kernel.vmlinux_debug)
@@ -133,8 +143,9 @@ def cmd_run_booted(args) -> int:
             say(f"{r.name}: delete_module returned {ret}")
             unloaded.append({"module": r.name, "ret": ret, "console": lines})
             ok &= ret == 0
+    observed = observer.finish(as_json) if observer is not None else {}
     if as_json:
-        json.dump({"ok": ok, "runtime": "booted", "kernel": session.kernel.describe(),
+        json.dump({**observed, "ok": ok, "runtime": "booted", "kernel": session.kernel.describe(),
                    "boot": run.bk.meta, "modules": [dict(r.to_dict(), decoded=decoded.get(r.name) or None)
                                                     for r in results],
                    "settled": settled, "unloaded": unloaded, "request_module": run.requests,
