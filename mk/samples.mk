@@ -125,3 +125,13 @@ $(RINGDEV_KO): $(SAMPLE_BUILD)/arm/ringdev/ringdev.ko
 samples-ringdev: $(RINGDEV_KO)
 samples: samples-ringdev
 .PHONY: samples-ringdev
+
+# The sanitizers' bug samples (issue 32): one module, `bug=N` picks the class; unstripped (its
+# DWARF gives file:line and the stack frames), ARM only, kept out of SAMPLE_KOS like ringdev.
+SANBUGS_KO := $(SAMPLE_DIR)/sanbugs-arm-debug.ko
+$(eval $(call sample_ko_rule,sanbugs,arm))
+$(SANBUGS_KO): $(SAMPLE_BUILD)/arm/sanbugs/sanbugs.ko
+	cp $< $@
+samples-sanbugs: $(SANBUGS_KO)
+samples: samples-sanbugs
+.PHONY: samples-sanbugs
