@@ -75,7 +75,7 @@ def cmd_run_booted(args) -> int:
     names = [read_object(p).name for p, _ in pairs]
     per = assign_params(names, pairs, args.params)
     as_json = args.json
-    from .devio_booted import check_devio
+    from ..emu.booted.devplan import check_devio
     check_devio(args.devio)
 
     def say(text: str = "") -> None:
@@ -139,7 +139,7 @@ def cmd_run_booted(args) -> int:
         ok &= probes.ok
     devio = None
     if ok and args.devio:
-        from .devio_booted import DevioRun
+        from ..emu.booted.devplan import DevioRun
         dv = DevioRun(run.bk, say)
         ok &= dv.run(args.devio)
         devio = dv.records
