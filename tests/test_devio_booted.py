@@ -271,3 +271,11 @@ def test_bench_devio_prints_round_trips_and_the_run_ratio(booted_dir):
     assert x["operations"] == 48 and x["devio"]["syscalls"] > 48 and 1 < x["insns_ratio"] < 2
     text = devio_booted.format_benchmark(res)
     assert "getpid" in text and "ratio:" in text
+
+
+def test_file_operations_outside_the_booted_kernel_are_refused(booted_dir):
+    p = subprocess.run([sys.executable, "-m", "armload", "run", VFSDEV, "--kernel", SYMVERS, "--open", "/dev/vfsdev"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert p.returncode != 0 and "give the image with --kernel vmlinuz" in p.stderr and "Traceback" not in p.stderr
+    p = _cli("--call", "vfsdev_init", "--open", "/dev/vfsdev")
+    assert p.returncode != 0 and "run them in a separate command" in p.stderr and "Traceback" not in p.stderr
