@@ -100,7 +100,6 @@ def run(args) -> int:
         results["task-rename"] = attach.run_task_rename()
         if not args.json:
             attach.print_task_rename(results["task-rename"])
-        import os
         if os.path.exists(attach.VMLINUZ):            # the same seed on the booted kernel, beside
             from ..bench import attach_booted
             results["task-rename-booted"] = attach_booted.run_task_rename_booted()

@@ -18,7 +18,7 @@ from ..errors import ArmloadError
 
 # option -> why it needs the model runtime; each is checked on the parsed args
 MODEL_ONLY = {
-    "calls": "--call", "trace": "--trace", "coverage": "--coverage", "gdb": "--gdb",
+    "calls": "--call", "gdb": "--gdb",
     "image": "--image", "call_args": "--arg",
 }
 
@@ -69,6 +69,7 @@ def cmd_run_booted(args) -> int:
     from .load import session_from_args
     from ..loader.elf import read_object
     from .modargs import assign_params, split_modules
+    from .observe_booted import Observer, decoded_oops, say_decoded
     session = session_from_args(args)
     pairs = split_modules(args.modules)
     names = [read_object(p).name for p, _ in pairs]
@@ -93,16 +94,28 @@ def cmd_run_booted(args) -> int:
         say("armload: probes are the kernel's own (register_kprobe, register_kretprobe, register_ftrace_function, "
             "register_ftrace_graph); a module's are registered when it is formed, before its init")
 
+    observer = Observer(run, args, say) if args.coverage or args.trace else None
+
     def console(lines, start):
-        for line in probes.interleave(lines, start) if probes else lines:
+        if observer is not None:
+            lines = observer.interleave(lines, start, probes)
+        elif probes:
+            lines = probes.interleave(lines, start)
+        for line in lines:
             say(line)
 
-    results, ok = [], True
+    results, ok, decoded = [], True, {}
     for (path, _), params in zip(pairs, per):
         start = len(run.bk.console)
+        if observer is not None:
+            observer.before(path)
         r = run.load(path, " ".join(params), budget=args.budget)
+        if observer is not None:
+            observer.after(r)
         results.append(r)
         console(r.console, start)
+        decoded[r.name] = decoded_oops(run, r, session.kernel.vmlinux_debug)
+        say_decoded(say, decoded[r.name], session.kernel.vmlinux_debug)
         say(_verdict(r))
         ok &= r.ok and r.loader.agrees and (r.loader.identical or (r.status == "refused" and bool(r.loader.refusal)))
         if not r.ok:
@@ -140,9 +153,11 @@ def cmd_run_booted(args) -> int:
             say(f"{r.name}: delete_module returned {ret}")
             unloaded.append({"module": r.name, "ret": ret, "console": lines})
             ok &= ret == 0
+    observed = observer.finish(as_json) if observer is not None else {}
     if as_json:
-        json.dump({"ok": ok, "runtime": "booted", "kernel": session.kernel.describe(),
-                   "boot": run.bk.meta, "modules": [r.to_dict() for r in results],
+        json.dump({**observed, "ok": ok, "runtime": "booted", "kernel": session.kernel.describe(),
+                   "boot": run.bk.meta, "modules": [dict(r.to_dict(), decoded=decoded.get(r.name) or None)
+                                                    for r in results],
                    "settled": settled, "devio": devio, "unloaded": unloaded, "request_module": run.requests,
                    "probes": dict(probe_report, hits=probes.all_hits()) if probes else None,
                    "tree": tree}, sys.stdout, indent=2)
