@@ -3,6 +3,7 @@
 operation's result and the kernel's errno, the svc path itself, the kernel context put back."""
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -195,7 +196,10 @@ def test_an_oops_in_a_system_call_is_the_kernels(fs):
     assert "Unable to handle kernel NULL pointer dereference at virtual address 00000000" in text
     assert "PC is at vfsdev_ioctl+" in text and "Process init (pid: 1" in text
     assert " vfsdev_ioctl [vfsdev] from sys_ioctl+" in text and "sys_ioctl from ret_fast_syscall" in text
-    assert str(e.value) == "ioctl(2): panic (the kernel's own report is above)"
+    assert str(e.value) == "ioctl(2): an oops killed pid 1 (the kernel's own report is above)"
+    assert e.value.oops.startswith("[") and "Internal error: Oops: 5 [#1] SMP ARM" in e.value.oops
+    with pytest.raises(UserFault, match=r"getpid\(2\): pid 1 died in an oops in ioctl\(2\): no further system call"):
+        fs.sys.call("getpid")
 
 
 def test_instructions_per_round_trip_are_counted(fs):
@@ -245,7 +249,10 @@ def test_cli_json(booted_dir):
 def test_cli_an_oops_fails_the_run(booted_dir):
     p = _cli("--open", "/dev/vfsdev", "--ioctl", hex(IOC_CRASH), "0", "--read", "1")
     assert p.returncode == 1
-    assert "PC is at vfsdev_ioctl+" in p.stdout and "ioctl(2): panic" in p.stdout
+    assert "PC is at vfsdev_ioctl+" in p.stdout and "ioctl(2): an oops killed pid 1" in p.stdout
+    line = next(i for i, t in enumerate(open(VFSDEV.replace("devio/vfsdev-arm-debug.ko", "src/vfsdev/vfsdev.c")), 1)
+                if "return *vfsdev_null;" in t)
+    assert re.search(rf"PC is at vfsdev_ioctl \(\S*sample_modules/src/vfsdev/vfsdev.c:{line}\) vfsdev", p.stdout)
     assert "read(1)" not in p.stdout
 
 

@@ -49,9 +49,17 @@ def check_devio(ops) -> None:
     check_ops(ops)
 
 
-def run_devio(bk, ops, say) -> tuple[bool, list[dict]]:
-    """The operations on a booted kernel: (all came back, one record each)."""
+def run_devio(run, ops, say, vmlinux: str | None = None) -> tuple[bool, list[dict]]:
+    """The operations on a BootedRun's kernel: (all came back, one record each). An oops in a
+    system call is decoded as decode_stacktrace.sh decodes it, and pid 1 is dead for the run."""
     from ..emu.booted.fileops import DevioRun
-    dv = DevioRun(bk, say)
+
+    def oopsed(fault):
+        from ..emu.booted.decode import decode
+        from .observe_booted import say_decoded
+        run.dead = str(fault).split(":")[0]
+        say_decoded(say, decode(fault.oops, run.session.modules, vmlinux), vmlinux)
+
+    dv = DevioRun(run.bk, say, on_oops=oopsed)
     ok = dv.run(ops)
     return ok, dv.records

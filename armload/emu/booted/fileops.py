@@ -98,10 +98,12 @@ def _text(b: bytes) -> str:
 class DevioRun:
     """The operations on one booted kernel (a BootedRun's), one record each."""
 
-    def __init__(self, bk, say):
+    def __init__(self, bk, say, on_oops=None):
         from .user import Filesystem
         self.bk, self.say = bk, say
         self.fs = Filesystem(bk)
+        self.on_oops = on_oops             # fn(UserFault) when a call oopsed (the caller decodes it)
+        self.fault = None
         self.file = None
         self.opened: list = []
         self.records: list[dict] = []
@@ -122,7 +124,10 @@ class DevioRun:
                 for line in e.console:
                     self.say(line)
                 rec["error"] = str(e)
+                self.fault = e
                 self.say(f"armload: {e}")
+                if e.oops and self.on_oops:
+                    self.on_oops(e)
                 return False
             rec["syscalls"], rec["instructions"] = self.fs.sys.count - n0, self.fs.sys.insns - i0
         self.finish()

@@ -59,11 +59,14 @@ CAT_LIMIT = 1 << 16
 
 class UserFault(EmulationError):
     """pid 1's user mode did not come back: a kernel oops or panic in the system call, a signal
-    (a user access that faulted), or the budget. `console` holds the kernel's lines meanwhile."""
+    (a user access that faulted), or the budget. `console` holds the kernel's lines meanwhile,
+    `oops` the kernel's report (from its first line) when there is one."""
 
     def __init__(self, message: str, console: list[str] | None = None):
         super().__init__(message)
         self.console = console or []
+        from .modload import _oops
+        self.oops = _oops(self.console)
 
 
 def user_error(v: int) -> int:
@@ -132,6 +135,7 @@ class Syscalls:
         self.mem.write(self.code, STUB)
         self.mem.write(self.stack, bytes(2 * PAGE))
         self.ret_to_user = k.addr("ret_to_user")
+        self.dead: str | None = None       # the call pid 1 died in (an oops): no further call runs
         self.count = 0                     # system calls made
         self.insns = 0                     # their instructions, user and kernel (everything that ran)
         self.last_insns = 0
@@ -165,6 +169,10 @@ class Syscalls:
         self.mem.release(mark)
         return data
 
+    def _oops(self, uc, addr, size, _):
+        self.k.m.stop_reason = "oops"
+        uc.emu_stop()
+
     def _signal(self, uc, addr, size, _):
         sig, code, at = (uc.reg_read(r) for r in (A.UC_ARM_REG_R0, A.UC_ARM_REG_R1, A.UC_ARM_REG_R2))
         self.k.m.stop_reason = f"the user access faulted: force_sig_fault(signal {sig}, code {code}, addr {at:#x})"
@@ -175,6 +183,8 @@ class Syscalls:
         """Enter pid 1's user mode at pc with r0.. = regs (through ret_to_user, as the kernel returns
         to /init), run until PC == until; r0-r12 then. pid 1's kernel context is put back after."""
         k, m, uc = self.k, self.k.m, self.k.m.uc
+        if self.dead is not None:
+            raise UserFault(f"{what}: pid 1 died in an oops in {self.dead}: no further system call runs in this kernel")
         ctx = uc.context_save()
         sp = m.reg("sp")
         top = (sp & ~(THREAD_SIZE - 1)) + THREAD_SIZE - 8
@@ -187,11 +197,17 @@ class Syscalls:
             m.set_reg("sp", ptregs)
             m.set_reg("r9", cpu.cp_read(uc, cpu.cp15(13, 0, 0, 3)))   # tsk = current (TPIDRURO in the kernel)
             m.set_reg("pc", self.ret_to_user)
+            dead = k.hook_code(k.addr("make_task_dead"), self._oops)     # die(): pid 1 exits (then panics)
             try:
                 how = k.run_serviced(until, budget or self.budget)
             except GuestFault as e:
-                why = " (the kernel's own report is above)" if str(e) == "panic" else ""
-                raise UserFault(f"{what}: {e}{why}", k.console[mark:]) from None
+                if str(e) in ("oops", "panic"):
+                    self.dead = what
+                    raise UserFault(f"{what}: an oops killed pid 1 (the kernel's own report is above)",
+                                    k.console[mark:]) from None
+                raise UserFault(f"{what}: {e}", k.console[mark:]) from None
+            finally:
+                uc.hook_del(dead)
             if how != "until":
                 raise UserFault(f"{what}: did not return to user mode within {budget or self.budget:,} instructions "
                                 f"(pc {m.reg('pc'):#x})", k.console[mark:])
