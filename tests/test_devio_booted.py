@@ -286,3 +286,24 @@ def test_file_operations_outside_the_booted_kernel_are_refused(booted_dir):
     assert p.returncode != 0 and "give the image with --kernel vmlinuz" in p.stderr and "Traceback" not in p.stderr
     p = _cli("--call", "vfsdev_init", "--open", "/dev/vfsdev")
     assert p.returncode != 0 and "run them in a separate command" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_module_files_for_tests(run):
+    from armload.devkit.files import ModuleFiles, _text
+    files = ModuleFiles(run, "vfsdev")
+    assert files.param("fill") == "118" and files.param("fill", 66) == 3 and files.param("fill") == "66"
+    assert files.sysfs("initstate") == "live" and files.sysfs("/sys/class/misc/vfsdev/opens") == "0"
+    with files.open("/dev/vfsdev", "r") as f:
+        assert _errno(f.write, b"x") == EBADF           # write(2) on an O_RDONLY descriptor: the VFS's -EBADF
+        assert f.read(1) == b""
+    with files.open("/dev/vfsdev", "w") as f:
+        assert f.write("x") == 1 and _errno(f.read, 1) == EBADF
+    with files.open("/dev/vfsdev") as f:
+        assert f.ioctl(IOC_FILL) == (1, None) and f.read(1) == b"B"   # fill 66 = 'B'
+    assert files.cat("/proc/vfsdev") == "len 1 opens 3 writes 1\n"
+    assert files.echo(9, "/sys/kernel/debug/vfsdev/writes") == 2 and files.sysfs("/sys/kernel/debug/vfsdev/writes") == "9"
+    with pytest.raises(FileNotFoundError):
+        files.sysfs("parameters/nope")
+    with pytest.raises(ValueError):
+        files.open("/dev/vfsdev", "a")
+    assert _text(True) == "Y" and _text(False) == "N" and _text(3) == "3"
