@@ -135,6 +135,11 @@ class Syscalls:
         self.mem.write(self.code, STUB)
         self.mem.write(self.stack, bytes(2 * PAGE))
         self.ret_to_user = k.addr("ret_to_user")
+        # die(): pid 1 exits (then panics). One hook for the object's life, acting only while pid 1's
+        # user mode runs (adding a code hook drops translated code: per call it cost ~0.9 ms)
+        self._in_user = False
+        self._stack_pa: dict[int, int] = {}
+        k.hook_code(k.addr("make_task_dead"), self._oops)
         self.dead: str | None = None       # the call pid 1 died in (an oops): no further call runs
         self.count = 0                     # system calls made
         self.insns = 0                     # their instructions, user and kernel (everything that ran)
@@ -170,8 +175,9 @@ class Syscalls:
         return data
 
     def _oops(self, uc, addr, size, _):
-        self.k.m.stop_reason = "oops"
-        uc.emu_stop()
+        if self._in_user:
+            self.k.m.stop_reason = "oops"
+            uc.emu_stop()
 
     def _signal(self, uc, addr, size, _):
         sig, code, at = (uc.reg_read(r) for r in (A.UC_ARM_REG_R0, A.UC_ARM_REG_R1, A.UC_ARM_REG_R2))
@@ -189,15 +195,16 @@ class Syscalls:
         sp = m.reg("sp")
         top = (sp & ~(THREAD_SIZE - 1)) + THREAD_SIZE - 8
         ptregs = top - PT_REGS                        # task_pt_regs(current)
-        saved = k.read(sp, top - sp)                  # the parked frames and pt_regs
+        saved = self._stack(sp, top - sp)             # the parked frames and pt_regs
         mark = len(k.console)
         try:
             user = (list(regs) + [0] * 13)[:13]
-            k.write(ptregs, struct.pack("<18I", *user, self.stack + 2 * PAGE, 0, pc, cpu.MODE_USR, 0xFFFFFFFF))
+            self._stack(ptregs, PT_REGS, struct.pack("<18I", *user, self.stack + 2 * PAGE, 0, pc, cpu.MODE_USR,
+                                                     0xFFFFFFFF))
             m.set_reg("sp", ptregs)
             m.set_reg("r9", cpu.cp_read(uc, cpu.cp15(13, 0, 0, 3)))   # tsk = current (TPIDRURO in the kernel)
             m.set_reg("pc", self.ret_to_user)
-            dead = k.hook_code(k.addr("make_task_dead"), self._oops)     # die(): pid 1 exits (then panics)
+            self._in_user = True
             try:
                 how = k.run_serviced(until, budget or self.budget)
             except GuestFault as e:
@@ -207,7 +214,7 @@ class Syscalls:
                                     k.console[mark:]) from None
                 raise UserFault(f"{what}: {e}", k.console[mark:]) from None
             finally:
-                uc.hook_del(dead)
+                self._in_user = False
             if how != "until":
                 raise UserFault(f"{what}: did not return to user mode within {budget or self.budget:,} instructions "
                                 f"(pc {m.reg('pc'):#x})", k.console[mark:])
@@ -216,7 +223,25 @@ class Syscalls:
             return [m.reg(f"r{i}") for i in range(13)]
         finally:
             uc.context_restore(ctx)
-            k.write(sp, saved)
+            self._stack(sp, len(saved), saved)
+
+    def _stack(self, va: int, n: int, data: bytes | None = None) -> bytes | None:
+        """Read (or write) pid 1's kernel stack (vmalloc'ed: its pages' physical addresses are
+        looked up once, not walked on every call)."""
+        m, out, i = self.k.m, [], 0
+        while i < n:
+            page = (va + i) & ~(PAGE - 1)
+            pa = self._stack_pa.get(page)
+            if pa is None:
+                pa = self._stack_pa[page] = m.translate(page)
+            k = min(n - i, page + PAGE - (va + i))
+            at = pa + (va + i - page)
+            if data is None:
+                out.append(m.pread(at, k))
+            else:
+                m.pwrite(at, data[i:i + k])
+            i += k
+        return b"".join(out) if data is None else None
 
     # --- the calls, with their arguments in user memory --------------------------------------
     def _path_call(self, name: str, path: str, *args: int) -> int:
