@@ -202,6 +202,17 @@ def test_an_oops_in_a_system_call_is_the_kernels(fs):
         fs.sys.call("getpid")
 
 
+def test_a_call_past_its_budget_is_abandoned_and_nothing_more_runs(fs):
+    from armload.emu.booted.user import UserFault
+    fs.mount_all()
+    fs.sys.budget = 50                                  # instructions: not enough for any call
+    with pytest.raises(UserFault, match=r"getpid\(2\): did not return to user mode within 50 instructions"):
+        fs.sys.call("getpid")
+    fs.sys.budget = 10_000_000
+    with pytest.raises(UserFault, match=r"pid 1 was abandoned inside getpid\(2\): no further system call"):
+        fs.sys.call("getpid")
+
+
 def test_instructions_per_round_trip_are_counted(fs):
     fs.mount_all()
     fs.sys.call("getpid")

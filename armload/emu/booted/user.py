@@ -184,13 +184,12 @@ class Syscalls:
         self.k.m.stop_reason = f"the user access faulted: force_sig_fault(signal {sig}, code {code}, addr {at:#x})"
         uc.emu_stop()
 
-    def run_user(self, pc: int, regs: list[int], until: int, what: str, budget: int | None = None,
-                 hooks=()) -> list[int]:
+    def run_user(self, pc: int, regs: list[int], until: int, what: str, budget: int | None = None) -> list[int]:
         """Enter pid 1's user mode at pc with r0.. = regs (through ret_to_user, as the kernel returns
         to /init), run until PC == until; r0-r12 then. pid 1's kernel context is put back after."""
         k, m, uc = self.k, self.k.m, self.k.m.uc
         if self.dead is not None:
-            raise UserFault(f"{what}: pid 1 died in an oops in {self.dead}: no further system call runs in this kernel")
+            raise UserFault(f"{what}: pid 1 {self.dead}: no further system call runs in this kernel")
         ctx = uc.context_save()
         sp = m.reg("sp")
         top = (sp & ~(THREAD_SIZE - 1)) + THREAD_SIZE - 8
@@ -209,16 +208,20 @@ class Syscalls:
                 how = k.run_serviced(until, budget or self.budget)
             except GuestFault as e:
                 if str(e) in ("oops", "panic"):
-                    self.dead = what
+                    self.dead = f"died in an oops in {what}"
                     raise UserFault(f"{what}: an oops killed pid 1 (the kernel's own report is above)",
                                     k.console[mark:]) from None
+                if not str(e).startswith("the user access faulted"):       # a signal: the kernel is consistent
+                    self.dead = f"was abandoned inside {what}"
                 raise UserFault(f"{what}: {e}", k.console[mark:]) from None
             finally:
                 self._in_user = False
-            if how != "until":
+            if how != "until":                        # abandoned mid-call (locks may be held): nothing more runs
+                self.dead = f"was abandoned inside {what}"
                 raise UserFault(f"{what}: did not return to user mode within {budget or self.budget:,} instructions "
                                 f"(pc {m.reg('pc'):#x})", k.console[mark:])
             if uc.reg_read(A.UC_ARM_REG_CPSR) & 0x1F != cpu.MODE_USR:
+                self.dead = f"was abandoned inside {what}"
                 raise UserFault(f"{what}: stopped at {until:#x} outside user mode", k.console[mark:])
             return [m.reg(f"r{i}") for i in range(13)]
         finally:
