@@ -318,3 +318,13 @@ def test_module_files_for_tests(run):
     with pytest.raises(ValueError):
         files.open("/dev/vfsdev", "a")
     assert _text(True) == "Y" and _text(False) == "N" and _text(3) == "3"
+
+
+def test_coverage_counts_the_module_code_the_system_calls_ran(booted_dir, tmp_path):
+    out = tmp_path / "v.info"
+    p = _cli("--open", "/dev/vfsdev", "--write", "s:ab", "--ioctl", hex(IOC_LEN), "buf:4", "--close",
+             "--coverage", str(out))
+    assert p.returncode == 0, p.stderr
+    hits = dict(ln[5:].split(",")[::-1] for ln in out.read_text().splitlines() if ln.startswith("FNDA:"))
+    assert int(hits["vfsdev_write"]) >= 1 and int(hits["vfsdev_ioctl"]) >= 1 and int(hits["vfsdev_open"]) >= 1
+    assert int(hits["vfsdev_read"]) == 0 and int(hits["vfsdev_mmap"]) == 0     # not called
