@@ -381,3 +381,12 @@ def test_user_error_and_poll_names():
     assert user_error(0xFFFFFFFF) == -1 and user_error(0xFFFFF001) == -4095 and user_error(0xFFFFF000) == 0xFFFFF000
     assert user_error(0xB6EFF000) == 0xB6EFF000 and user_error(3) == 3 and user_error(1 << 32 | 5) == 5
     assert poll_names(0) == "0" and poll_names(0x145) == "POLLIN|POLLOUT|POLLRDNORM|POLLWRNORM"
+
+
+def test_cat_says_where_it_stopped(booted_dir):
+    from armload.emu.booted.user import CAT_LIMIT
+    p = _cli("--cat", "/proc/kallsyms", "--json")
+    rec = json.loads(p.stdout)["devio"][0]
+    assert rec["result"] == CAT_LIMIT and rec["truncated"] is True and " T _stext" in rec["text"]
+    p = _cli("--cat", "/proc/kallsyms")
+    assert f"(the first {CAT_LIMIT:,} bytes: armload's cat stops there)" in p.stdout

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ...errors import EmulationError
 from ..errno import errno_name
+from .user import CAT_LIMIT
 
 VIA = "real system calls from pid 1's user mode through the kernel's VFS"
 FILE_OPS = ("write", "read", "lseek", "ioctl", "poll", "mmap", "close")
@@ -192,7 +193,11 @@ class DevioRun:
             elif op == "cat":
                 data = self.fs.cat(vals[0])
                 rec["result"], rec["hex"], rec["text"] = len(data), data.hex(), data.decode("utf-8", "replace")
-                self.say(f"cat {where} = {len(data)}  '{data.decode('utf-8', 'replace').rstrip(chr(10))}'")
+                more = ""
+                if len(data) >= CAT_LIMIT:
+                    rec["truncated"] = True
+                    more = f"  (the first {CAT_LIMIT:,} bytes: armload's cat stops there)"
+                self.say(f"cat {where} = {len(data)}  '{data.decode('utf-8', 'replace').rstrip(chr(10))}'{more}")
             elif op == "echo":
                 n = self.fs.echo(vals[0], vals[1])
                 rec["result"] = n

@@ -410,11 +410,11 @@ class Filesystem:
         return File(self.sys, path, fd)
 
     def cat(self, path: str, limit: int = CAT_LIMIT) -> bytes:
-        """What `cat PATH` reads: read(2) in pages until 0 (end of file)."""
+        """What `cat PATH` reads: read(2) in pages until 0 (end of file), `limit` bytes at most."""
         with self.open(path, O_RDONLY) as f:
             out = b""
             while len(out) < limit:
-                chunk = f.read(PAGE)
+                chunk = f.read(min(PAGE, limit - len(out)))
                 if not chunk:
                     break
                 out += chunk
