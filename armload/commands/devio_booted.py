@@ -6,13 +6,12 @@ node devtmpfs made (or a /sys, /proc, /sys/kernel/debug file), then read(2), wri
 ioctl(2), poll(2) with timeout 0, mmap2(2) (the mapping read back by user-mode loads), close(2)
 (its last fput runs __fput, the driver's release, as the return to user mode runs the task work).
 The filesystems are mounted first with mount(2). Results and errnos are the kernel's; an errno
-is a result, not a failure (the run fails on an oops, a signal or the budget).
+is a result, not a failure (the run fails on an oops, a signal or the budget). The checking and
+the running are armload/emu/booted/fileops.py; this is the argparse side.
 """
 from __future__ import annotations
 
 import argparse
-
-# the plan the options describe is run by armload/emu/booted/devplan.py
 
 
 class DevOp(argparse.Action):
@@ -43,3 +42,24 @@ def add_devio_args(p: argparse.ArgumentParser) -> None:
     add("--close", nargs=0, help="close(2) the open file")
     add("--cat", nargs=1, metavar="PATH", help="what `cat PATH` reads (open, read to the end, close)")
     add("--echo", nargs=2, metavar=("VALUE", "PATH"), help="what `echo VALUE > PATH` writes (VALUE and a newline)")
+
+
+def check_devio(ops) -> None:
+    from ..emu.booted.fileops import check_ops
+    check_ops(ops)
+
+
+def run_devio(run, ops, say, vmlinux: str | None = None) -> tuple[bool, list[dict]]:
+    """The operations on a BootedRun's kernel: (all came back, one record each). An oops in a
+    system call is decoded as decode_stacktrace.sh decodes it, and pid 1 is dead for the run."""
+    from ..emu.booted.fileops import DevioRun
+
+    def oopsed(fault):
+        from ..emu.booted.decode import decode
+        from .observe_booted import say_decoded
+        run.dead = str(fault).split(":")[0]
+        say_decoded(say, decode(fault.oops, run.session.modules, vmlinux), vmlinux)
+
+    dv = DevioRun(run.bk, say, on_oops=oopsed)
+    ok = dv.run(ops)
+    return ok, dv.records

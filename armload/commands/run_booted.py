@@ -75,7 +75,7 @@ def cmd_run_booted(args) -> int:
     names = [read_object(p).name for p, _ in pairs]
     per = assign_params(names, pairs, args.params)
     as_json = args.json
-    from ..emu.booted.devplan import check_devio
+    from .devio_booted import check_devio
     check_devio(args.devio)
 
     def say(text: str = "") -> None:
@@ -139,10 +139,9 @@ def cmd_run_booted(args) -> int:
         ok &= probes.ok
     devio = None
     if ok and args.devio:
-        from ..emu.booted.devplan import DevioRun
-        dv = DevioRun(run.bk, say)
-        ok &= dv.run(args.devio)
-        devio = dv.records
+        from .devio_booted import run_devio
+        came_back, devio = run_devio(run, args.devio, say, session.kernel.vmlinux_debug)
+        ok &= came_back
     elif args.devio:
         say("armload: the file operations were not run (a module did not load, or its probes failed)")
     unloaded = []

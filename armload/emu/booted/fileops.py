@@ -1,17 +1,14 @@
-"""File operations in the booted kernel, one record each, in order: the plan behind `armload run
---open/--read/--write/--lseek/--ioctl/--poll/--mmap/--close/--cat/--echo` and `bench devio`.
+"""File operations in command-line form (armload run's --open/--write/--read/--lseek/--ioctl/--poll/
+--mmap/--close/--cat/--echo; the QEMU oracle's plan lines): checked before anything runs, then
+made as real system calls of pid 1's user mode (user.py), one record each.
 
-Each is a real system call made by pid 1's user mode (user.py): openat(2) on the node devtmpfs made
-(or a /sys, /proc, /sys/kernel/debug file), then read(2), write(2), lseek(2), ioctl(2), poll(2) with
-timeout 0, mmap2(2) (the mapping read back by user-mode loads), close(2) (its last fput runs
-__fput, the driver's release, as the return to user mode runs the task work). The filesystems are
-mounted first with mount(2). Results and errnos are the kernel's; an errno is a result, not a
-failure (the run fails on an oops, a signal or the budget).
+An errno is a result, not a failure (the run fails on an oops, a signal or the budget).
 """
 from __future__ import annotations
 
 from ...errors import EmulationError
 from ..errno import errno_name
+from .user import CAT_LIMIT
 
 VIA = "real system calls from pid 1's user mode through the kernel's VFS"
 FILE_OPS = ("write", "read", "lseek", "ioctl", "poll", "mmap", "close")
@@ -50,7 +47,7 @@ def _is_buf(spec: str) -> bool:
     return spec.startswith(("s:", "b:", "buf:"))
 
 
-def check_devio(ops) -> None:
+def check_ops(ops) -> None:
     """The operations make sense before anything runs: a file open first, arguments well formed."""
     opened = False
     for op, vals in ops:
@@ -102,10 +99,12 @@ def _text(b: bytes) -> str:
 class DevioRun:
     """The operations on one booted kernel (a BootedRun's), one record each."""
 
-    def __init__(self, bk, say):
+    def __init__(self, bk, say, on_oops=None):
         from .user import Filesystem
         self.bk, self.say = bk, say
         self.fs = Filesystem(bk)
+        self.on_oops = on_oops             # fn(UserFault) when a call oopsed (the caller decodes it)
+        self.fault = None
         self.file = None
         self.opened: list = []
         self.records: list[dict] = []
@@ -126,7 +125,10 @@ class DevioRun:
                 for line in e.console:
                     self.say(line)
                 rec["error"] = str(e)
+                self.fault = e
                 self.say(f"armload: {e}")
+                if e.oops and self.on_oops:
+                    self.on_oops(e)
                 return False
             rec["syscalls"], rec["instructions"] = self.fs.sys.count - n0, self.fs.sys.insns - i0
         self.finish()
@@ -191,7 +193,11 @@ class DevioRun:
             elif op == "cat":
                 data = self.fs.cat(vals[0])
                 rec["result"], rec["hex"], rec["text"] = len(data), data.hex(), data.decode("utf-8", "replace")
-                self.say(f"cat {where} = {len(data)}  '{data.decode('utf-8', 'replace').rstrip(chr(10))}'")
+                more = ""
+                if len(data) >= CAT_LIMIT:
+                    rec["truncated"] = True
+                    more = f"  (the first {CAT_LIMIT:,} bytes: armload's cat stops there)"
+                self.say(f"cat {where} = {len(data)}  '{data.decode('utf-8', 'replace').rstrip(chr(10))}'{more}")
             elif op == "echo":
                 n = self.fs.echo(vals[0], vals[1])
                 rec["result"] = n
