@@ -3,6 +3,8 @@
 calls these; the logic lives below them."""
 from __future__ import annotations
 
+from ..errors import ArmloadError
+
 
 def loaded_module(run, name: str):
     """armload's LoadedModule for a module the kernel loaded (same addresses), or None."""
@@ -37,12 +39,23 @@ class Observer:
         self.allocs = Allocations(run.bk)
         self.coverage = BootedCoverage(run.bk, self.allocs) if getattr(args, "coverage", None) else None
         self.trace = CallTrace(run.bk, self.allocs) if getattr(args, "trace", False) else None
+        self.gdb = None
+        if getattr(args, "gdb", None) is not None:
+            from ..emu.booted.gdb import GdbServer
+            if args.json:
+                raise ArmloadError("--gdb cannot be combined with --json (the gdb server talks on stdout)")
+            self.gdb = GdbServer(run, args.gdb, self.allocs, say, run.session.kernel.vmlinux_debug,
+                                 getattr(args, "image", None))
         self.out = getattr(args, "coverage", None)
+        self.image = getattr(args, "image", None)
         self.loads: list[tuple[str, int]] = []       # (module name, load serial)
         self.unhooked: dict[str, list[str]] = {}
         self._said = 0
 
-    def before(self, path: str) -> None:
+    def before(self, path: str, last: bool = False) -> None:
+        if self.gdb is not None and last:            # gdb stops at the last module's init
+            from ..loader.elf import read_object
+            self.gdb.expect(path, read_object(path).name)
         if self.trace is not None:
             exports = {s.name: s.addr for m in self.run.session.modules for s in m.symbols
                        if s.bind != "local" and s.stype == "func"}
@@ -77,9 +90,20 @@ class Observer:
         return out + [e[1] for e in events[i:]]
 
     def finish(self, as_json: bool) -> dict:
-        """Write the lcov file and say the summaries; the JSON part."""
-        from ..errors import ArmloadError
+        """Write the lcov file and the --image, say the summaries; the JSON part."""
         report = {}
+        if self.image and self.loads:
+            from ..loader.debug_image import write_debug_image
+            mod = loaded_module(self.run, self.loads[-1][0])
+            if mod is None:
+                raise ArmloadError(f"--image: armload's loader did not load {self.loads[-1][0]}: no image")
+            try:
+                write_debug_image(mod, self.image)
+            except OSError as e:
+                raise ArmloadError(f"--image: cannot write {self.image}: {e.strerror}") from None
+            self.say(f"armload: {self.image}: {mod.name} as the kernel loaded it, at its addresses, DWARF relocated "
+                     f"(gdb's add-symbol-file, addr2line -e)")
+            report["image"] = self.image
         if self.coverage is not None:
             from ..emu.coverage import write_lcov
             reps = []

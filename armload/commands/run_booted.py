@@ -17,8 +17,8 @@ from ..errors import ArmloadError
 
 # option -> why it needs the model runtime; each is checked on the parsed args
 MODEL_ONLY = {
-    "calls": "--call", "gdb": "--gdb",
-    "devio": "device I/O (--open/--read/--write/--ioctl)", "image": "--image", "call_args": "--arg",
+    "calls": "--call",
+    "devio": "device I/O (--open/--read/--write/--ioctl)", "call_args": "--arg",
 }
 
 
@@ -91,7 +91,8 @@ def cmd_run_booted(args) -> int:
         say("armload: probes are the kernel's own (register_kprobe, register_kretprobe, register_ftrace_function, "
             "register_ftrace_graph); a module's are registered when it is formed, before its init")
 
-    observer = Observer(run, args, say) if args.coverage or args.trace else None
+    observer = (Observer(run, args, say) if args.coverage or args.trace or args.gdb is not None or args.image
+                else None)
 
     def console(lines, start):
         if observer is not None:
@@ -105,7 +106,7 @@ def cmd_run_booted(args) -> int:
     for (path, _), params in zip(pairs, per):
         start = len(run.bk.console)
         if observer is not None:
-            observer.before(path)
+            observer.before(path, last=path == pairs[-1][0])
         r = run.load(path, " ".join(params), budget=args.budget)
         if observer is not None:
             observer.after(r)
