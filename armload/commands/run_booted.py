@@ -4,9 +4,11 @@ The kernel boots once (cached in .cache/boot); each run restores it copy-on-writ
 own load_module loads the modules in order and runs their init through do_init_module. armload's
 loader loads the same files at the same addresses and is compared with the kernel's image (see
 armload/emu/booted/modrun.py). --probe registers the kernel's own kprobes, kretprobes, ftrace
-and function_graph (commands/probe_booted.py). Options that need armload's Python-model runtime
-(calls into the module, the call trace, coverage, gdb, armload's fentry/fexit trampolines, device
-I/O, a chosen placement) select that runtime instead, and the run says so.
+and function_graph (commands/probe_booted.py); --trace, --coverage, --gdb, --image and the oops
+decoded to file:line are commands/observe_booted.py's. Options that need armload's Python-model
+runtime (calls into the module, armload's fentry/fexit trampolines, a chosen placement) select
+that runtime instead, and the run says so. File operations (--open, --cat, --echo
+...: commands/devio_booted.py) are real system calls after the inits.
 """
 from __future__ import annotations
 
@@ -17,8 +19,7 @@ from ..errors import ArmloadError
 
 # option -> why it needs the model runtime; each is checked on the parsed args
 MODEL_ONLY = {
-    "calls": "--call",
-    "devio": "device I/O (--open/--read/--write/--ioctl)", "call_args": "--arg",
+    "calls": "--call", "call_args": "--arg",
 }
 
 
@@ -74,6 +75,8 @@ def cmd_run_booted(args) -> int:
     names = [read_object(p).name for p, _ in pairs]
     per = assign_params(names, pairs, args.params)
     as_json = args.json
+    from .devio_booted import check_devio
+    check_devio(args.devio)
 
     def say(text: str = "") -> None:
         if not as_json:
@@ -135,6 +138,14 @@ def cmd_run_booted(args) -> int:
             say(line)
         probe_report = probes.to_dict()
         ok &= probes.ok
+    devio = None
+    if ok and args.devio:
+        from .devio_booted import DevioRun
+        dv = DevioRun(run.bk, say)
+        ok &= dv.run(args.devio)
+        devio = dv.records
+    elif args.devio:
+        say("armload: the file operations were not run (a module did not load, or its probes failed)")
     unloaded = []
     if ok and args.exit:
         for r in reversed(results):
@@ -149,7 +160,7 @@ def cmd_run_booted(args) -> int:
         json.dump({**observed, "ok": ok, "runtime": "booted", "kernel": session.kernel.describe(),
                    "boot": run.bk.meta, "modules": [dict(r.to_dict(), decoded=decoded.get(r.name) or None)
                                                     for r in results],
-                   "settled": settled, "unloaded": unloaded, "request_module": run.requests,
+                   "settled": settled, "devio": devio, "unloaded": unloaded, "request_module": run.requests,
                    "probes": dict(probe_report, hits=probes.all_hits()) if probes else None,
                    "tree": tree}, sys.stdout, indent=2)
         print()
