@@ -12,14 +12,6 @@ def loaded_module(run, name: str):
     return next((m for m in reversed(run.session.modules) if m.name.replace("-", "_") == key), None)
 
 
-def decoded_oops(run, r, vmlinux: str | None) -> list[str]:
-    """The result's oops through decode_stacktrace.sh's rules; [] without an oops."""
-    if not r.oops:
-        return []
-    from ..emu.booted.decode import decode
-    return decode(r.oops, run.session.modules, vmlinux)
-
-
 def say_decoded(say, lines: list[str], vmlinux: str | None) -> None:
     if not lines:
         return

@@ -69,7 +69,7 @@ def cmd_run_booted(args) -> int:
     from .load import session_from_args
     from ..loader.elf import read_object
     from .modargs import assign_params, split_modules
-    from .observe_booted import Observer, decoded_oops, say_decoded
+    from .observe_booted import Observer, say_decoded
     session = session_from_args(args)
     pairs = split_modules(args.modules)
     names = [read_object(p).name for p, _ in pairs]
@@ -105,7 +105,7 @@ def cmd_run_booted(args) -> int:
         for line in lines:
             say(line)
 
-    results, ok, decoded = [], True, {}
+    results, ok = [], True
     for (path, _), params in zip(pairs, per):
         start = len(run.bk.console)
         if observer is not None:
@@ -115,8 +115,7 @@ def cmd_run_booted(args) -> int:
             observer.after(r)
         results.append(r)
         console(r.console, start)
-        decoded[r.name] = decoded_oops(run, r, session.kernel.vmlinux_debug)
-        say_decoded(say, decoded[r.name], session.kernel.vmlinux_debug)
+        say_decoded(say, r.decoded, session.kernel.vmlinux_debug)       # filled by BootedRun.load
         say(_verdict(r))
         ok &= r.ok and r.loader.agrees and (r.loader.identical or (r.status == "refused" and bool(r.loader.refusal)))
         if not r.ok:
@@ -158,8 +157,7 @@ def cmd_run_booted(args) -> int:
     observed = observer.finish(as_json) if observer is not None else {}
     if as_json:
         json.dump({**observed, "ok": ok, "runtime": "booted", "kernel": session.kernel.describe(),
-                   "boot": run.bk.meta, "modules": [dict(r.to_dict(), decoded=decoded.get(r.name) or None)
-                                                    for r in results],
+                   "boot": run.bk.meta, "modules": [r.to_dict() for r in results],
                    "settled": settled, "devio": devio, "unloaded": unloaded, "request_module": run.requests,
                    "probes": dict(probe_report, hits=probes.all_hits()) if probes else None,
                    "tree": tree}, sys.stdout, indent=2)
