@@ -96,3 +96,17 @@ def test_run_trace_lines_among_the_console_and_json(booted_dir, tmp_path):
     d = json.loads(subprocess.run(args + ["--json"], capture_output=True, text=True, cwd=ROOT).stdout)
     assert [c["function"] for c in d["trace"]].count("kmalloc_trace") == 2
     assert d["coverage"]["modules"][0]["lines_hit"] > 0 and os.path.exists(tmp_path / "c.info")
+
+
+@pytest.mark.parametrize("opts, msg", [
+    (["--coverage", "/nonexistent/c.info"], "--coverage: cannot write /nonexistent/c.info: /nonexistent is not"),
+    (["--image", "/nonexistent/m.elf"], "--image: cannot write /nonexistent/m.elf"),
+    (["--gdb", "0"], "--gdb: bad port 0"),
+    (["--gdb", "65536"], "--gdb: bad port 65536"),
+    (["--gdb", "1234", "--json"], "--gdb cannot be combined with --json")])
+def test_bad_observer_options_are_one_error_before_the_run(booted_dir, opts, msg):
+    p = subprocess.run([sys.executable, "-m", "armload", "run", sample("hello-arm.ko"), "--kernel", SYMVERS,
+                        "--kernel", BOOT_VMLINUZ] + opts, capture_output=True, text=True, cwd=ROOT)
+    out = p.stdout + p.stderr
+    assert p.returncode != 0 and msg in out and "Traceback" not in out
+    assert "hello: loaded" not in out                      # refused before any module ran

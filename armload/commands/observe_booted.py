@@ -3,6 +3,8 @@
 calls these; the logic lives below them."""
 from __future__ import annotations
 
+import os
+
 from ..errors import ArmloadError
 
 
@@ -39,6 +41,10 @@ class Observer:
             self.gdb = GdbServer(run, args.gdb, self.allocs, say, run.session.kernel.vmlinux_debug,
                                  getattr(args, "image", None))
         self.out = getattr(args, "coverage", None)
+        for opt, f in (("--coverage", self.out), ("--image", getattr(args, "image", None))):
+            d = os.path.dirname(os.path.abspath(f)) if f else None
+            if d and not os.access(d, os.W_OK):     # before the run, not after it
+                raise ArmloadError(f"{opt}: cannot write {f}: {d} is not a writable directory")
         self.image = getattr(args, "image", None)
         self.loads: list[tuple[str, int]] = []       # (module name, load serial)
         self.unhooked: dict[str, list[str]] = {}
