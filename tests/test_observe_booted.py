@@ -23,18 +23,47 @@ def run(booted_dir):
 def observed(run, path, params="", native=None):
     """Coverage and trace of one load, and every module instruction executed (a per-instruction
     code hook on each module allocation: the oracle)."""
-    from armload.emu.booted.observe import Allocations, BootedCoverage, CallTrace
-    al = Allocations(run.bk)
+    from armload.emu.booted.observe import Observation
+    obs = Observation(run, coverage=True, trace=True, native=native)
     executed = set()
-    al.on_alloc.append(lambda a: run.bk.m.uc.hook_add(UC_HOOK_CODE, lambda uc, addr, size, _: executed.add(addr),
-                                                      begin=a.base, end=a.base + a.size - 1))
-    cov, tr = BootedCoverage(run.bk, al, native=native), CallTrace(run.bk, al)
-    tr.prepare(path)
-    r = run.load(path, params)
-    cov.loaded(al.load, run.session.modules)
-    tr.finish(run.session.modules)
+    obs.allocs.on_alloc.append(lambda a: run.bk.m.uc.hook_add(
+        UC_HOOK_CODE, lambda uc, addr, size, _: executed.add(addr), begin=a.base, end=a.base + a.size - 1))
+    r = obs.load(path, params)
     mod = next(m for m in run.session.modules if m.name == r.name)
-    return r, mod, cov, tr, executed
+    return r, mod, obs.cov, obs.trace, executed
+
+
+def da(rep, line: int, file: str = "devkit/devkit.c") -> int:
+    """The DA count of a line of `file` in a ModuleCoverage's lcov records."""
+    recs, cur = {}, None
+    for r in rep.records:
+        if r.startswith("SF:"):
+            cur = r[3:]
+        elif r.startswith("DA:") and cur.endswith(file):
+            n, c = map(int, r[3:].split(","))
+            recs[n] = c
+    return recs[line]
+
+
+def test_observation_api_for_the_pytest_handle(run):
+    """What ModuleHandle(coverage=True).coverage()/.calls/.called() stand on: counts so far, the
+    calls so far (init, then a call into the module, then exit)."""
+    from armload.emu.booted.call import call
+    from armload.emu.booted.observe import Observation
+    obs = Observation(run, coverage=True, trace=True)
+    assert obs.load(sample("devkit-arm-debug.ko"), "count=2").ok
+    (name, first), = obs.coverage("devkit")
+    assert name == "devkit" and first.lines_hit > 0
+    n = len(obs.called("kmalloc_trace"))
+    assert n == 2
+    assert call(run, "devkit_add", 7).returned
+    assert len(obs.called("kmalloc_trace")) == 3 and obs.called("kmalloc_trace")[-1].ret
+    (_, later), = obs.coverage("devkit")
+    line = devkit_line("it = kmalloc(")
+    assert (da(first, line), da(later, line)) == (2, 3)     # devkit_add: twice in init, once called
+    assert obs.coverage("nope") == []
+    with pytest.raises(ValueError, match="coverage was not recorded"):
+        Observation(run).coverage()
 
 
 @pytest.mark.parametrize("native", [True, False])

@@ -21,22 +21,19 @@ MODES = ("plain", "coverage", "coverage-python", "trace", "coverage+trace")
 
 def _one(path: str, params: str, budget: int, mode: str) -> dict:
     from ..emu.booted.modrun import BootedRun
-    from ..emu.booted.observe import Allocations, BootedCoverage, CallTrace
+    from ..emu.booted.observe import Observation
     from ..kernel.config import DEBIAN_ARMMP
     from ..kernel.provider import Kernel
     run = BootedRun(VMLINUZ, Kernel.from_files([os.path.join(ROOT, "sample_modules", "Module.symvers"), VMLINUZ],
                                                DEBIAN_ARMMP), DEBIAN_ARMMP)
-    cov = trace = None
+    obs = None
     if mode != "plain":
-        al = Allocations(run.bk)
-        if mode.startswith("coverage"):
-            cov = BootedCoverage(run.bk, al, native=mode != "coverage-python")
-        if "trace" in mode:
-            trace = CallTrace(run.bk, al)
-            trace.prepare(path)
+        obs = Observation(run, coverage=mode.startswith("coverage"), trace="trace" in mode,
+                          native=mode != "coverage-python")
     t0 = time.process_time()
-    r = run.load(path, params, budget=budget)
+    r = obs.load(path, params, budget=budget) if obs else run.load(path, params, budget=budget)
     cpu = time.process_time() - t0
+    cov, trace = (obs.cov, obs.trace) if obs else (None, None)
     out = {"status": r.status, "instructions": r.instructions, "cpu": cpu}
     if cov is not None:
         out["blocks"] = sum(cov.counter.blocks()[0].values())

@@ -227,3 +227,61 @@ class CallTrace:
 def _ret(v: int) -> str:
     s = v - (1 << 32) if v & 0x80000000 else v
     return f"{s}" if -4096 < s < 4096 else f"{v:#x}"
+
+
+class Observation:
+    """Coverage and/or the call trace of the modules a BootedRun loads: create it before the
+    first load, load through `load()` (or call `before(path)` / `after(result)` around
+    `run.load`). The pytest ModuleHandle and `armload run` use it."""
+
+    def __init__(self, run, *, coverage: bool = False, trace: bool = False, native: bool | None = None):
+        self.run = run
+        self.allocs = Allocations(run.bk)
+        self.cov = BootedCoverage(run.bk, self.allocs, native=native) if coverage else None
+        self.trace = CallTrace(run.bk, self.allocs) if trace else None
+        self.loads: list[tuple[str, int]] = []       # (module name, load serial)
+        self.unhooked: dict[str, list[str]] = {}     # path -> imports without a code address
+
+    def before(self, path: str) -> None:
+        if self.trace is not None:
+            exports = {s.name: s.addr for m in self.run.session.modules for s in m.symbols
+                       if s.bind != "local" and s.stype == "func"}
+            self.unhooked[path] = self.trace.prepare(path, exports)
+
+    def after(self, r) -> None:
+        load = self.allocs.load
+        self.allocs.load += 1
+        self.loads.append((r.name, load))
+        if self.cov is not None:
+            self.cov.loaded(load, self.run.session.modules)
+        if self.trace is not None:
+            self.trace.finish(self.run.session.modules)
+
+    def load(self, path: str, params: str = "", **kw):
+        self.before(path)
+        r = self.run.load(path, params, **kw)
+        self.after(r)
+        return r
+
+    def coverage(self, name: str | None = None):
+        """ModuleCoverage of a loaded module (default: every module loaded, in order, as a list
+        when name is None). Counts so far: init, calls, exit, deferred work."""
+        if self.cov is None:
+            raise ValueError("coverage was not recorded (Observation(run, coverage=True))")
+        out = []
+        for n, load in self.loads:
+            if name is not None and n.replace("-", "_") != name.replace("-", "_"):
+                continue
+            mod = next((m for m in reversed(self.run.session.modules) if m.name == n), None)
+            out.append((n, self.cov.report(mod, load) if mod is not None else None))
+        return out
+
+    @property
+    def calls(self) -> list[Call]:
+        if self.trace is None:
+            raise ValueError("calls were not traced (Observation(run, trace=True))")
+        self.trace.finish(self.run.session.modules)
+        return self.trace.calls
+
+    def called(self, name: str) -> list[Call]:
+        return [c for c in self.calls if c.name == name]
