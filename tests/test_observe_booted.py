@@ -124,6 +124,7 @@ def test_run_trace_lines_among_the_console_and_json(booted_dir, tmp_path):
     assert any(ln.startswith("coverage: devkit: ") and "lines" in ln for ln in out)
     d = json.loads(subprocess.run(args + ["--json"], capture_output=True, text=True, cwd=ROOT).stdout)
     assert [c["function"] for c in d["trace"]].count("kmalloc_trace") == 2
+    assert next(c for c in d["trace"] if c["function"] == "kmalloc_trace")["where"].startswith("devkit_add+0x")
     assert d["coverage"]["modules"][0]["lines_hit"] > 0 and os.path.exists(tmp_path / "c.info")
 
 

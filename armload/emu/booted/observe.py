@@ -123,9 +123,11 @@ class Call:
     depth: int = 0                     # calls from the module pending when it was made
     module: str = ""
 
+    where: str = ""                    # the caller symbolized: `devkit_add+0x28/0x9c [devkit]`
+
     def to_dict(self) -> dict:
-        return {"function": self.name, "args": self.args, "caller": self.caller, "module": self.module,
-                "text": self.text, "ret": self.ret, "console_line": self.console}
+        return {"function": self.name, "args": self.args, "caller": self.caller, "where": self.where,
+                "module": self.module, "text": self.text, "ret": self.ret, "console_line": self.console}
 
 
 @dataclass
@@ -204,14 +206,15 @@ class CallTrace:
             if not c.module:
                 m = next((m for m in modules if m.region_of(c.caller) is not None), None)
                 c.module = m.name if m is not None else ""
+                c.where = (m.symbolize(c.caller) if m is not None else None) or f"{c.caller:#x}"
 
     def lines(self, modules=()) -> list[tuple[int, str]]:
         """(console position, line) of each call: `name(r0, r1, r2, r3) -> r0=VALUE  [from caller]` (r0 as the
         function left it: the return value, or what a void function left there)."""
         out = []
+        self.finish(modules)
         for c in self.calls:
-            m = next((m for m in modules if m.region_of(c.caller) is not None), None)
-            where = (m.symbolize(c.caller) if m is not None else None) or f"{c.caller:#x}"
+            where = c.where
             args = ", ".join(f"{v:#x}" for v in c.args)
             text = f" {c.text!r}" if c.text is not None else ""
             ret = "did not return" if c.ret is None else f"-> r0={_ret(c.ret)}"
