@@ -13,6 +13,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from conftest import ROOT, devkit_line, sample
 
 VMLINUZ = os.path.join(ROOT, ".cache", "linux-image-6.1.0-50-armmp", "boot", "vmlinuz-6.1.0-50-armmp")
@@ -82,3 +84,34 @@ def test_gdb_break_continue_read(tmp_path):
     addr = next(int(l.split()[0], 16) for l in sym.splitlines() if l.endswith(" devkit_sum"))
     assert f"$3 = {addr:#x}" in out
     assert proc.returncode == 0 and "devkit: loaded (sum 6)" in rest.decode()   # 0+1+2+3 after detach
+
+
+VMLINUX_DBG = os.path.join(ROOT, ".cache", "linux-image-6.1.0-50-armmp-dbg", "usr", "lib", "debug", "boot",
+                           "vmlinux-6.1.0-50-armmp")
+
+
+@pytest.mark.skipif(not os.path.exists(VMLINUX_DBG), reason=f"no {VMLINUX_DBG}: `make vmlinux-dbg` fetches it "
+                    "(620 MB, on request only)")
+def test_gdb_with_the_dbg_vmlinux_breaks_in_kernel_code_by_name(tmp_path):
+    gdb = shutil.which("gdb-multiarch")
+    assert gdb, "gdb-multiarch not installed: run `make devtools`"
+    image, port = str(tmp_path / "devkit.elf"), _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "armload", "run", "--kernel", VMLINUZ, "--kernel", VMLINUX_DBG,
+                             sample("devkit-arm-debug.ko"), "count=4", "--image", image, "--gdb", str(port)],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        before = _wait_for(proc, "Waiting for a GDB connection")
+        g = subprocess.run([gdb, "-batch", "-nx", VMLINUX_DBG, "-ex", f"target remote 127.0.0.1:{port}",
+                            "-ex", f"add-symbol-file {image}", "-ex", "break kmalloc_trace", "-ex", "continue",
+                            "-ex", "bt 4", "-ex", "delete", "-ex", "detach"], capture_output=True, text=True, timeout=300)
+        rest, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    out = g.stdout
+    print(before + rest.decode(), out, g.stderr, sep="\n")
+    assert f"connect with gdb-multiarch {VMLINUX_DBG}" in before
+    assert "Breakpoint 1, kmalloc_trace (s=" in out and "at mm/slab_common.c:" in out
+    assert "#2  devkit_add (value=0) at sample_modules/src/devkit/devkit.c:" in out
+    assert "in devkit_init () at sample_modules/src/devkit/devkit.c:" in out
+    assert proc.returncode == 0 and "devkit: loaded (sum 6)" in rest.decode()
