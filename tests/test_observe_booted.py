@@ -126,6 +126,11 @@ def test_run_trace_lines_among_the_console_and_json(booted_dir, tmp_path):
     assert [c["function"] for c in d["trace"]].count("kmalloc_trace") == 2
     assert next(c for c in d["trace"] if c["function"] == "kmalloc_trace")["where"].startswith("devkit_add+0x")
     assert d["coverage"]["modules"][0]["lines_hit"] > 0 and os.path.exists(tmp_path / "c.info")
+    assert "FNDA:0,devkit_exit" in (tmp_path / "c.info").read_text()
+    out = subprocess.run(args + ["--exit"], capture_output=True, text=True, cwd=ROOT, check=True).stdout
+    assert "armload: trace: kfree(" in out and "[from devkit_free_all+0x" in out     # exit's calls
+    text = (tmp_path / "c.info").read_text()                # exit (core text) counted after init's
+    assert "FNDA:1,devkit_exit" in text and "FNDA:1,devkit_init" in text and "FNDA:1,devkit_free_all" in text
 
 
 @pytest.mark.parametrize("opts, msg", [

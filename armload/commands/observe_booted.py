@@ -63,7 +63,7 @@ class Observer:
             pos = sorted(h[0] for h in probes.hits if h[0] >= start)
             events += list(zip(pos, probes.interleave([], start)))
         if self.trace is not None:
-            made = self.trace.lines(self.run.session.modules)
+            made = self.trace.lines(self.obs.modules)
             events += [e for e in made[self._said:]]
             self._said = len(made)
         events.sort(key=lambda e: e[0])
@@ -80,7 +80,7 @@ class Observer:
         report = {}
         if self.image and self.obs.loads:
             from ..loader.debug_image import write_debug_image
-            mod = loaded_module(self.run, self.obs.loads[-1][0])
+            mod = self.obs.loads[-1][2]
             if mod is None:
                 raise ArmloadError(f"--image: armload's loader did not load {self.obs.loads[-1][0]}: no image")
             try:

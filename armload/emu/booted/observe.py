@@ -242,7 +242,7 @@ class Observation:
         self.allocs = Allocations(run.bk)
         self.cov = BootedCoverage(run.bk, self.allocs, native=native) if coverage else None
         self.trace = CallTrace(run.bk, self.allocs) if trace else None
-        self.loads: list[tuple[str, int]] = []       # (module name, load serial)
+        self.loads: list[tuple[str, int, object]] = []   # (module name, load serial, armload's LoadedModule)
         self.unhooked: dict[str, list[str]] = {}     # path -> imports without a code address
 
     def before(self, path: str) -> None:
@@ -254,11 +254,18 @@ class Observation:
     def after(self, r) -> None:
         load = self.allocs.load
         self.allocs.load += 1
-        self.loads.append((r.name, load))
+        mod = next((m for m in reversed(self.run.session.modules) if m.name == r.name), None)
+        self.loads.append((r.name, load, mod))       # kept: an unload takes it out of the session
         if self.cov is not None:
             self.cov.loaded(load, self.run.session.modules)
         if self.trace is not None:
             self.trace.finish(self.run.session.modules)
+
+    @property
+    def modules(self) -> list:
+        """armload's modules of every load (an unloaded one too), then the session's others."""
+        mine = [m for _, _, m in self.loads if m is not None]
+        return mine + [m for m in self.run.session.modules if all(m is not x for x in mine)]
 
     def load(self, path: str, params: str = "", **kw):
         self.before(path)
@@ -272,10 +279,9 @@ class Observation:
         if self.cov is None:
             raise ValueError("coverage was not recorded (Observation(run, coverage=True))")
         out = []
-        for n, load in self.loads:
+        for n, load, mod in self.loads:
             if name is not None and n.replace("-", "_") != name.replace("-", "_"):
                 continue
-            mod = next((m for m in reversed(self.run.session.modules) if m.name == n), None)
             out.append((n, self.cov.report(mod, load) if mod is not None else None))
         return out
 
@@ -283,7 +289,7 @@ class Observation:
     def calls(self) -> list[Call]:
         if self.trace is None:
             raise ValueError("calls were not traced (Observation(run, trace=True))")
-        self.trace.finish(self.run.session.modules)
+        self.trace.finish(self.modules)
         return self.trace.calls
 
     def called(self, name: str) -> list[Call]:
