@@ -31,11 +31,13 @@ THREAD_SIZE = 0x2000
 PAGE = 0x1000
 
 
-def symbol_file_line(mod, path: str | None = None) -> str:
-    """gdb's `add-symbol-file M.ko -s .text 0x... -s .init.text 0x... ...` for every allocated
-    section of the loaded module, at its load address."""
+def symbol_file_line(mod, path: str | None = None, *, init: bool = True) -> str:
+    """gdb's `add-symbol-file M.ko 0xTEXT -s .init.text 0x... -s .data 0x...` for every allocated
+    section of the loaded module, at its load address (init=False: not the init sections, which
+    the kernel freed after init)."""
     from ...constants import SHF_ALLOC
-    secs = [s for s in mod.sections if s.flags & SHF_ALLOC and s.size and s.name]
+    secs = [s for s in mod.sections if s.flags & SHF_ALLOC and s.size and s.name
+            and (init or not s.mem.startswith("init"))]
     text = next((s for s in secs if s.name == ".text"), None)
     parts = [f"add-symbol-file {path or mod.path}"]
     if text is not None:
@@ -54,8 +56,8 @@ def scratch_layout(run, path: str, allocs: list):
     rp.queue = list(allocs)
     s.allocator = rp
     s.kernel_word = run.bk.u32
-    for m in run.session.modules:                 # modules loaded before: their exports resolve
-        s.modules.append(m)
+    s.modules = list(run.session.modules)          # modules loaded before: their exports resolve
+    s.export_tables = list(run.session.export_tables)
     return s.load(path)
 
 
@@ -98,6 +100,8 @@ class GdbServer:
         hint = (f"gdb-multiarch {self.vmlinux}" if self.vmlinux else "gdb-multiarch -ex 'set architecture arm'")
         self.say(f"armload: gdb server on port {self.port}: stops at {name}'s init ({init:#x}) inside the booted "
                  f"kernel; connect with {hint} -ex 'target remote :{self.port}', then:")
+        for m in self.run.session.modules:         # modules loaded before: init freed
+            self.say(symbol_file_line(m, init=False))
         self.say(symbol_file_line(self.mod, self.path))
         if not self.image:
             import tempfile
