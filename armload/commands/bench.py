@@ -31,7 +31,8 @@ def register(sub) -> None:
                                    "optimized), kretprobe, raw tracepoint; fentry/fexit unsupported on 32-bit ARM; "
                                    "with the vmlinuz, also on the booted kernel (prctl, a BPF program run by "
                                    "the kernel's interpreter, attached with perf_event_open/bpf). "
-                                   "coverage: instructions per second with --coverage off and on. "
+                                   "coverage: --coverage and --trace inside the booted kernel against a plain run "
+                                   "(CPU ratio, equal instructions). "
                                    "devio: instructions per system-call round trip from pid 1's user mode in the "
                                    "booted kernel, and a run with device I/O against a plain run (ratio).")
     p.add_argument("what", nargs="?", choices=WHAT, default="loader")

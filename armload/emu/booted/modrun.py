@@ -31,6 +31,7 @@ from ...loader.kofile import module_stem, read_module
 from ...loader.layout import ModuleAllocator
 from ...loader.session import Session
 from .kernel import CALL_BUDGET, BootedKernel
+from .decode import decode_result
 from .result import LoaderCheck, Result
 from .modload import LOAD_BUDGET, KernelLoadResult, _signed, kernel_load, load_order, modinfo, tree_index, user_string
 
@@ -163,6 +164,7 @@ class BootedRun:
                   else "budget" if r.ret is None else "returned" if r.core_bytes else "refused")
         res = BootedResult(name, path, r.ret, status, r.console_lines, r.oops_text, r.instructions, r.core_base,
                            r.init_base, check, r.stopped, decompressed_by=r.decompressed_by)
+        decode_result(res, self.session.modules, self.session.kernel.vmlinux_debug)
         self.results.append(res)
         if res.status == "returned" and res.ret and r.core_bytes:
             self._forget(name)        # do_init_module's fail_free_freeinit: init failed, the kernel freed it
