@@ -138,36 +138,6 @@ def change_kind(results: dict[str, dict | None]) -> str | None:
     return "dependency" if "dependency-failed" in {v["outcome"].split()[0] for v in ran} else "init"
 
 
-def struct_module_offsets(tree: str, sample: int = 20) -> tuple[int, int] | None:
-    """offsetof(struct module, init) and (.., exit) in the kernel a tree was built for: where its
-    modules' .gnu.linkonce.this_module is relocated against init_module and cleanup_module
-    (the first module that has both, of the first `sample`)."""
-    import io
-    from elftools.elf.elffile import ELFFile
-    from elftools.elf.relocation import RelocationSection
-    from ..loader.kofile import is_module_file, read_module
-    seen = 0
-    for d, dirs, files in os.walk(tree):
-        dirs.sort()
-        for f in sorted(files):
-            if not is_module_file(f) or seen >= sample:
-                continue
-            seen += 1
-            try:
-                with io.BytesIO(read_module(os.path.join(d, f))) as fh:
-                    elf = ELFFile(fh)
-                    rel = elf.get_section_by_name(".rel.gnu.linkonce.this_module")
-                    if not isinstance(rel, RelocationSection):
-                        continue
-                    symtab = elf.get_section(rel["sh_link"])
-                    offs = {symtab.get_symbol(r["r_info_sym"]).name: r["r_offset"] for r in rel.iter_relocations()}
-            except Exception:
-                continue
-            if "init_module" in offs and "cleanup_module" in offs:
-                return offs["init_module"], offs["cleanup_module"]
-    return None
-
-
 def run_matrix(cells: list[Cell], config, options: CheckOptions, *, patterns=(), modules: str | None = None,
                jobs: int = 1, executor=None, progress=None) -> dict:
     """Check the selection on every cell; the matrix document (deterministic: no wall clock).
@@ -192,24 +162,26 @@ def run_matrix(cells: list[Cell], config, options: CheckOptions, *, patterns=(),
             except ValueError as e:
                 raise ArmloadError(f"matrix: {cell.release}: no module named or matching {e}") from None
             names = [n for n in names if n in want]
-        # armload's loader reads init/exit at 6.1 armmp's offsets of struct module; a build whose
-        # struct module differs (rt-armmp: PREEMPT_RT locks) would look as if no module had an init.
-        # Such a cell is checked without init, and says so.
-        from ..loader.elf import MODULE_EXIT_OFF, MODULE_INIT_OFF
-        offs = struct_module_offsets(cell.tree)
-        cell_opts, why = options, None
-        if options.emulate and offs is not None and offs != (MODULE_INIT_OFF, MODULE_EXIT_OFF):
-            why = (f"init not run: this kernel's struct module has init at {offs[0]:#x} and exit at {offs[1]:#x}, "
-                   f"armload's loader reads {MODULE_INIT_OFF:#x} and {MODULE_EXIT_OFF:#x}")
-            cell_opts = dataclasses.replace(options, emulate=False)
+        # struct module as this kernel's own modules lay it out (PREEMPT_RT and 6.12 move init and
+        # exit); each cell runs init in its own kernel: the booted runtime boots the cell's image.
+        from ..loader.this_module import of_tree
+        sm = of_tree(cell.tree)
+        cell_config = dataclasses.replace(config, struct_module=sm)
+        cell_opts = options
+        if options.runtime == "booted":
+            if not cell.image:
+                raise ArmloadError(f"matrix: {cell.release}: no vmlinuz-{cell.release} beside its tree to boot")
+            cell_opts = dataclasses.replace(options, image=cell.image, tree=cell.tree)
         if progress:
             progress(cell.release, len(names))
-        stats = run_checks(plan, kernel, config, cell_opts, jobs=jobs, names=names,
+        stats = run_checks(plan, kernel, cell_config, cell_opts, jobs=jobs, names=names,
                            executor=executor(cell, kernel, plan, cell_opts) if executor else None)
         summ = summarize(stats.records)
         out_cells.append({"release": cell.release, "kernel": kernel.describe(), "vermagic": cell.vermagic,
-                          "struct_module": {"init": offs[0], "exit": offs[1]} if offs else None,
-                          "init": "run" if cell_opts.emulate else (why or "not run (--no-emulate)"),
+                          "struct_module": ({"size": sm.size, "name": sm.name, "init": sm.init, "exit": sm.exit}
+                                            if sm else None),
+                          "init": ("run in this kernel booted" if cell_opts.runtime == "booted" else "run")
+                          if cell_opts.emulate else "not run (--no-emulate)",
                           "modules": len(stats.records), "outcomes": {k: v for k, v in summ["outcomes"].items() if v},
                           "success": summ["success"]})
         for r in stats.records:
