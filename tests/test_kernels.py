@@ -79,3 +79,28 @@ def test_an_rt_module_runs_its_init_from_its_own_offsets():
     mod = Session(Kernel.from_files([symvers(rel)], cfg), cfg).load(os.path.join(tree(rel), "fs", "nls", "nls_cp437.ko"))
     names = {s.addr: s.name for s in mod.symbols}
     assert names[mod.init_addr] == "init_module" and names[mod.exit_addr] == "cleanup_module"
+
+
+V612 = "6.12.107+deb12-armmp"
+
+
+def test_a_6_12_module_in_its_shipped_form_runs_in_6_12_with_the_kernels_image():
+    """6.12: modules are .ko.xz and the kernel decompresses xz itself (/sys/module/compression),
+    module memory comes from execmem_alloc, one page-aligned allocation per mod_mem type (6.10+),
+    the module signature is checked (266 M instructions for nls_cp437), and __kmalloc/vmalloc are
+    *_noprof."""
+    from armload.emu.booted.modload import kernel_compression
+    from armload.emu.booted.modrun import BootedRun
+    from armload.kernel.provider import Kernel
+    from armload.loader.for_kernel import follow_kernel
+    cfg = follow_kernel(DEBIAN_ARMMP, image(V612))
+    assert (cfg.layout, cfg.version, cfg.struct_module.size) == ("6.4", (6, 12), 0x300)
+    run = BootedRun(image(V612), Kernel.from_files([symvers(V612), image(V612)], cfg), cfg, tree=tree(V612))
+    assert kernel_compression(run.bk) == "xz"
+    r = run.load(os.path.join(tree(V612), "fs", "nls", "nls_cp437.ko.xz"), budget=1_000_000_000)
+    assert r.ok and r.decompressed_by == "kernel", r.to_dict()
+    assert r.loader.identical and r.loader.compared == 6 * 0x1000     # six mod_mem types, a page each
+    mod = run.session.modules[-1]
+    assert sorted(g.name for g in mod.regions) == ["data", "init_data", "init_rodata", "init_text", "rodata", "text"]
+    assert mod.init_addr and mod.exit_addr
+    assert run.unload("nls_cp437")[0] == 0

@@ -154,3 +154,18 @@ def test_change_kind_rules():
     assert change_kind({"a": ok, "b": {"outcome": "load symbol ENOENT", "resolve": {"missing": ["f"]}}}) == \
         "symbol removed"
     assert change_kind({"a": ok, "b": {"outcome": "load format ENOEXEC"}}) == "load"
+
+
+def test_the_same_module_across_cells_and_why_its_verdict_changes():
+    from armload.ci.matrix import evidence, first_difference, same_module
+    assert same_module("fs/nls/nls_cp437.ko.xz") == same_module("fs/nls/nls_cp437.ko") == "fs/nls/nls_cp437.ko"
+    a = evidence({"outcome": "ok", "init": {"status": "returned", "retval": 0,
+                                            "console": ["[    1.5] x: probing", "[    1.6] x: ready"]}})
+    b = evidence({"outcome": "error", "reason": "init returned -19 (-ENODEV)",
+                  "init": {"status": "returned", "retval": -19, "console": ["[    2.5] x: probing"]}})
+    c = evidence({"outcome": "ok", "init": {"status": "returned", "retval": 0,
+                                            "console": ["[    3.5] x: probing", "[    3.7] x: ready at 2"]}})
+    assert first_difference({"6.1": a, "6.12": b}, ["6.1", "6.12"]) == "6.1: returned; 6.12: init returned -19 (-ENODEV)"
+    assert first_difference({"6.1": a, "6.12": c}, ["6.1", "6.12"]) == "6.1: 'x: ready'; 6.12: 'x: ready at 2'"
+    assert first_difference({"6.1": a, "6.12": a}, ["6.1", "6.12"]) is None
+    assert first_difference({"6.1": a}, ["6.1", "6.12"]) is None

@@ -112,6 +112,44 @@ def result(rec: dict, init_run: bool = True) -> dict:
     return r
 
 
+def same_module(rel: str) -> str:
+    """A module's name across cells: its path in the tree without the compression suffix (6.12
+    ships fs/nls/nls_cp437.ko.xz where 6.1 has fs/nls/nls_cp437.ko)."""
+    for s in (".xz", ".zst", ".gz"):
+        if rel.endswith(".ko" + s):
+            return rel[:-len(s)]
+    return rel
+
+
+_STAMP = re.compile(r"^\[\s*\d+\.\d+\]\s*")
+
+
+def evidence(rec: dict) -> dict:
+    """What a cell's kernel said about a module: the errno (or status) and its console lines."""
+    i = rec.get("init") or {}
+    ret = i.get("retval")
+    return {"verdict": (f"{i.get('status')} {ret}" if i.get("status") == "returned" and ret else
+                        i.get("status") or rec["outcome"]),
+            "reason": rec.get("reason"),
+            "console": [_STAMP.sub("", ln) for ln in i.get("console") or []]}
+
+
+def first_difference(ev: dict[str, dict], releases: list[str]) -> str | None:
+    """Why a module's verdict changes: the first errno or verdict that differs, else the first
+    kernel message one cell printed and another did not."""
+    got = [(r, ev[r]) for r in releases if r in ev]
+    if len(got) < 2:
+        return None
+    (ra, a), rest = got[0], got[1:]
+    for rb, b in rest:
+        if a["verdict"] != b["verdict"]:
+            return f"{ra}: {a['reason'] or a['verdict']}; {rb}: {b['reason'] or b['verdict']}"
+        for x, y in zip(a["console"] + [None], b["console"] + [None]):
+            if x != y:
+                return f"{ra}: {x!r}; {rb}: {y!r}" if x and y else f"{ra if x else rb} only: {x or y!r}"
+    return None
+
+
 def change_kind(results: dict[str, dict | None]) -> str | None:
     """What differs between the cells' results for one module, or None when nothing does. Load
     results are compared over every cell, init results over the cells where init ran."""
@@ -143,7 +181,7 @@ def run_matrix(cells: list[Cell], config, options: CheckOptions, *, patterns=(),
     """Check the selection on every cell; the matrix document (deterministic: no wall clock).
     executor(cell, kernel, plan, options) -> a run_checks executor, or None for local --jobs."""
     import time
-    out_cells, per_module = [], {}
+    out_cells, per_module, details = [], {}, {}
     timing = {}
     for cell in cells:
         t0 = time.perf_counter()
@@ -185,7 +223,9 @@ def run_matrix(cells: list[Cell], config, options: CheckOptions, *, patterns=(),
                           "modules": len(stats.records), "outcomes": {k: v for k, v in summ["outcomes"].items() if v},
                           "success": summ["success"]})
         for r in stats.records:
-            per_module.setdefault(r["module"], {})[cell.release] = result(r, cell_opts.emulate)
+            key = same_module(r["module"])
+            per_module.setdefault(key, {})[cell.release] = result(r, cell_opts.emulate)
+            details.setdefault(key, {})[cell.release] = evidence(r)
         timing[cell.release] = round(time.perf_counter() - t0, 3)
     releases = [c.release for c in cells]
     table, changes, kinds = {}, [], {}
@@ -194,7 +234,7 @@ def run_matrix(cells: list[Cell], config, options: CheckOptions, *, patterns=(),
         table[m] = row
         k = change_kind(row)
         if k:
-            changes.append({"module": m, "kind": k})
+            changes.append({"module": m, "kind": k, "why": first_difference(details.get(m, {}), releases)})
             kinds[k] = kinds.get(k, 0) + 1
     return {"mode": "out-of-tree" if modules else "tree", "modules_from": modules, "patterns": list(patterns),
             "cells": out_cells, "summary": {"modules": len(table), "changing": len(changes), "kinds": kinds},

@@ -43,6 +43,7 @@ class KernelConfig:
     lowmem_size: int = 760 * SZ_1M    # decides high_memory, hence VMALLOC_START
     phys_offset: int = 0x40000000     # PHYS_OFFSET: RAM start of the board (QEMU's and armload's virt)
     module_force_load: bool = True    # CONFIG_MODULE_FORCE_LOAD (Debian: y): no __versions taints, loads
+    version: tuple = (6, 1)           # the kernel's Linux version (loader/for_kernel.py: from the image)
     struct_module: StructModule | None = field(default=None, compare=False)
     #   the kernel's layout when known (its module tree); None: each module's own this_module says
 

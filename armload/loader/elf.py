@@ -134,18 +134,20 @@ def _fail(path: str, msg: str, **ctx) -> ElfFormatError:
 
 
 def read_object(path: str, data: bytes | None = None, *, object: bool = False,
-                struct_module_size: int | None = None) -> ObjectFile:
+                struct_module_size: int | None = None, size_exact: bool = False) -> ObjectFile:
     """Parse and validate `path` (or `data`, named `path`). Raises ElfFormatError.
 
     object=True accepts a plain relocatable object (no .gnu.linkonce.this_module), which the
     kernel refuses ("No module found in object"); everything else is held to 6.1's rules.
     struct_module_size: the kernel's sizeof(struct module) (KernelConfig.struct_module), which a
     smaller this_module section must not be; None when the kernel's layout is not known (then the
-    size is not checked)."""
+    size is not checked). size_exact: 6.4's rule, the size must be equal (6.1 has no check; armload
+    refuses only a smaller section there, which 6.1 would overrun)."""
     from .kofile import decompress, read_raw
     data = decompress(bytes(read_raw(path) if data is None else data), path)   # .ko.xz/.zst/.gz as kmod reads them
     v = _Validator(path, data)
     v.struct_module_size = struct_module_size
+    v.size_exact = size_exact
     return v.run(object)
 
 
@@ -157,6 +159,7 @@ class _Validator:
         self.warnings: list[str] = []
         self._nul = None
         self.struct_module_size: int | None = None
+        self.size_exact = False
 
     def fail(self, msg, **ctx):
         return _fail(self.path, msg, **ctx)
@@ -335,6 +338,10 @@ class _Validator:
                             f"{tm.index} is NOBITS; check added in Linux 6.4; 6.1 reads struct module at "
                             f"sh_offset {tm.sh_offset:#x} unchecked)", section=tm.index)
         want = self.struct_module_size
+        if want is not None and self.size_exact and tm.sh_size != want:
+            raise self.fail(f"module {who}: .gnu.linkonce.this_module section size must match the kernel's built "
+                            f"struct module size at run time (section {tm.index}: {tm.sh_size:#x}, the kernel's "
+                            f"{want:#x})", section=tm.index)
         if want is not None and tm.sh_size < want:
             raise self.fail(f"module {who}: .gnu.linkonce.this_module section size must match the kernel's built "
                             f"struct module size at run time (section {tm.index}: {tm.sh_size:#x} < "

@@ -41,7 +41,7 @@ def follow_kernel(config: KernelConfig, image: str | None, *, layout_given: str 
     if layout_given and layout_given != layout:
         raise ArmloadError(f"--layout {layout_given}: the image is Linux {'.'.join(map(str, ident.version))} "
                            f"({ident.release}), whose load_module uses the {layout} layout")
-    kw = {"layout": layout}
+    kw = {"layout": layout, "version": ident.version}
     if ident.config:
         default = KernelConfig()
         for fld, opt in BOOL_OPTIONS.items():

@@ -56,7 +56,8 @@ class Session:
         .gnu.linkonce.this_module), which the kernel itself refuses."""
         t0 = time.perf_counter()
         sm = self.config.struct_module
-        obj = read_object(path, data, object=object, struct_module_size=sm.size if sm else None)
+        obj = read_object(path, data, object=object, struct_module_size=sm.size if sm else None,
+                          size_exact=self.config.version >= (6, 4))
         t_parse = time.perf_counter()
         if any(m.name == obj.name for m in self.modules):
             raise ArmloadError(f"{obj.name}: module is already loaded", file=path, errno=-EEXIST)

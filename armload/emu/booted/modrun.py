@@ -349,7 +349,8 @@ class BootedRun:
             if s.name == "__dyndbg_classes":
                 skip += [(a, a + 8) for a in range(s.addr, s.addr + s.size - DDEBUG_CLASS_MAP + 1, DDEBUG_CLASS_MAP)]
         fin = mod.finalized
-        final = dict(((r.core_base, r.core_bytes), (r.init_base, r.init_bytes))) if r.core_bytes else dict(r.formed)
+        final = dict(r.snaps or ((r.core_base, r.core_bytes), (r.init_base, r.init_bytes))) if r.core_bytes \
+            else dict(r.formed)
         formed = dict(r.formed) if r.formed else final
         jump_final = bool(r.core_bytes)       # refused before do_init_module: the jump words are not compared
         for base, kb in final.items():
