@@ -88,8 +88,9 @@ def test_runtime_choice():
     assert rt == "models" and "--call" in why
     assert choose_runtime(_args(placement="vmalloc"))[0] == "models"
     assert choose_runtime(_args(runtime="models")) == ("models", "--runtime models")
-    with pytest.raises(ArmloadError, match="--trace: not available inside the booted kernel"):
-        choose_runtime(_args(runtime="booted", trace=True))
+    with pytest.raises(ArmloadError, match="--call: not available inside the booted kernel"):
+        choose_runtime(_args(runtime="booted", calls=[["f"]]))
+    assert choose_runtime(_args(trace=True, coverage="c.info")) == ("booted", "")   # observe_booted.py
     with pytest.raises(ArmloadError, match="needs the kernel image"):
         choose_runtime(_args(runtime="booted", kernel=[SYMVERS]))
 

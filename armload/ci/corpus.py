@@ -751,7 +751,7 @@ def _run_booted(info, closure, ctx, opts: CheckOptions) -> dict:
         except Exception as e:
             return {"status": "not-run", "reason": f"dependency {d.name}: {_err_dict(e)['message']}",
                     "dependency_inits": dep_inits}
-        x = _booted_data(r)
+        x = _booted_data(r, run)
         dep_inits.append({"name": d.name, "status": x["status"], "retval": x.get("retval"),
                           "reason": x.get("reason"), "where": x.get("where")})
         if init_class(x) != "ok":            # insmod of the module never happens
@@ -769,13 +769,13 @@ def _run_booted(info, closure, ctx, opts: CheckOptions) -> dict:
     except Exception as e:
         return {"status": "not-run", "reason": f"booted kernel: {_err_dict(e)['message']}",
                 "dependency_inits": dep_inits}
-    out = _booted_data(r)
+    out = _booted_data(r, run)
     out["dependency_inits"] = dep_inits
     out["elapsed"] = time.perf_counter() - t0
     return out
 
 
-def _booted_data(r) -> dict:
+def _booted_data(r, run=None) -> dict:
     """A modrun.BootedResult as check's init data."""
     st = {"returned": "returned", "refused": "refused", "oops": "oops", "panic": "oops",
           "budget": "budget"}.get(r.status, "not-run")
@@ -791,6 +791,9 @@ def _booted_data(r) -> dict:
         first = next((ln for ln in r.oops.splitlines() if ln.strip()), "")
         out["reason"] = first.split("] ", 1)[-1]
         out["where"] = next((ln.split("PC is at ", 1)[1] for ln in r.oops.splitlines() if "PC is at " in ln), None)
+        if out["where"] and run is not None:        # with file:line, as decode_stacktrace.sh finds it
+            from ..emu.booted.decode import where
+            out["where"] = where(out["where"], run.session.modules, run.session.kernel.vmlinux_debug)
     elif r.status == "budget":
         out["reason"] = f"no return within {r.instructions:,} instructions"
     if not r.loader.agrees or not (r.loader.identical or r.status == "refused"):

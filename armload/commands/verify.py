@@ -35,7 +35,7 @@ def cmd_verify(args) -> int:
     results = [verify_module(m, session.kernel) for m in modules]
     ok = all(r.ok for r in results)
     if args.json:
-        json.dump({"ok": ok, "runtime": "booted", "modules": results}, sys.stdout, indent=2)
+        json.dump({"ok": ok, "modules": [r.to_dict() for r in results]}, sys.stdout, indent=2)
         print()
     else:
         for r in results:
