@@ -26,7 +26,7 @@ import numpy as np
 from unicorn import arm_const as A
 
 from ...errors import ENOMEM, ArmloadError, LayoutError
-from ...loader.elf import read_object
+from ...loader.elf import MODULE_NAME_LEN, MODULE_NAME_OFF, read_object
 from ...loader.kofile import module_stem, read_module
 from ...loader.layout import ModuleAllocator
 from ...loader.session import Session
@@ -93,7 +93,6 @@ UMH_PATH, UMH_ARGV, UMH_CLEANUP = 20, 24, 44
 REQUEST_BUDGET = 1_000_000_000        # instructions per module modprobe loads (its load_module and init)
 MODPROBE_FAILED = 1 << 8               # modprobe's exit status 1, as call_usermodehelper_exec returns it
 UMH_WAIT_PROC, UMH_WAIT_MASK = 2, 0x3  # include/linux/umh.h: UMH_NO_WAIT 0, EXEC 1, PROC 2; KILLABLE 4
-MODULE_NAME = 12                       # struct module: enum module_state state, struct list_head list, char name[56]
 
 
 class BootedRun:
@@ -142,7 +141,8 @@ class BootedRun:
         if mod in self._came:              # resumed at the same entry after the service
             return
         self._came.add(mod)
-        self.bk.m.service = {"coming": self.bk.cstr(mod + MODULE_NAME, 56)}
+        sm = self.session.config.struct_module        # the kernel's layout; else state (4) + list (8)
+        self.bk.m.service = {"coming": self.bk.cstr(mod + (sm.name if sm else MODULE_NAME_OFF), MODULE_NAME_LEN)}
         uc.emu_stop()
 
     def load(self, path: str, params: str = "", budget: int = LOAD_BUDGET) -> BootedResult:
@@ -322,7 +322,8 @@ class BootedRun:
             if s.name == "__dyndbg_classes":
                 skip += [(a, a + 8) for a in range(s.addr, s.addr + s.size - DDEBUG_CLASS_MAP + 1, DDEBUG_CLASS_MAP)]
         fin = mod.finalized
-        final = dict(((r.core_base, r.core_bytes), (r.init_base, r.init_bytes))) if r.core_bytes else dict(r.formed)
+        final = dict(r.snaps or ((r.core_base, r.core_bytes), (r.init_base, r.init_bytes))) if r.core_bytes \
+            else dict(r.formed)
         formed = dict(r.formed) if r.formed else final
         jump_final = bool(r.core_bytes)       # refused before do_init_module: the jump words are not compared
         for base, kb in final.items():
