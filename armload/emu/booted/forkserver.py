@@ -200,8 +200,11 @@ def _unpack(data: bytes | None, pid: int):
 
 def warm(run) -> None:
     """What every load computes from the Image alone, computed once here so that the forks
-    inherit it: the `bl` sites of module_alloc and __alloc_reserved_percpu (modload._Capture)."""
+    inherit it: the `bl` sites of module_alloc and __alloc_reserved_percpu (modload._Capture),
+    and the disassembler a data abort's access decoding starts (hw/cpu.py: ~40 ms the first time)."""
+    from ..hw import cpu
     from .modload import bl_sites
+    cpu._cs()
     img = run.bk.image
     for name in ("module_alloc", "__alloc_reserved_percpu"):
         if name in img.symbols:
