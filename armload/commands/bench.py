@@ -5,7 +5,8 @@ import json
 import os
 import sys
 
-WHAT = ("loader", "kallsyms", "kallsyms-arm", "emulate", "plt", "probes", "task-rename", "coverage", "speed", "all")
+WHAT = ("loader", "kallsyms", "kallsyms-arm", "emulate", "plt", "probes", "task-rename", "coverage", "devio", "speed",
+        "all")
 
 
 def register(sub) -> None:
@@ -32,6 +33,8 @@ def register(sub) -> None:
                                    "with the vmlinuz, also on the booted kernel (prctl, a BPF program run by "
                                    "the kernel's interpreter, attached with perf_event_open/bpf). "
                                    "coverage: instructions per second with --coverage off and on. "
+                                   "devio: instructions per system-call round trip from pid 1's user mode in the "
+                                   "booted kernel, and a run with device I/O against a plain run (ratio). "
                                    "speed (not in all: minutes): check --runtime booted on the QEMU oracle's list "
                                    "(--tree: every module) in instructions per CPU-second beside bare Unicorn, "
                                    "the same list's cost under QEMU, and a test's fresh kernel (a fork).")
@@ -104,7 +107,6 @@ def run(args) -> int:
         results["task-rename"] = attach.run_task_rename()
         if not args.json:
             attach.print_task_rename(results["task-rename"])
-        import os
         if os.path.exists(attach.VMLINUZ):            # the same seed on the booted kernel, beside
             from ..bench import attach_booted
             results["task-rename-booted"] = attach_booted.run_task_rename_booted()
@@ -116,6 +118,12 @@ def run(args) -> int:
         if not args.json:
             print()
             coverage.print_benchmark(results["coverage"])
+    if args.what in ("devio", "all"):
+        from ..bench import devio_booted
+        results["devio"] = devio_booted.run_benchmark()
+        if not args.json:
+            print()
+            print(devio_booted.format_benchmark(results["devio"]))
     if args.what == "speed":
         from ..bench import speed
         results["speed"] = speed.run_benchmark(tree=args.tree, jobs=args.jobs, limit=args.limit)
