@@ -94,7 +94,7 @@ COMMAND_LINES = {
     "kallsyms": (["kallsyms", "{K}", "--lookup", "_printk", "--json"], 0,
                  lambda o, t: _json(o)["address"].startswith("0xc")),
     "kallsyms text": (["kallsyms", "{K}", "--grep", "^_printk$"], 0, lambda o, t: "_printk" in o),
-    # bench: `all` is loader, kallsyms, kallsyms-arm, emulate and coverage (text: each prints its table);
+    # bench: `all` is loader, kallsyms, kallsyms-arm, emulate, coverage and devio (text: each prints its table);
     # the others one by one with their smallest arguments
     "bench all": (["bench", "all"], 0, lambda o, t: all(w in o for w in ("kallsyms", "instructions"))),
     "bench kallsyms-arm": (["bench", "kallsyms-arm", "--json"], 0, lambda o, t: _json(o)["kallsyms-arm"]["rows"]),
@@ -105,7 +105,7 @@ COMMAND_LINES = {
     "bench speed": (["bench", "speed", "--limit", "2", "--json"], 0,
                     lambda o, t: _json(o)["speed"]["check"]["modules"] == 2 and _json(o)["speed"]["fork"]["forks"]),
 }
-BENCH_IN_ALL = ("loader", "kallsyms", "kallsyms-arm", "emulate", "coverage")
+BENCH_IN_ALL = ("loader", "kallsyms", "kallsyms-arm", "emulate", "coverage", "devio")
 
 
 def test_every_command_has_a_line():

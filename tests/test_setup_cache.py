@@ -40,6 +40,6 @@ def test_the_kernel_from_the_cache_equals_a_fresh_parse(tmp_path, monkeypatch):
     fresh = Kernel._from_files([SYMVERS, BOOT_VMLINUZ], DEBIAN_ARMMP)
     Kernel.from_files([SYMVERS, BOOT_VMLINUZ], DEBIAN_ARMMP)                 # stores
     hit = Kernel.from_files([SYMVERS, BOOT_VMLINUZ], DEBIAN_ARMMP)          # loads
-    assert sorted(n.split("-")[0] for n in os.listdir(tmp_path)) == ["image", "kernel"]
+    assert [n.split("-")[0] for n in os.listdir(tmp_path)].count("kernel") == 1
     assert hit.exports == fresh.exports and hit.symbols == fresh.symbols and hit.sources == fresh.sources
     assert hit.image_path == fresh.image_path and hit.vermagic == fresh.vermagic
