@@ -102,6 +102,8 @@ COMMAND_LINES = {
     "bench probes": (["bench", "probes", "--json"], 0, lambda o, t: _json(o)["probes"]["attach"]),
     "bench task-rename": (["bench", "task-rename", "--json"], 0,
                           lambda o, t: _json(o)["task-rename"]["rows"] and _json(o)["task-rename-booted"]["rows"]),
+    "bench speed": (["bench", "speed", "--limit", "2", "--json"], 0,
+                    lambda o, t: _json(o)["speed"]["check"]["modules"] == 2 and _json(o)["speed"]["fork"]["forks"]),
 }
 BENCH_IN_ALL = ("loader", "kallsyms", "kallsyms-arm", "emulate", "coverage", "devio")
 

@@ -5,7 +5,8 @@ import json
 import os
 import sys
 
-WHAT = ("loader", "kallsyms", "kallsyms-arm", "emulate", "plt", "probes", "task-rename", "coverage", "devio", "all")
+WHAT = ("loader", "kallsyms", "kallsyms-arm", "emulate", "plt", "probes", "task-rename", "coverage", "devio", "speed",
+        "all")
 
 
 def register(sub) -> None:
@@ -34,7 +35,10 @@ def register(sub) -> None:
                                    "coverage: --coverage and --trace inside the booted kernel against a plain run "
                                    "(CPU ratio, equal instructions). "
                                    "devio: instructions per system-call round trip from pid 1's user mode in the "
-                                   "booted kernel, and a run with device I/O against a plain run (ratio).")
+                                   "booted kernel, and a run with device I/O against a plain run (ratio). "
+                                   "speed (not in all: minutes): check --runtime booted on the QEMU oracle's list "
+                                   "(--tree: every module) in instructions per CPU-second beside bare Unicorn, "
+                                   "the same list's cost under QEMU, and a test's fresh kernel (a fork).")
     p.add_argument("what", nargs="?", choices=WHAT, default="loader")
     p.add_argument("--image", help="kernel image for the kallsyms benchmark (default: the Debian vmlinuz in .cache)")
     p.add_argument("--many", action="store_true", help="probes: also 40,000 kprobes on 300 Debian modules "
@@ -42,6 +46,9 @@ def register(sub) -> None:
     p.add_argument("--no-booted", action="store_true", help="kallsyms-arm, probes --many: leave out the cross-check "
                    "in the booted kernel (run by default when the Debian vmlinuz is present)")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--tree", action="store_true", help="speed: check every module of the Debian tree")
+    p.add_argument("--jobs", type=int, default=2, help="speed: check's worker processes (default 2)")
+    p.add_argument("--limit", type=int, help="speed: only the first N modules of the list")
     from .bench_plt import add_args as _plt_args     # `bench plt` lives in its own module
     _plt_args(p)
     p.set_defaults(func=run)
@@ -118,6 +125,11 @@ def run(args) -> int:
         if not args.json:
             print()
             print(devio_booted.format_benchmark(results["devio"]))
+    if args.what == "speed":
+        from ..bench import speed
+        results["speed"] = speed.run_benchmark(tree=args.tree, jobs=args.jobs, limit=args.limit)
+        if not args.json:
+            speed.print_benchmark(results["speed"])
     if args.json:
         json.dump(results, sys.stdout, indent=2, default=str)
         print()
