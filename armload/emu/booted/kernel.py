@@ -54,13 +54,10 @@ class BootedKernel:
         # (modrun: /sbin/modprobe for request_module); `servicing` is the nesting depth.
         self.service_handler = None
         self.servicing = 0
-        panic = image.symbols.get("panic")
-        if panic:                                # a panic ends the call (it would spin until the budget)
-            self.hook_code(panic, self._panic)
-
-    def _panic(self, uc, addr, size, _):
-        self.m.stop_reason = self.m.stop_reason or "panic"      # run() raises GuestFault with it
-        uc.emu_stop()
+        # every call runs through the watch: a panic, restart/halt/power-off end it; a proven spin
+        # advances time to the next timer event; budgets in instructions and simulated time (hostile.py)
+        from .hostile import Watch
+        self.watch = Watch(self)
 
     # --- construction ------------------------------------------------------------------------
     @classmethod
@@ -150,7 +147,7 @@ class BootedKernel:
             uc.reg_write(A.UC_ARM_REG_CPSR, (saved["cpsr"] & ~0xFF) | 0x13)   # SVC, IRQs on, ARM
             m.set_reg("pc", self.addr(fn))
             i0 = self.insns
-            how = m.run(self.trap, budget)
+            how = self.watch.run(self.trap, budget)
             while how == "service":                       # a hook stopped at a function's entry
                 req, m.service = m.service, None
                 ctx = uc.context_save()
@@ -165,7 +162,7 @@ class BootedKernel:
                     m.set_reg("r0", r0)
                     uc.reg_write(A.UC_ARM_REG_CPSR, uc.reg_read(A.UC_ARM_REG_CPSR) & ~0x20 | (0x20 if lr & 1 else 0))
                     m.set_reg("pc", lr & ~1)
-                how = m.run(self.trap, max(1, budget - (self.insns - i0)))
+                how = self.watch.run(self.trap, max(1, budget - (self.insns - i0)))
             if how != "until":
                 raise CallError(f"{fn}: did not return within {budget} instructions "
                                 f"(pc {m.reg('pc'):#x})")

@@ -31,6 +31,7 @@ from ...loader.elf import read_object
 from ...loader.layout import ModuleAllocator
 from ...loader.session import Session
 from ..errno import errno_name
+from .hostile import status_of
 from .kernel import BootedKernel
 from .modload import LOAD_BUDGET, KernelLoadResult, _signed, kernel_load, load_order, modinfo, tree_index, user_string
 
@@ -63,7 +64,7 @@ class BootedResult:
     name: str
     path: str
     ret: int | None                    # load_module's return: init's result or the load error
-    status: str                        # returned | refused | oops | panic | stopped
+    status: str                        # hostile.status_of: returned | refused | oops | panic | soft-lockup | ...
     console: list[str]
     oops: str
     instructions: int
@@ -168,6 +169,7 @@ class BootedRun:
         if umh:
             self.bk.hook_code(umh, self._umh)
         self.bk.service_handler = self._serve
+        self.bk.watch.modules = lambda: self.session.modules      # names in a stop's text
 
     def on_coming(self, fn) -> None:
         """Call fn(name) when a module is formed and about to run its init (do_init_module's entry,
@@ -197,8 +199,7 @@ class BootedRun:
         finally:
             self.loading.discard(busy)
         check, name = self._check(path, ko, r)
-        status = ("panic" if "Kernel panic" in r.oops_text else "oops" if r.oops_text and r.ret is None
-                  else "budget" if r.ret is None else "returned" if r.core_bytes else "refused")
+        status = status_of(r.ret, r.core_bytes, r.oops_text, r.stopped, r.console_lines)
         res = BootedResult(name, path, r.ret, status, r.console_lines, r.oops_text, r.instructions, r.core_base,
                            r.init_base, check, r.stopped)
         self.results.append(res)
