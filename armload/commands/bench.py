@@ -5,7 +5,7 @@ import json
 import os
 import sys
 
-WHAT = ("loader", "kallsyms", "kallsyms-arm", "emulate", "plt", "probes", "task-rename", "coverage", "all")
+WHAT = ("loader", "kallsyms", "kallsyms-arm", "emulate", "plt", "probes", "task-rename", "coverage", "devio", "all")
 
 
 def register(sub) -> None:
@@ -31,7 +31,9 @@ def register(sub) -> None:
                                    "optimized), kretprobe, raw tracepoint; fentry/fexit unsupported on 32-bit ARM; "
                                    "with the vmlinuz, also on the booted kernel (prctl, a BPF program run by "
                                    "the kernel's interpreter, attached with perf_event_open/bpf). "
-                                   "coverage: instructions per second with --coverage off and on.")
+                                   "coverage: instructions per second with --coverage off and on. "
+                                   "devio: instructions per system-call round trip from pid 1's user mode in the "
+                                   "booted kernel, and a run with device I/O against a plain run (ratio).")
     p.add_argument("what", nargs="?", choices=WHAT, default="loader")
     p.add_argument("--image", help="kernel image for the kallsyms benchmark (default: the Debian vmlinuz in .cache)")
     p.add_argument("--many", action="store_true", help="probes: also 40,000 kprobes on 300 Debian modules "
@@ -109,6 +111,12 @@ def run(args) -> int:
         if not args.json:
             print()
             coverage.print_benchmark(results["coverage"])
+    if args.what in ("devio", "all"):
+        from ..bench import devio_booted
+        results["devio"] = devio_booted.run_benchmark()
+        if not args.json:
+            print()
+            print(devio_booted.format_benchmark(results["devio"]))
     if args.json:
         json.dump(results, sys.stdout, indent=2, default=str)
         print()

@@ -5,6 +5,7 @@ import json
 import os
 import sys
 
+from ..loader.kofile import module_stem
 from .run import add_module_args, load_all
 
 
@@ -67,7 +68,7 @@ def _against_kernel(args) -> int:
             if not args.json:
                 print(_line(r))
             if (r.status != "returned" or r.ret) and p != path:      # insmod of the module never happens
-                results.append({"module": os.path.basename(path)[:-3], "path": path, "status": "dependency-failed",
+                results.append({"module": module_stem(path), "path": path, "status": "dependency-failed",
                                 "dependency": {"module": r.name, "status": r.status, "ret": r.ret}})
                 if not args.json:
                     print(f"{os.path.basename(path)}: not loaded: its dependency {r.name} failed ({r.status} {r.ret})")

@@ -97,6 +97,12 @@ class Watch:
                 return f"{named[i][1]}+{addr - named[i][0]:#x} ({addr:#x})"
         return f"{addr:#x}"
 
+    def named(self, stopped: str) -> str:
+        """A stop's text with the spin's address as `symbol+off [module]` (once armload has the module)."""
+        if self.spin_at and f"{self.spin_at:#x}" in stopped and not f"({self.spin_at:#x})" in stopped:
+            return stopped.replace(f"{self.spin_at:#x}", self.where(self.spin_at), 1)
+        return stopped
+
     # --- the kernel's own ends ----------------------------------------------------------------
     def _stop(self, uc, text: str) -> None:
         self.k.m.stop_reason = self.k.m.stop_reason or text
