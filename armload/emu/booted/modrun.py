@@ -30,6 +30,7 @@ from ...loader.elf import MODULE_NAME_LEN, MODULE_NAME_OFF, read_object
 from ...loader.kofile import module_stem, read_module
 from ...loader.layout import ModuleAllocator
 from ...loader.session import Session
+from .hostile import status_of
 from .kernel import CALL_BUDGET, BootedKernel
 from .decode import decode_result
 from .result import LoaderCheck, Result
@@ -126,6 +127,7 @@ class BootedRun:
         if umh:
             self.bk.hook_code(umh, self._umh)
         self.bk.service_handler = self._serve
+        self.bk.watch.modules = lambda: self.session.modules      # names in a stop's text
 
     def on_coming(self, fn) -> None:
         """Call fn(name) when a module is formed and about to run its init (do_init_module's entry,
@@ -160,15 +162,15 @@ class BootedRun:
         finally:
             self.loading.discard(busy)
         check, name = self._check(path, ko, r)
-        status = ("panic" if "Kernel panic" in r.oops_text else "oops" if r.oops_text and r.ret is None
-                  else "budget" if r.ret is None else "returned" if r.core_bytes else "refused")
+        status = status_of(r.ret, r.core_bytes, r.oops_text, r.stopped, r.console_lines)
+        r.stopped = self.bk.watch.named(r.stopped)    # a spin's address with armload's module symbol
         res = BootedResult(name, path, r.ret, status, r.console_lines, r.oops_text, r.instructions, r.core_base,
                            r.init_base, check, r.stopped, decompressed_by=r.decompressed_by)
         decode_result(res, self.session.modules, self.session.kernel.vmlinux_debug)
         self.results.append(res)
         if res.status == "returned" and res.ret and r.core_bytes:
             self._forget(name)        # do_init_module's fail_free_freeinit: init failed, the kernel freed it
-        if status in ("oops", "panic"):
+        if status not in ("returned", "refused"):   # an oops, a panic, or a hostile end (hostile.py)
             self.dead = f"{name}: init"
         while self.pending and not self.bk.servicing and res.status == "returned":
             self._modprobe(self.pending.pop(0))
