@@ -5,7 +5,7 @@ import json
 import os
 import sys
 
-WHAT = ("loader", "kallsyms", "kallsyms-arm", "emulate", "plt", "probes", "task-rename", "coverage", "all")
+WHAT = ("loader", "kallsyms", "kallsyms-arm", "emulate", "plt", "probes", "task-rename", "coverage", "sanitize", "all")
 
 
 def register(sub) -> None:
@@ -31,13 +31,17 @@ def register(sub) -> None:
                                    "optimized), kretprobe, raw tracepoint; fentry/fexit unsupported on 32-bit ARM; "
                                    "with the vmlinuz, also on the booted kernel (prctl, a BPF program run by "
                                    "the kernel's interpreter, attached with perf_event_open/bpf). "
-                                   "coverage: instructions per second with --coverage off and on.")
+                                   "coverage: instructions per second with --coverage off and on. "
+                                   "sanitize: CPU with the sanitizers on vs off on the QEMU-verified list "
+                                   "(tests/oracles/qemu/modules.txt), and every report they made there.")
     p.add_argument("what", nargs="?", choices=WHAT, default="loader")
     p.add_argument("--image", help="kernel image for the kallsyms benchmark (default: the Debian vmlinuz in .cache)")
     p.add_argument("--many", action="store_true", help="probes: also 40,000 kprobes on 300 Debian modules "
                    "(hash lists vs. a per-cpu cache; needs make corpus; minutes)")
     p.add_argument("--no-booted", action="store_true", help="kallsyms-arm, probes --many: leave out the cross-check "
                    "in the booted kernel (run by default when the Debian vmlinuz is present)")
+    p.add_argument("--limit", type=int, metavar="N", help="sanitize: the first N modules of the list only")
+    p.add_argument("--only", metavar="GLOB", help="sanitize: the modules of the list matching GLOB")
     p.add_argument("--json", action="store_true")
     from .bench_plt import add_args as _plt_args     # `bench plt` lives in its own module
     _plt_args(p)
@@ -110,6 +114,11 @@ def run(args) -> int:
         if not args.json:
             print()
             coverage.print_benchmark(results["coverage"])
+    if args.what == "sanitize":           # not part of "all": the whole list takes an hour of CPU
+        from ..bench import sanitize
+        results["sanitize"] = sanitize.run_benchmark(args.limit, args.only)
+        if not args.json:
+            sanitize.print_benchmark(results["sanitize"])
     if args.json:
         json.dump(results, sys.stdout, indent=2, default=str)
         print()

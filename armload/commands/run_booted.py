@@ -83,6 +83,8 @@ def cmd_run_booted(args) -> int:
     run = BootedRun(image, session.kernel, session.config, tree=tree)
     say(f"armload: inside the booted Debian kernel ({run.bk.meta.get('boot_insns', 0):,} boot instructions, "
         f"restored from {run.bk.directory}); the kernel's own load_module loads each module and runs its init")
+    from . import sanitize_opts
+    san = sanitize_opts.attach(run, args)
     probes = None
     if args.probes:
         from .probe_booted import BootedProbes
@@ -97,7 +99,7 @@ def cmd_run_booted(args) -> int:
     results, ok = [], True
     for (path, _), params in zip(pairs, per):
         start = len(run.bk.console)
-        r = run.load(path, " ".join(params), budget=args.budget)
+        r = sanitize_opts.load(san, run, path, " ".join(params), budget=args.budget)
         results.append(r)
         console(r.console, start)
         say(_verdict(r))
@@ -126,12 +128,15 @@ def cmd_run_booted(args) -> int:
         for r in reversed(results):
             start = len(run.bk.console)
             ret, lines = run.unload(r.name)
+            sanitize_opts.after_unload(san, r.name)
             console(lines, start)
             say(f"{r.name}: delete_module returned {ret}")
             unloaded.append({"module": r.name, "ret": ret, "console": lines})
             ok &= ret == 0
+    clean, sanitized = sanitize_opts.finish(san, say, as_json)
+    ok &= clean
     if as_json:
-        json.dump({"ok": ok, "runtime": "booted", "kernel": session.kernel.describe(),
+        json.dump({"ok": ok, "runtime": "booted", "sanitize": sanitized, "kernel": session.kernel.describe(),
                    "boot": run.bk.meta, "modules": [r.to_dict() for r in results],
                    "settled": settled, "unloaded": unloaded, "request_module": run.requests,
                    "probes": dict(probe_report, hits=probes.all_hits()) if probes else None,
