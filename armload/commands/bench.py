@@ -6,7 +6,7 @@ import os
 import sys
 
 WHAT = ("loader", "kallsyms", "kallsyms-arm", "emulate", "plt", "probes", "task-rename", "coverage", "devio", "speed",
-        "all")
+        "sanitize", "all")
 
 
 def register(sub) -> None:
@@ -38,17 +38,20 @@ def register(sub) -> None:
                                    "booted kernel, and a run with device I/O against a plain run (ratio). "
                                    "speed (not in all: minutes): check --runtime booted on the QEMU oracle's list "
                                    "(--tree: every module) in instructions per CPU-second beside bare Unicorn, "
-                                   "the same list's cost under QEMU, and a test's fresh kernel (a fork).")
+                                   "the same list's cost under QEMU, and a test's fresh kernel (a fork). "
+                                   "sanitize (not in all): CPU with the sanitizers on vs off on the QEMU-verified list "
+                                   "(tests/oracles/qemu/modules.txt), and every report they made there.")
     p.add_argument("what", nargs="?", choices=WHAT, default="loader")
     p.add_argument("--image", help="kernel image for the kallsyms benchmark (default: the Debian vmlinuz in .cache)")
     p.add_argument("--many", action="store_true", help="probes: also 40,000 kprobes on 300 Debian modules "
                    "(hash lists vs. a per-cpu cache; needs make corpus; minutes)")
     p.add_argument("--no-booted", action="store_true", help="kallsyms-arm, probes --many: leave out the cross-check "
                    "in the booted kernel (run by default when the Debian vmlinuz is present)")
+    p.add_argument("--only", metavar="GLOB", help="sanitize: the modules of the list matching GLOB")
     p.add_argument("--json", action="store_true")
     p.add_argument("--tree", action="store_true", help="speed: check every module of the Debian tree")
     p.add_argument("--jobs", type=int, default=2, help="speed: check's worker processes (default 2)")
-    p.add_argument("--limit", type=int, help="speed: only the first N modules of the list")
+    p.add_argument("--limit", type=int, metavar="N", help="speed, sanitize: only the first N modules of the list")
     from .bench_plt import add_args as _plt_args     # `bench plt` lives in its own module
     _plt_args(p)
     p.set_defaults(func=run)
@@ -130,6 +133,11 @@ def run(args) -> int:
         results["speed"] = speed.run_benchmark(tree=args.tree, jobs=args.jobs, limit=args.limit)
         if not args.json:
             speed.print_benchmark(results["speed"])
+    if args.what == "sanitize":           # not part of "all": the whole list takes an hour of CPU
+        from ..bench import sanitize
+        results["sanitize"] = sanitize.run_benchmark(args.limit, args.only)
+        if not args.json:
+            sanitize.print_benchmark(results["sanitize"])
     if args.json:
         json.dump(results, sys.stdout, indent=2, default=str)
         print()

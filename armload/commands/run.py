@@ -143,6 +143,8 @@ def register(sub) -> None:
                    help="booted runtime: after the last init, let the kernel run its deferred work (timers, "
                         "workqueues, kthreads, RCU) for up to MS of simulated time, until idle (default 1000)")
     p.add_argument("--json", action="store_true", help="machine-readable result on stdout")
+    from .sanitize_opts import add_args as add_sanitize_args
+    add_sanitize_args(p)
     p.set_defaults(func=cmd_run, devio=[])
 
 
