@@ -125,3 +125,25 @@ $(RINGDEV_KO): $(SAMPLE_BUILD)/arm/ringdev/ringdev.ko
 samples-ringdev: $(RINGDEV_KO)
 samples: samples-ringdev
 .PHONY: samples-ringdev
+
+# The device-I/O module (issue 29: the VFS, the QEMU oracle's device-I/O target): a misc device with
+# read/write/llseek/ioctl/poll/mmap, a runtime parameter, a device attribute, debugfs and /proc
+# files; unstripped, ARM only, kept out of SAMPLE_KOS like ringdev.
+VFSDEV_KO := $(SAMPLE_DIR)/devio/vfsdev-arm-debug.ko
+$(eval $(call sample_ko_rule,vfsdev,arm))
+$(VFSDEV_KO): $(SAMPLE_BUILD)/arm/vfsdev/vfsdev.ko
+	mkdir -p $(dir $@)
+	cp $< $@
+samples-vfsdev: $(VFSDEV_KO)
+samples: samples-vfsdev
+.PHONY: samples-vfsdev
+
+# The sanitizers' bug samples (issue 32): one module, `bug=N` picks the class; unstripped (its
+# DWARF gives file:line and the stack frames), ARM only, kept out of SAMPLE_KOS like ringdev.
+SANBUGS_KO := $(SAMPLE_DIR)/sanbugs-arm-debug.ko
+$(eval $(call sample_ko_rule,sanbugs,arm))
+$(SANBUGS_KO): $(SAMPLE_BUILD)/arm/sanbugs/sanbugs.ko
+	cp $< $@
+samples-sanbugs: $(SANBUGS_KO)
+samples: samples-sanbugs
+.PHONY: samples-sanbugs

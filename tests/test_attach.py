@@ -66,7 +66,7 @@ def test_a_program_that_is_not_attached_is_caught(monkeypatch):
     real = attach.Syscalls.call
 
     def no_set_bpf(self, name, *args):
-        if name == "sys_ioctl" and args[1] == attach.PERF_EVENT_IOC_SET_BPF:
+        if name == "ioctl" and args[1] == attach.PERF_EVENT_IOC_SET_BPF:
             return 0                                             # "attached", but never told the kernel
         return real(self, name, *args)
     monkeypatch.setattr(attach.Syscalls, "call", no_set_bpf)

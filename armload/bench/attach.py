@@ -30,10 +30,10 @@ The attachments, as libbpf makes them:
   fentry/fexit  BPF_PROG_LOAD(BPF_PROG_TYPE_TRACING, BPF_TRACE_FENTRY/FEXIT) is refused by the
               kernel (no vmlinux BTF: CONFIG_DEBUG_INFO_BTF is off), and 32-bit ARM 6.1 has no
               trampoline: arch_prepare_bpf_trampoline is the weak stub returning -ENOTSUPP (called)
-Detaching is close() and the task_work_run that the return to user mode would do (fput). The
+Detaching is close(), whose last fput runs in the task work of the return to user mode. The
 setup's system calls (mount, open/read/write of /proc and /sys files, bpf, perf_event_open, ioctl,
-close) are the kernel's sys_* functions called from pid 1's kernel context with user-memory
-arguments; only the measured events enter through svc.
+close) are real system calls too, each made by pid 1's user mode with user-memory arguments
+(armload/emu/booted/user.py).
 
 Costs are instructions per event: everything the CPU executed, user and kernel, from the loop's
 first event to its last (the loop's own 7 user instructions per event included, the same in every
@@ -47,6 +47,8 @@ from __future__ import annotations
 import struct
 import time
 
+from ..emu.booted.user import O_RDONLY, O_WRONLY, Filesystem, UserMemory
+from ..emu.booted.user import Syscalls as _Syscalls
 from ..probes.base import ProbeError, errno_name
 from .inputs import VMLINUZ, X86
 
@@ -65,15 +67,12 @@ PROG_LOAD_SIZE = 144                        # union bpf_attr's BPF_PROG_LOAD par
 PERF_ATTR_SIZE = 112
 PERF_EVENT_IOC_ENABLE, PERF_EVENT_IOC_SET_BPF = 0x2400, 0x40042408
 PERF_FLAG_FD_CLOEXEC = 8
-AT_FDCWD, O_RDONLY, O_WRONLY = -100, 0, 1
 ENOTSUPP = 524
 MODES = ("base", "kprobe", "kprobe-opt", "kretprobe", "kretprobe-opt", "raw_tp")
 X86_ROW = {"base": "base", "kprobe": "kprobe", "kprobe-opt": "kprobe", "kretprobe": "kretprobe",
            "kretprobe-opt": "kretprobe", "raw_tp": "raw_tp"}
 NR_PRCTL = 172                              # arch/arm/tools/syscall.tbl (EABI)
 LOOP_INSNS = 7                              # the user loop's own instructions per event (svc included)
-PT_REGS = 72                                # struct pt_regs: r0-r12, sp, lr, pc, cpsr, ORIG_r0
-THREAD_SIZE = 0x2000
 MAX_TRIES = 3
 OPT_WAIT_MS = 100                           # OPTIMIZE_DELAY is 5 jiffies (20 ms at HZ=250)
 
@@ -102,10 +101,6 @@ def assemble(src: str, addr: int, thumb: bool, **syms: int) -> bytes:
     return bytes(enc)
 
 
-def _s32(v: int) -> int:
-    return v - (1 << 32) if v & 0x80000000 else v
-
-
 def _insn(code: int, dst: int = 0, src: int = 0, off: int = 0, imm: int = 0) -> bytes:
     return struct.pack("<BBhi", code, dst | src << 4, off, imm)
 
@@ -118,80 +113,32 @@ def counting_program(map_fd: int) -> bytes:
             + _insn(0xB7, 0, imm=0) + _insn(0x95))           # r0 = 0; exit
 
 
-class UserMemory:
-    """Bump-allocated memory in pid 1's address space (vm_mmap; the kernel's copy_to_user)."""
-
-    def __init__(self, k, size: int = 0x10000):
-        self.k, self.size, self.used = k, size, 0
-        self.base = k.call("vm_mmap", 0, 0, size, 3, 0x22, 0)       # PROT_READ|WRITE, MAP_PRIVATE|ANONYMOUS
-        if self.base >= 0xFFFFF000:
-            raise ProbeError(f"vm_mmap in pid 1 failed ({_s32(self.base)})")
-        self._kbuf = k.kmalloc(0x1000)
-
-    def put(self, data: bytes) -> int:
-        self.used = (self.used + 7) & ~7
-        ua = self.base + self.used
-        self.used += len(data)
-        if self.used > self.size:
-            raise ProbeError("bench task-rename: the user memory is full")
-        self.write(ua, data)
-        return ua
-
-    def write(self, ua: int, data: bytes) -> None:
-        if len(data) > 0x1000:
-            raise ProbeError("bench task-rename: one copy_to_user is at most a page here")
-        self.k.write(self._kbuf, data)
-        if self.k.call("_copy_to_user", ua, self._kbuf, len(data)):
-            raise ProbeError(f"copy_to_user to {ua:#x} failed")
-
-    def string(self, s: str) -> int:
-        return self.put(s.encode() + b"\0")
-
-    def read(self, ua: int, n: int) -> bytes:
-        return self.k.read(ua, n)
-
-
-class Syscalls:
-    """The system calls the benchmark makes, as pid 1, with user-memory arguments."""
-
-    def __init__(self, k, mem: UserMemory):
-        self.k, self.mem = k, mem
-
-    def call(self, name: str, *args: int) -> int:
-        return _s32(self.k.call(name, *[a & 0xFFFFFFFF for a in args]))
+class Syscalls(_Syscalls):
+    """The benchmark's system calls (emu/booted/user.py: made by pid 1's user mode through svc)."""
 
     def bpf(self, cmd: int, attr: bytes) -> int:
-        return self.call("sys_bpf", cmd, self.mem.put(attr), len(attr))
+        return self.call("bpf", cmd, self.mem.put(attr), len(attr))
 
     def close(self, fd: int) -> None:
-        """close(fd) and the task work the return to user mode runs (the file's last fput)."""
-        if self.call("sys_close", fd):
+        if super().close(fd):
             raise ProbeError(f"close({fd}) failed")
-        self.k.call("task_work_run")
 
     def read_file(self, path: str) -> str:
-        fd = self.call("sys_openat", AT_FDCWD, self.mem.string(path), O_RDONLY, 0)
+        fd = self.openat(path, O_RDONLY)
         if fd < 0:
             raise ProbeError(f"open {path}: {errno_name(fd)}", errno=fd)
-        buf = self.mem.put(bytes(64))
-        n = self.call("sys_read", fd, buf, 64)
+        n, data = self.read(fd, 64)
         self.close(fd)
-        return self.mem.read(buf, max(n, 0)).decode()
+        return data.decode()
 
     def write_file(self, path: str, text: str) -> None:
-        fd = self.call("sys_openat", AT_FDCWD, self.mem.string(path), O_WRONLY, 0)
+        fd = self.openat(path, O_WRONLY)
         if fd < 0:
             raise ProbeError(f"open {path}: {errno_name(fd)}", errno=fd)
-        n = self.call("sys_write", fd, self.mem.string(text), len(text))
+        n = self.write(fd, text.encode())
         self.close(fd)
         if n != len(text):
             raise ProbeError(f"write {path}: {n}")
-
-    def mount(self, fstype: str, where: str) -> None:
-        self.call("sys_mkdir", self.mem.string(where), 0o555)
-        r = self.call("sys_mount", self.mem.string(fstype), self.mem.string(where), self.mem.string(fstype), 0, 0)
-        if r:
-            raise ProbeError(f"mount {fstype} on {where}: {errno_name(r)}", errno=r)
 
 
 class BootedTaskRename:
@@ -202,8 +149,7 @@ class BootedTaskRename:
         self.k = k = BootedKernel.get(vmlinuz)
         self.mem = UserMemory(k)
         self.sys = s = Syscalls(k, self.mem)
-        s.mount("proc", "/proc")
-        s.mount("sysfs", "/sys")
+        Filesystem(k, s).mount_all()
         self.jit_enable = int(s.read_file("/proc/sys/net/core/bpf_jit_enable"))
         self.kprobe_type = int(s.read_file("/sys/bus/event_source/devices/kprobe/type"))
         fmt = s.read_file("/sys/bus/event_source/devices/kprobe/format/retprobe").strip()
@@ -219,10 +165,9 @@ class BootedTaskRename:
             if fd < 0:
                 raise ProbeError(f"BPF_PROG_LOAD ({t}): {errno_name(fd)}: {self.verifier_log()}", errno=fd)
         self.jited = {t: self.prog_info(fd)["jited_prog_len"] for t, fd in self.progs.items()}
-        # the loop, in pid 1's user memory (PROT_READ|WRITE|EXEC), and its stack
+        # the loop, in pid 1's user memory (PROT_READ|WRITE|EXEC); its stack is the Syscalls stub's
         self.code = k.call("vm_mmap", 0, 0, 0x1000, 7, 0x22, 0)
-        self.stack = k.call("vm_mmap", 0, 0, 0x2000, 3, 0x22, 0)
-        if max(self.code, self.stack) >= 0xFFFFF000:
+        if self.code >= 0xFFFFF000:
             raise ProbeError("vm_mmap of the user loop failed")
         self.events = events
         self.mem.write(self.code, assemble(_LOOP, self.code, False, PRNAME=PR_SET_NAME,
@@ -273,12 +218,12 @@ class BootedTaskRename:
         """perf_event_open on the kprobe PMU (pid -1, cpu 0), the program set and enabled."""
         attr = struct.pack("<IIQ", self.kprobe_type, PERF_ATTR_SIZE, (1 << self.retprobe_bit) if retprobe else 0)
         attr = attr.ljust(56, b"\0") + struct.pack("<QQ", self.mem.string(TARGET), 0)   # config1, config2
-        fd = self.sys.call("sys_perf_event_open", self.mem.put(attr.ljust(PERF_ATTR_SIZE, b"\0")), -1, 0, -1,
+        fd = self.sys.call("perf_event_open", self.mem.put(attr.ljust(PERF_ATTR_SIZE, b"\0")), -1, 0, -1,
                            PERF_FLAG_FD_CLOEXEC)
         if fd < 0:
             raise ProbeError(f"perf_event_open(kprobe {TARGET}): {errno_name(fd)}", errno=fd)
         for cmd, arg in ((PERF_EVENT_IOC_SET_BPF, self.progs["kprobe"]), (PERF_EVENT_IOC_ENABLE, 0)):
-            r = self.sys.call("sys_ioctl", fd, cmd, arg)
+            r = self.sys.call("ioctl", fd, cmd, arg)
             if r:
                 raise ProbeError(f"ioctl({cmd:#x}) on the kprobe event: {errno_name(r)}", errno=r)
         return fd
@@ -310,35 +255,25 @@ class BootedTaskRename:
         return r
 
     def _run_user(self, events: int) -> dict:
-        """Enter user mode as the kernel returns to /init (ret_to_user, pt_regs at the top of
-        pid 1's kernel stack), run to `done`, then put pid 1's kernel context back as it was."""
-        from ..emu.hw import cpu
+        """The loop in pid 1's user mode (Syscalls.run_user: entered through ret_to_user as the
+        kernel returns to /init), run to `done`; pid 1's kernel context is put back after."""
         k, m, uc = self.k, self.k.m, self.k.m.uc
-        ctx = uc.context_save()
-        regs = (m.reg("sp") & ~(THREAD_SIZE - 1)) + THREAD_SIZE - 8 - PT_REGS    # task_pt_regs(current)
-        saved = k.read(regs, PT_REGS)
         start: list[int] = []
         self.interp_runs = 0
         hooks = [k.hook_code(self.code, lambda *_: start.append(k.insns)),
                  k.hook_code(k.addr("___bpf_prog_run"), self._interp)]
         irqs0 = m.hw.irqs_taken
         try:
-            user = [0] * 4 + [events, 0, 0, NR_PRCTL] + [0] * 5
-            k.write(regs, struct.pack("<18I", *user, self.stack + 0x2000, 0, self.code, cpu.MODE_USR, 0xFFFFFFFF))
-            m.set_reg("sp", regs)
-            m.set_reg("r9", cpu.cp_read(uc, cpu.cp15(13, 0, 0, 3)))   # tsk = current (TPIDRURO in the kernel)
-            m.set_reg("pc", k.addr("ret_to_user"))
             t0 = time.perf_counter()
-            how = m.run(self._done, 4_000_000_000)
+            out = self.sys.run_user(self.code, [0] * 4 + [events, 0, 0, NR_PRCTL], self._done, "bench task-rename",
+                                    budget=4_000_000_000)
             host = time.perf_counter() - t0
-            end, err, left = k.insns, m.reg("r5"), m.reg("r4")
+            end, err, left = k.insns, out[5], out[4]
         finally:
             for h in hooks:
                 uc.hook_del(h)
-            uc.context_restore(ctx)
-            k.write(regs, saved)
-        if how != "until" or err or left or len(start) != 1:
-            raise ProbeError(f"bench task-rename: the user loop stopped ({how}, {left} events left, "
+        if err or left or len(start) != 1:
+            raise ProbeError(f"bench task-rename: the user loop stopped ({left} events left, "
                              f"prctl error bits {err:#x})")
         # the start mark is taken after its one-instruction block (`b loop`) was counted
         return {"insns": end - start[0], "host_s": host, "interp_runs": self.interp_runs,

@@ -32,10 +32,12 @@ OUTCOMES = {
     "budget":            ("module", "init ran out of its instruction / simulated-time budget"),
     "error":             ("module", "init returned a negative errno"),
     "unmodelled":        ("module", "init called a kernel function that has no model"),
+    "loader-differs":    ("harness", "armload's loaded image differs from the booted kernel's load_module, "
+                                     "or one refused what the other loaded (a bug in armload)"),
     "timeout":           ("harness", "the wall-clock safety net stopped init (machine load, not the module)"),
     "internal":          ("harness", "armload could not run a stage (a bug in armload)"),
 }
-DEFAULT_FAIL_ON = ("load", "verify", "fault", "timeout", "internal")
+DEFAULT_FAIL_ON = ("load", "verify", "fault", "loader-differs", "timeout", "internal")
 
 # The emulator's init status string -> outcome class. "returned" with a negative value is
 # "error" (do_init_module fails on ret < 0 and only warns on ret > 0). A status not listed here
@@ -114,11 +116,12 @@ class ModuleInfo:
 
 def read_modinfo(path: str) -> tuple[dict[str, list[str]], str | None]:
     """(.modinfo key -> values, error). Reads the section header table and .modinfo only."""
+    from ..errors import ArmloadError
+    from ..loader.kofile import read_module
     try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        return {}, f"cannot read: {e.strerror}"
+        data = read_module(path)
+    except ArmloadError as e:
+        return {}, str(e).removeprefix(f"{path}: ")
     return parse_modinfo(data)
 
 
@@ -183,18 +186,20 @@ def parse_modinfo(data: bytes) -> tuple[dict[str, list[str]], str | None]:
 
 
 def _name_from_path(path: str) -> str:
-    return os.path.basename(path).split(".", 1)[0].replace("-", "_")
+    from ..loader.kofile import module_stem
+    return module_stem(path)
 
 
 def scan_tree(root: str) -> list[ModuleInfo]:
-    """Every *.ko under root (or the file itself), sorted by path."""
+    """Every *.ko and *.ko.{xz,zst,gz} under root (or the file itself), sorted by path."""
+    from ..loader.kofile import is_module_file
     if os.path.isfile(root):
         paths = [root]
     else:
         paths = []
         for d, dirs, files in os.walk(root):
             dirs.sort()
-            paths.extend(os.path.join(d, f) for f in files if f.endswith(".ko"))
+            paths.extend(os.path.join(d, f) for f in files if is_module_file(f))
         paths.sort()
     out = []
     for p in paths:
@@ -209,12 +214,16 @@ def scan_tree(root: str) -> list[ModuleInfo]:
 def fingerprint(info: ModuleInfo) -> tuple[str | None, str | None]:
     """(file SHA-256, build-id) of a module, read when its record is made (in the worker that
     checks it), so that a subset of a large tree hashes only its own modules."""
+    from ..errors import ArmloadError
+    from ..loader.kofile import decompress, read_raw
     try:
-        with open(info.path, "rb") as f:
-            data = f.read()
-    except OSError:
+        data = read_raw(info.path)
+    except ArmloadError:
         return None, None
-    return file_sha256(data), build_id(data)
+    try:
+        return file_sha256(data), build_id(decompress(data, info.path))     # the file's hash, the ELF's id
+    except ArmloadError:
+        return file_sha256(data), None
 
 
 def scan_with_deps(tree: str, deps_from: str, *, rename: bool = True) -> tuple[list[ModuleInfo], list[str]]:
@@ -585,9 +594,32 @@ def check_one(name: str) -> dict:
             cls = init_class(init)
             if cls != "ok" or init.get("reason"):
                 rec.update(outcome=cls, stage="init", reason=init.get("reason"), where=init.get("where"))
+        differs = loader_differs(init)
+        if differs and OUTCOMES[rec["outcome"]][0] != "harness":
+            # the kernel's verdict stays in rec["init"]; the class says armload's loader is wrong
+            rec.update(outcome="loader-differs", stage="compare", reason=differs[0], where=differs[1])
     times["total"] = time.perf_counter() - t0
     rec["_time"] = {k: v for k, v in times.items() if v is not None}
     return rec
+
+
+def loader_differs(init: dict | None) -> tuple[str, str | None] | None:
+    """(reason, where) when the booted comparison found armload's loader unlike the kernel's
+    (modrun.LoaderCheck as a dict), else None."""
+    lvk = (init or {}).get("loader_vs_kernel")
+    if not (init or {}).get("loader_differs") or not lvk:
+        return None
+    if lvk.get("refusal") and not lvk.get("agrees"):
+        kernel = (f"refused it with {init.get('retval')}" if init.get("status") == "refused"
+                  else "loaded it")
+        return f"armload's loader refused it where the kernel's load_module {kernel}: {_first_line(lvk['refusal'])}", None
+    if not lvk.get("agrees"):
+        return "armload's loader accepted what the kernel's load_module refused", None
+    secs = ", ".join(f"{k}: {v}" for k, v in sorted(lvk.get("by_section", {}).items()))
+    first = (lvk.get("listed") or [{}])[0]
+    where = (f"{first['section']} {first['addr']:#x}: armload {first['armload']}, kernel {first['kernel']}"
+             if first.get("addr") is not None else None)
+    return f"armload's image differs from the kernel's in {lvk.get('differences')} word(s) ({secs})", where
 
 
 def _first_line(s: str | None) -> str | None:
@@ -719,7 +751,7 @@ def _run_booted(info, closure, ctx, opts: CheckOptions) -> dict:
         except Exception as e:
             return {"status": "not-run", "reason": f"dependency {d.name}: {_err_dict(e)['message']}",
                     "dependency_inits": dep_inits}
-        x = _booted_data(r)
+        x = _booted_data(r, run)
         dep_inits.append({"name": d.name, "status": x["status"], "retval": x.get("retval"),
                           "reason": x.get("reason"), "where": x.get("where")})
         if init_class(x) != "ok":            # insmod of the module never happens
@@ -737,18 +769,20 @@ def _run_booted(info, closure, ctx, opts: CheckOptions) -> dict:
     except Exception as e:
         return {"status": "not-run", "reason": f"booted kernel: {_err_dict(e)['message']}",
                 "dependency_inits": dep_inits}
-    out = _booted_data(r)
+    out = _booted_data(r, run)
     out["dependency_inits"] = dep_inits
     out["elapsed"] = time.perf_counter() - t0
     return out
 
 
-def _booted_data(r) -> dict:
+def _booted_data(r, run=None) -> dict:
     """A modrun.BootedResult as check's init data."""
     st = {"returned": "returned", "refused": "refused", "oops": "oops", "panic": "oops",
           "budget": "budget"}.get(r.status, "not-run")
     out = {"status": st, "retval": r.ret, "instructions": r.instructions, "runtime": "booted",
            "console": r.console[-5:], "loader_vs_kernel": r.loader.to_dict()}
+    if getattr(r, "decompressed_by", ""):
+        out["decompressed_by"] = r.decompressed_by           # who inflated the .ko.xz/.zst/.gz
     if r.status == "refused":
         out["reason"] = f"load_module returned {r.ret} ({_errno_name(r.ret)})"
     elif r.status == "returned" and r.ret and r.ret < 0:
@@ -757,6 +791,9 @@ def _booted_data(r) -> dict:
         first = next((ln for ln in r.oops.splitlines() if ln.strip()), "")
         out["reason"] = first.split("] ", 1)[-1]
         out["where"] = next((ln.split("PC is at ", 1)[1] for ln in r.oops.splitlines() if "PC is at " in ln), None)
+        if out["where"] and run is not None:        # with file:line, as decode_stacktrace.sh finds it
+            from ..emu.booted.decode import where
+            out["where"] = where(out["where"], run.session.modules, run.session.kernel.vmlinux_debug)
     elif r.status == "budget":
         out["reason"] = f"no return within {r.instructions:,} instructions"
     if not r.loader.agrees or not (r.loader.identical or r.status == "refused"):
@@ -1037,7 +1074,8 @@ def stage_results(rec: dict, options: CheckOptions) -> dict[str, tuple[str | Non
         out["load"] = (o, why)
         skip = "not run: the module did not load"
         return {**out, "verify": (None, skip), "init": (None, skip)}
-    out["load"] = ("ok", None)
+    # armload's image against the kernel's (booted): a verdict on armload's load stage
+    out["load"] = (o, why) if rec.get("stage") == "compare" else ("ok", None)
     v = rec.get("verify")
     if v is None:
         out["verify"] = (None, "not run (--no-verify)")

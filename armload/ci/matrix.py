@@ -67,11 +67,12 @@ def find_cell(release: str, caches: list[str]) -> Cell:
 
 def tree_vermagic(tree: str) -> str | None:
     """The vermagic the kernel's own modules carry (the first module that has one)."""
+    from ..loader.kofile import is_module_file
     from .corpus import read_modinfo
     for d, dirs, files in os.walk(tree):
         dirs.sort()
         for f in sorted(files):
-            if f.endswith(".ko"):
+            if is_module_file(f):
                 info, _ = read_modinfo(os.path.join(d, f))
                 if info.get("vermagic"):
                     return info["vermagic"][0]
@@ -141,17 +142,19 @@ def struct_module_offsets(tree: str, sample: int = 20) -> tuple[int, int] | None
     """offsetof(struct module, init) and (.., exit) in the kernel a tree was built for: where its
     modules' .gnu.linkonce.this_module is relocated against init_module and cleanup_module
     (the first module that has both, of the first `sample`)."""
+    import io
     from elftools.elf.elffile import ELFFile
     from elftools.elf.relocation import RelocationSection
+    from ..loader.kofile import is_module_file, read_module
     seen = 0
     for d, dirs, files in os.walk(tree):
         dirs.sort()
         for f in sorted(files):
-            if not f.endswith(".ko") or seen >= sample:
+            if not is_module_file(f) or seen >= sample:
                 continue
             seen += 1
             try:
-                with open(os.path.join(d, f), "rb") as fh:
+                with io.BytesIO(read_module(os.path.join(d, f))) as fh:
                     elf = ELFFile(fh)
                     rel = elf.get_section_by_name(".rel.gnu.linkonce.this_module")
                     if not isinstance(rel, RelocationSection):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import sys
 
-WHAT = ("loader", "kallsyms", "kallsyms-arm", "emulate", "plt", "probes", "task-rename", "all")
+WHAT = ("loader", "kallsyms", "kallsyms-arm", "emulate", "plt", "probes", "task-rename", "devio", "all")
 
 
 def register(sub) -> None:
@@ -27,7 +27,9 @@ def register(sub) -> None:
                                    "task-rename: seed 003 in the booted kernel: prctl(PR_SET_NAME) from pid 1's user mode, "
                                    "a BPF program run by the kernel's interpreter, attached with perf_event_open/bpf as "
                                    "a kprobe (trap and optimized), kretprobe, raw tracepoint; fentry/fexit: the kernel's "
-                                   "refusals (32-bit ARM 6.1 has no BPF trampoline).")
+                                   "refusals (32-bit ARM 6.1 has no BPF trampoline). "
+                                   "devio: instructions per system-call round trip from pid 1's user mode in the "
+                                   "booted kernel, and a run with device I/O against a plain run (ratio).")
     p.add_argument("what", nargs="?", choices=WHAT, default="loader")
     p.add_argument("--image", help="kernel image for the kallsyms benchmarks (default: the Debian vmlinuz in .cache)")
     p.add_argument("--many", action="store_true", help="probes: seed 004 at its scale, 40,000 kprobes on btrfs "
@@ -79,6 +81,12 @@ def run(args) -> int:
         results["task-rename"] = attach.run_task_rename()
         if not args.json:
             attach.print_task_rename(results["task-rename"])
+    if args.what in ("devio", "all"):
+        from ..bench import devio_booted
+        results["devio"] = devio_booted.run_benchmark()
+        if not args.json:
+            print()
+            print(devio_booted.format_benchmark(results["devio"]))
     if args.json:
         json.dump(results, sys.stdout, indent=2, default=str)
         print()

@@ -5,8 +5,9 @@ own load_module loads the modules in order and runs their init through do_init_m
 loader loads the same files at the same addresses and is compared with the kernel's image (see
 armload/emu/booted/modrun.py). --probe registers the kernel's own kprobes, kretprobes, ftrace
 and function_graph (commands/probe_booted.py). Options that need armload's Python-model runtime
-(calls into the module, the call trace, coverage, gdb, armload's fentry/fexit trampolines, device
-I/O, a chosen placement) select that runtime instead, and the run says so.
+(calls into the module, the call trace, coverage, gdb, armload's fentry/fexit trampolines, a chosen
+placement) select that runtime instead, and the run says so. File operations (--open, --cat, --echo
+...: commands/devio_booted.py) are real system calls after the inits.
 """
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ from ..errors import ArmloadError
 
 # option -> why it needs the model runtime; each is checked on the parsed args
 MODEL_ONLY = {
-    "calls": "--call", "trace": "--trace", "coverage": "--coverage", "gdb": "--gdb",
-    "devio": "device I/O (--open/--read/--write/--ioctl)", "image": "--image", "call_args": "--arg",
+    "calls": "--call", "gdb": "--gdb",
+    "image": "--image", "call_args": "--arg",
 }
 
 
@@ -68,11 +69,14 @@ def cmd_run_booted(args) -> int:
     from .load import session_from_args
     from ..loader.elf import read_object
     from .modargs import assign_params, split_modules
+    from .observe_booted import Observer, decoded_oops, say_decoded
     session = session_from_args(args)
     pairs = split_modules(args.modules)
     names = [read_object(p).name for p, _ in pairs]
     per = assign_params(names, pairs, args.params)
     as_json = args.json
+    from .devio_booted import check_devio
+    check_devio(args.devio)
 
     def say(text: str = "") -> None:
         if not as_json:
@@ -90,16 +94,28 @@ def cmd_run_booted(args) -> int:
         say("armload: probes are the kernel's own (register_kprobe, register_kretprobe, register_ftrace_function, "
             "register_ftrace_graph); a module's are registered when it is formed, before its init")
 
+    observer = Observer(run, args, say) if args.coverage or args.trace else None
+
     def console(lines, start):
-        for line in probes.interleave(lines, start) if probes else lines:
+        if observer is not None:
+            lines = observer.interleave(lines, start, probes)
+        elif probes:
+            lines = probes.interleave(lines, start)
+        for line in lines:
             say(line)
 
-    results, ok = [], True
+    results, ok, decoded = [], True, {}
     for (path, _), params in zip(pairs, per):
         start = len(run.bk.console)
+        if observer is not None:
+            observer.before(path)
         r = run.load(path, " ".join(params), budget=args.budget)
+        if observer is not None:
+            observer.after(r)
         results.append(r)
         console(r.console, start)
+        decoded[r.name] = decoded_oops(run, r, session.kernel.vmlinux_debug)
+        say_decoded(say, decoded[r.name], session.kernel.vmlinux_debug)
         say(_verdict(r))
         ok &= r.ok and r.loader.agrees and (r.loader.identical or (r.status == "refused" and bool(r.loader.refusal)))
         if not r.ok:
@@ -121,6 +137,14 @@ def cmd_run_booted(args) -> int:
             say(line)
         probe_report = probes.to_dict()
         ok &= probes.ok
+    devio = None
+    if ok and args.devio:
+        from .devio_booted import DevioRun
+        dv = DevioRun(run.bk, say)
+        ok &= dv.run(args.devio)
+        devio = dv.records
+    elif args.devio:
+        say("armload: the file operations were not run (a module did not load, or its probes failed)")
     unloaded = []
     if ok and args.exit:
         for r in reversed(results):
@@ -130,10 +154,12 @@ def cmd_run_booted(args) -> int:
             say(f"{r.name}: delete_module returned {ret}")
             unloaded.append({"module": r.name, "ret": ret, "console": lines})
             ok &= ret == 0
+    observed = observer.finish(as_json) if observer is not None else {}
     if as_json:
-        json.dump({"ok": ok, "runtime": "booted", "kernel": session.kernel.describe(),
-                   "boot": run.bk.meta, "modules": [r.to_dict() for r in results],
-                   "settled": settled, "unloaded": unloaded, "request_module": run.requests,
+        json.dump({**observed, "ok": ok, "runtime": "booted", "kernel": session.kernel.describe(),
+                   "boot": run.bk.meta, "modules": [dict(r.to_dict(), decoded=decoded.get(r.name) or None)
+                                                    for r in results],
+                   "settled": settled, "devio": devio, "unloaded": unloaded, "request_module": run.requests,
                    "probes": dict(probe_report, hits=probes.all_hits()) if probes else None,
                    "tree": tree}, sys.stdout, indent=2)
         print()

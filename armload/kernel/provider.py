@@ -62,6 +62,7 @@ class Kernel:
     kallsyms: object | None = None     # KallsymsTable when the kernel came from an image
     vermagic: str | None = None        # VERMAGIC_STRING; None: not checked
     image_path: str | None = None      # the kernel image whose code the emulator runs
+    vmlinux_debug: str | None = None   # a vmlinux ELF with DWARF (Debian's -dbg): file:line of kernel code
     simulate_all: bool = False         # built-in kernel: invent an address for any undefined symbol
     known: frozenset = frozenset()     # built-in kernel: names armload simulates (models, real-code table)
 
@@ -100,6 +101,8 @@ class Kernel:
                 self._add_symbol(name, addr, typ)
             self.kallsyms = table           # symbolize() uses the kernel's own rules through it
             n = 0
+            if head[:4] == b"\x7fELF" and _has_debug_line(path):
+                self.vmlinux_debug = path
             if head[:4] != b"\x7fELF":      # the Image's __ksymtab: every export, data included
                 from .image import load_image
                 img = load_image(path)
@@ -113,7 +116,8 @@ class Kernel:
                         e.kind = e.kind if e.kind != "unknown" else ("func" if name in self.symbols else "data")
                     n += 1
                 self.image_path = path
-            self.sources.append(f"{path} (kallsyms" + (f", {n} exports from __ksymtab)" if n else ")"))
+            self.sources.append(f"{path} (kallsyms" + (f", {n} exports from __ksymtab" if n else "")
+                                + (", DWARF: file:line of kernel code)" if self.vmlinux_debug == path else ")"))
             return
         try:
             text = open(path, encoding="utf-8", errors="replace").read()
@@ -269,6 +273,17 @@ def _kind_of(typ: str) -> str:
     if typ in DATA_TYPES:
         return "data"
     return "unknown"
+
+
+def _has_debug_line(path: str) -> bool:
+    """An ELF with a .debug_line section (a vmlinux from Debian's linux-image-*-dbg)."""
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.elffile import ELFFile
+    try:
+        with open(path, "rb") as f:
+            return ELFFile(f).get_section_by_name(".debug_line") is not None
+    except (OSError, ELFError):
+        return False
 
 
 def _looks_like_image(head: bytes) -> bool:

@@ -141,13 +141,8 @@ def read_object(path: str, data: bytes | None = None, *, object: bool = False) -
 
     object=True accepts a plain relocatable object (no .gnu.linkonce.this_module), which the
     kernel refuses ("No module found in object"); everything else is held to 6.1's rules."""
-    if data is None:
-        try:
-            with open(path, "rb") as f:
-                data = f.read()
-        except OSError as e:
-            raise ElfFormatError(f"{path}: cannot read: {e.strerror}", file=path) from None
-    data = bytes(data)
+    from .kofile import decompress, read_raw
+    data = decompress(bytes(read_raw(path) if data is None else data), path)   # .ko.xz/.zst/.gz as kmod reads them
     v = _Validator(path, data)
     return v.run(object)
 

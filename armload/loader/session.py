@@ -66,6 +66,12 @@ class Session:
         return mod
 
 
+    def forget(self, mod: LoadedModule) -> None:
+        """The kernel freed the module without delete_module (load_module failed after forming it,
+        or its init returned an error): its exports and memory are gone, nobody can use them."""
+        self.modules.remove(mod)
+        self.export_tables = [t for t in self.export_tables if t.module != mod.name]
+
     def unload(self, mod: LoadedModule) -> None:
         """delete_module(): the module's exports disappear and its memory is freed. Like the
         kernel, refuse while another loaded module uses one of its exports."""
@@ -420,9 +426,12 @@ def _finalize(obj, layout, regions, plts, config, session, syms, resolved) -> fi
         text = [(p.addr, p.addr + p.size) for p in layout.places.values() if p.flags & SHF_EXECINSTR]
 
         def other_word(a: int):
+            # Another module's init memory was freed when its load finished (do_init_module), and
+            # module_alloc may since have handed the same addresses to a later module: only core
+            # regions are that module's; the rest is the running kernel's memory.
             for m in session.modules:
                 r = m.region_of(a)
-                if r is not None and a + 4 <= r.end:
+                if r is not None and not r.init and a + 4 <= r.end:
                     return struct.unpack_from("<I", r.data, a - r.base)[0]
             return session.kernel_word(a) if session.kernel_word else None
         finalize.jump_labels(mem, *jt, config.thumb2, layout.within_init,

@@ -149,23 +149,7 @@ class BootedKernel:
             m.set_reg("lr", self.trap)
             uc.reg_write(A.UC_ARM_REG_CPSR, (saved["cpsr"] & ~0xFF) | 0x13)   # SVC, IRQs on, ARM
             m.set_reg("pc", self.addr(fn))
-            i0 = self.insns
-            how = m.run(self.trap, budget)
-            while how == "service":                       # a hook stopped at a function's entry
-                req, m.service = m.service, None
-                ctx = uc.context_save()
-                self.servicing += 1
-                try:
-                    r0 = self.service_handler(req) if self.service_handler else None
-                finally:
-                    self.servicing -= 1
-                uc.context_restore(ctx)
-                if r0 is not None:                        # the hooked function returns r0 at once
-                    lr = m.reg("lr")
-                    m.set_reg("r0", r0)
-                    uc.reg_write(A.UC_ARM_REG_CPSR, uc.reg_read(A.UC_ARM_REG_CPSR) & ~0x20 | (0x20 if lr & 1 else 0))
-                    m.set_reg("pc", lr & ~1)
-                how = m.run(self.trap, max(1, budget - (self.insns - i0)))
+            how = self.run_serviced(self.trap, budget)
             if how != "until":
                 raise CallError(f"{fn}: did not return within {budget} instructions "
                                 f"(pc {m.reg('pc'):#x})")
@@ -175,6 +159,28 @@ class BootedKernel:
                 if r != "cpsr":
                     m.set_reg(r, saved[r])
             uc.reg_write(A.UC_ARM_REG_CPSR, saved["cpsr"])
+
+    def run_serviced(self, until: int, budget: int) -> str:
+        """Machine.run to `until`, serving the requests hooks stop on (service_handler) on the way."""
+        m, uc = self.m, self.m.uc
+        i0 = self.insns
+        how = m.run(until, budget)
+        while how == "service":                       # a hook stopped at a function's entry
+            req, m.service = m.service, None
+            ctx = uc.context_save()
+            self.servicing += 1
+            try:
+                r0 = self.service_handler(req) if self.service_handler else None
+            finally:
+                self.servicing -= 1
+            uc.context_restore(ctx)
+            if r0 is not None:                        # the hooked function returns r0 at once
+                lr = m.reg("lr")
+                m.set_reg("r0", r0)
+                uc.reg_write(A.UC_ARM_REG_CPSR, uc.reg_read(A.UC_ARM_REG_CPSR) & ~0x20 | (0x20 if lr & 1 else 0))
+                m.set_reg("pc", lr & ~1)
+            how = m.run(until, max(1, budget - (self.insns - i0)))
+        return how
 
     def kmalloc(self, size: int, gfp: int = GFP_KERNEL) -> int:
         return self.call("__kmalloc", size, gfp)

@@ -23,7 +23,7 @@ from unicorn import (UC_ARCH_ARM, UC_HOOK_CODE, UC_HOOK_INSN_INVALID, UC_HOOK_IN
 from unicorn import arm_const as A
 from unicorn.unicorn_const import UC_TLB_CPU
 
-from ..hw import cpu, gic as gicmod, pl011, tick, timer as tmod
+from ..hw import c14, cpu, gic as gicmod, pl011, tick, timer as tmod
 
 RAM_BASE, RAM_SIZE = 0x40000000, 256 << 20
 PAGE_OFFSET = 0xC0000000
@@ -80,6 +80,9 @@ class Machine:
         uc.hook_add(UC_HOOK_INTR, self._intr)
         uc.hook_add(UC_HOOK_INSN_INVALID, self._undef)   # Unicorn reports UNDEF here, not as INTR
         sites, self.wfi_sites = _scan(image)
+        # the timer's reads in C (hw/c14.py), its writes here: they change the interrupt output
+        self.c14, sites = c14.install(uc, self.t, self._ram_ptr, RAM_SIZE, sites, self._word_at_image)
+        self.c14.mirror(self.hw.timer, self.hw.idle_ns)
         self._sites = {}
         for addr, site in sites:
             self._sites[addr] = (site, self._word_at_image(addr))
@@ -176,6 +179,7 @@ class Machine:
             hw.gic.set_line(tmod.PPI[t], hw.timer.level(t, now))
         hw.gic.set_line(UART_IRQ, hw.uart.irq_level())
         self.t.irq_line = 1 if hw.gic.irq_signal() else 0
+        self.c14.mirror(hw.timer, hw.idle_ns)
         ev = self._next_event_ns()
         self.t.deadline = tick.NEVER if ev is None else max(0, ev - hw.idle_ns)
 
