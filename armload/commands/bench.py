@@ -22,7 +22,7 @@ def register(sub) -> None:
                                    "plt: the three PLT counting rules' time and count versus relocation count (--sizes), the "
                                    "v4.0 O(n^2) scan measured on its own. "
                                    "probes: seed 004 in the booted kernel: its own register_kprobe, enable_kprobe and "
-                                   "get_kprobe on 4,000 probes on its text (--many: 40,000, btrfs loaded), against the "
+                                   "get_kprobe on 1,000 probes on its text (--many: 40,000, btrfs loaded), against the "
                                    "kprobe-table model of 64 and 4,096 lists with and without the per-cpu cache. "
                                    "task-rename: seed 003 in the booted kernel: prctl(PR_SET_NAME) from pid 1's user mode, "
                                    "a BPF program run by the kernel's interpreter, attached with perf_event_open/bpf as "
@@ -33,7 +33,7 @@ def register(sub) -> None:
     p.add_argument("what", nargs="?", choices=WHAT, default="loader")
     p.add_argument("--image", help="kernel image for the kallsyms benchmarks (default: the Debian vmlinuz in .cache)")
     p.add_argument("--many", action="store_true", help="probes: seed 004 at its scale, 40,000 kprobes on btrfs "
-                   "and the Image's text (the default is 4,000 on the Image's text alone; minutes)")
+                   "and the Image's text (the default is 1,000 on the Image's text alone; minutes)")
     p.add_argument("--json", action="store_true")
     from .bench_plt import add_args as _plt_args     # `bench plt` lives in its own module
     _plt_args(p)
@@ -71,7 +71,7 @@ def run(args) -> int:
             emu_bench.print_benchmark(results["emulate"])
     if args.what == "probes":             # not part of "all": minutes with --many
         from ..bench import probes as probes_bench
-        small = {} if args.many else {"n_register": 4000, "n_enable": 2000, "step": 500, "n_hits": 4000,
+        small = {} if args.many else {"n_register": 1000, "n_enable": 200, "step": 100, "n_hits": 1000,
                                       "modules": ()}
         results["probes"] = probes_bench.run(**small)
         if not args.json:
