@@ -118,3 +118,14 @@ def test_cli_refusal_is_one_line():
     p = subprocess.run([sys.executable, "-m", "armload", "disasm", ko, "--kernel", SYMVERS, "--probe",
                         "kprobe:armload_sample_add+0x4"], capture_output=True, text=True, cwd=ROOT)
     assert p.returncode == 1 and "is an ftrace location" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_an_address_and_graph_are_the_same_sites_as_their_names():
+    m, kernel = _load(False)
+    start, _ = patch.function(m, "armload_sample_add")
+    by_name = patch.patched_view(m, kernel, ["kprobe:armload_sample_add+0x8", "ftrace:armload_sample_add"])
+    by_addr = patch.patched_view(m, kernel, [f"kprobe:{start + 8:#x}", "graph:armload_sample_add"])
+    assert by_name[1] == by_addr[1]
+    assert by_name[0].read(start, 16) == by_addr[0].read(start, 16) != m.read(start, 16)
+    with pytest.raises(ProbeError, match="in no function"):
+        patch.patched_view(m, kernel, ["kprobe:0x10"])
