@@ -154,6 +154,10 @@ def cmd_run(args) -> int:
         return cmd_run_booted(args)
     if why and not args.json:
         print(f"armload: {why}", flush=True)
+    if args.devio:
+        raise EmulationError("file operations (--open/--cat/--echo...) are real system calls inside the booted "
+                             + (f"kernel, and {why}: run them in a separate command" if why else
+                                "kernel: give the image with --kernel vmlinuz (`make test-inputs` fetches Debian's)"))
     from ..emu import Machine
     from ..loader.verify import verify_module
 
@@ -178,9 +182,6 @@ def cmd_run(args) -> int:
             raise
         raise type(e)(f"{e}\n{NO_KERNEL_HINT}") from None
     check_calls(modules, calls)
-    if args.devio:
-        raise EmulationError("file operations (--open/--cat/--echo...) are real system calls inside the booted "
-                             "kernel: give the image with --kernel vmlinuz (`make test-inputs` fetches Debian's)")
     as_json = args.json
     out = sys.stdout
 

@@ -139,10 +139,9 @@ def cmd_run_booted(args) -> int:
         ok &= probes.ok
     devio = None
     if ok and args.devio:
-        from .devio_booted import DevioRun
-        dv = DevioRun(run.bk, say)
-        ok &= dv.run(args.devio)
-        devio = dv.records
+        from .devio_booted import run_devio
+        came_back, devio = run_devio(run, args.devio, say, session.kernel.vmlinux_debug)
+        ok &= came_back
     elif args.devio:
         say("armload: the file operations were not run (a module did not load, or its probes failed)")
     unloaded = []

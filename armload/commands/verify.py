@@ -5,7 +5,6 @@ import json
 import os
 import sys
 
-from ..loader.kofile import module_stem
 from .run import add_module_args, load_all
 
 
@@ -68,6 +67,7 @@ def _against_kernel(args) -> int:
             if not args.json:
                 print(_line(r))
             if (r.status != "returned" or r.ret) and p != path:      # insmod of the module never happens
+                from ..loader.kofile import module_stem
                 results.append({"module": module_stem(path), "path": path, "status": "dependency-failed",
                                 "dependency": {"module": r.name, "status": r.status, "ret": r.ret}})
                 if not args.json:
