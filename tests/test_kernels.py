@@ -146,3 +146,23 @@ def test_matrix_boots_each_cells_own_kernel():
     row = doc["modules"]["fs/nls/nls_cp437.ko"]
     assert row == {"6.1.0-50-armmp": {"outcome": "ok", "loaded": True}, V612: {"outcome": "ok", "loaded": True}}
     assert doc["changes"] == []
+
+
+def test_rt_modules_load_as_the_rt_kernel_loads_them():
+    """rt-armmp: no CONFIG_JUMP_LABEL (no jump_label_module_notify) and trace notifiers that
+    rewrite print_fmt strings (TRACE_DEFINE_ENUM) in module data: the formed image is taken as
+    prepare_coming_module starts, so a module with trace events is identical word for word."""
+    from armload.emu.booted.modload import load_order, tree_index
+    from armload.emu.booted.modrun import BootedRun
+    from armload.kernel.provider import Kernel
+    from armload.loader.for_kernel import follow_kernel
+    rel = "6.1.0-50-rt-armmp"
+    cfg = follow_kernel(DEBIAN_ARMMP, image(rel))
+    assert cfg.struct_module.init == 0xC8
+    run = BootedRun(image(rel), Kernel.from_files([symvers(rel), image(rel)], cfg), cfg, tree=tree(rel))
+    idx = tree_index(tree(rel))
+    for p in load_order(idx["vmw_vsock_virtio_transport_common"], idx) + [os.path.join(tree(rel), "fs", "nls",
+                                                                                      "nls_cp437.ko")]:
+        r = run.load(p)
+        assert r.ok and r.loader.identical, (p, r.loader.to_dict())
+    assert run.unload("nls_cp437")[0] == 0
