@@ -58,10 +58,14 @@ def config_from_args(args) -> KernelConfig:
 def follow_image(config: KernelConfig, kernel, args) -> KernelConfig:
     """The config as the kernel image (when one is given) decides it; the kernel object follows."""
     image = getattr(kernel, "image_path", None)
-    if not image:
+    symvers = list(getattr(kernel, "symvers_vmlinux", None) or ())
+    if not image and not symvers:
         return config
-    from ..loader.for_kernel import follow_kernel
-    config = follow_kernel(config, image, layout_given=getattr(args, "layout", None))
+    from ..loader.for_kernel import follow_kernel, follow_headers
+    if image:
+        config = follow_kernel(config, image, layout_given=getattr(args, "layout", None))
+    else:
+        config = follow_headers(config, symvers[0], layout_given=getattr(args, "layout", None))
     kernel.config = config
     return config
 

@@ -6,8 +6,8 @@ For each module, in order (dependencies first), in one restored copy of the boot
 2. armload's loader loads the same `.ko` into a Session whose allocator hands out the addresses the
    kernel's module_alloc and per-cpu allocator returned (and whose temporary copy is the kernel's
    buffer), and the two images are compared byte for byte where the kernel has finished loading:
-   at its first module notifier (MODULE_STATE_COMING: relocation, kallsyms, module_finalize,
-   ftrace_module_init and complete_formation done), every word but the jump-label notifier's;
+   as prepare_coming_module starts (ftrace_module_enable, before any MODULE_STATE_COMING notifier:
+   relocation, kallsyms, module_finalize, ftrace_module_init and complete_formation done), every word but the jump-label notifier's;
    at do_init_module, the jump-label words (sorted table, key links, patched sites). Only struct
    module (`.gnu.linkonce.this_module`, the kernel's own object: list links, kobject, state,
    layouts) is left out, and the list links dynamic_debug_setup puts in each `__dyndbg_classes` entry.
