@@ -10,6 +10,7 @@ import pytest
 
 from conftest import BOOT_VMLINUZ, ROOT, SYMVERS, require_input
 from armload.kernel.config import DEBIAN_ARMMP
+from armload.emu.booted.user import File
 from armload.kernel.provider import Kernel
 
 VFSDEV = os.path.join(ROOT, "sample_modules", "devio", "vfsdev-arm-debug.ko")
@@ -98,6 +99,8 @@ def test_mmap_reads_what_the_module_maps(run, fs):
     f.write(b"M")                                       # the same page: the mapping sees it
     assert f.peek(addr, 2) == b"Ma"
     assert _errno(f.mmap, 8192) == EINVAL               # the module refuses more than a page
+    with pytest.raises(OSError, match=r"mmap /dev/vfsdev: EINVAL"):
+        f.mmap(8192)
     assert _errno(f.mmap, 4096, 3, 1, 1) == EINVAL      # and an offset
     f.close()
     assert run.unload("vfsdev")[0] == -EAGAIN           # the mapping still holds the file (and module)
@@ -390,3 +393,18 @@ def test_cat_says_where_it_stopped(booted_dir):
     assert rec["result"] == CAT_LIMIT and rec["truncated"] is True and " T _stext" in rec["text"]
     p = _cli("--cat", "/proc/kallsyms")
     assert f"(the first {CAT_LIMIT:,} bytes: armload's cat stops there)" in p.stdout
+
+
+def test_errors_name_the_call_the_file_and_the_errno(fs):
+    f = fs.open("/dev/vfsdev", 0)                       # O_RDONLY
+    for call, args, msg in ((f.write, (b"x",), "write /dev/vfsdev: EBADF"), (f.lseek, (-1,), "lseek /dev/vfsdev: EINVAL"),
+                            (f.ioctl, (0x7699,), "ioctl 0x7699 /dev/vfsdev: ENOTTY"),
+                            (f.mmap, (4096,), "mmap /dev/vfsdev: EACCES")):      # MAP_SHARED|PROT_WRITE, O_RDONLY
+        with pytest.raises(OSError, match=re.escape(msg)) as e:
+            call(*args)
+        assert str(e.value).startswith(f"[Errno {e.value.errno}] ")
+    f.close()
+    with pytest.raises(OSError, match=re.escape("read /dev/vfsdev: EBADF")):
+        File(fs.sys, "/dev/vfsdev", 99).read(1)             # no such descriptor
+    with pytest.raises(OSError, match=re.escape("open /dev/nope: ENOENT")):
+        fs.open("/dev/nope")
