@@ -104,14 +104,18 @@ def test_mmap_reads_what_the_module_maps(run, fs):
     assert _errno(f.mmap, 4096, 3, 1, 1) == EINVAL      # and an offset
     f.close()
     assert run.unload("vfsdev")[0] == -EAGAIN           # the mapping still holds the file (and module)
-    assert f.munmap(addr, 4096) == 0
+    assert f.maps == [(addr, 4096)] and f.peek(addr, 0) == b""
+    with pytest.raises(OSError, match=re.escape("munmap /dev/vfsdev: EINVAL")):
+        f.munmap(addr + 1, 4096)                        # not page aligned
+    assert f.munmap(addr, 4096) == 0 and f.maps == []
     assert run.unload("vfsdev")[0] == 0
 
 
 def test_a_user_access_that_faults_is_the_kernels_signal(fs):
     from armload.emu.booted.user import UserFault
     fs.mount_all()
-    with pytest.raises(UserFault, match=r"force_sig_fault\(signal 11"):        # SIGSEGV, nothing mapped
+    with pytest.raises(UserFault, match=r"^a user load at 0x1000: the user access faulted: force_sig_fault\(signal 11, "
+                                        r"code 1, addr 0x1000\)$"):        # SIGSEGV, SEGV_MAPERR: nothing mapped
         fs.sys.peek(0x1000, 4)
     assert fs.sys.call("getpid") == 1                   # pid 1 goes on
 
