@@ -35,10 +35,10 @@ def cpu() -> float:
 
 def bare_unicorn_ips(rounds: int = 30_000_000) -> float:
     """Bare Unicorn's counted 3-instruction loop (no hooks), per CPU-second."""
-    from .emu import _loop
+    from .emu import _bare, loop_code
     t = time.process_time()
-    _, n = _loop(rounds, False)
-    return n / (time.process_time() - t)
+    _, r0 = _bare(loop_code(0), rounds)
+    return (2 + 3 * r0) / (time.process_time() - t)
 
 
 def qemu_list(path: str | None = None) -> list[str]:
