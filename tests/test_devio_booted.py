@@ -412,3 +412,18 @@ def test_errors_name_the_call_the_file_and_the_errno(fs):
         File(fs.sys, "/dev/vfsdev", 99).read(1)             # no such descriptor
     with pytest.raises(OSError, match=re.escape("open /dev/nope: ENOENT")):
         fs.open("/dev/nope")
+
+
+def test_file_methods_for_a_module_handle(run):
+    """What ModuleHandle mixes in: its BootedRun is `.kernel`, the module's name `.name`."""
+    from armload.devkit.files import FileMethods
+
+    class Handle(FileMethods):
+        def __init__(self, kernel, name):
+            self.kernel, self.name = kernel, name
+    h = Handle(run, "vfsdev")
+    with h.open("/dev/vfsdev") as f:
+        assert f.write(b"hi") == 2 and f.ioctl(IOC_LEN, bytes(4)) == (0, struct.pack("<i", 2))
+    assert h.sysfs("parameters/fill") == "118" and h.sysfs("parameters/fill", 90) == 3
+    assert h.cat("/sys/module/vfsdev/parameters/fill") == "90\n" and h.echo("1", PARAM) == 2
+    assert h.files is h.files and h.files.run is run
