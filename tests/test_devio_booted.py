@@ -427,3 +427,10 @@ def test_file_methods_for_a_module_handle(run):
     assert h.sysfs("parameters/fill") == "118" and h.sysfs("parameters/fill", 90) == 3
     assert h.cat("/sys/module/vfsdev/parameters/fill") == "90\n" and h.echo("1", PARAM) == 2
     assert h.files is h.files and h.files.run is run
+
+
+def test_the_process_exit_closes_and_unmaps_what_is_left(booted_dir):
+    p = _cli("--open", "/dev/vfsdev", "--mmap", "8", "--open", "/dev/vfsdev", "--write", "s:a", "--exit")
+    assert p.returncode == 0, p.stderr
+    assert "armload: at the end, as the process's exit would: munmap(0xb6eff000, 8), close(3), close(4)" in p.stdout
+    assert "vfsdev: delete_module returned 0" in p.stdout           # nothing holds the module any more
