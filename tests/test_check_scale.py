@@ -325,7 +325,9 @@ SCENARIOS = {
 
 
 def test_every_outcome_class_has_a_scenario():
-    assert list(SCENARIOS) == list(OUTCOMES)
+    # loader-differs needs the booted kernel's load_module: its scenario is
+    # tests/test_booted_run.py::test_check_a_loader_difference_is_its_own_outcome_and_fails_by_default
+    assert list(SCENARIOS) == [c for c in OUTCOMES if c != "loader-differs"]
 
 
 @pytest.mark.parametrize("cls", list(SCENARIOS))

@@ -87,6 +87,8 @@ def cmd_run_booted(args) -> int:
     run = BootedRun(image, session.kernel, session.config, tree=tree)
     say(f"armload: inside the booted Debian kernel ({run.bk.meta.get('boot_insns', 0):,} boot instructions, "
         f"restored from {run.bk.directory}); the kernel's own load_module loads each module and runs its init")
+    from . import sanitize_opts
+    san = sanitize_opts.attach(run, args)
     probes = None
     if args.probes:
         from .probe_booted import BootedProbes
@@ -110,7 +112,7 @@ def cmd_run_booted(args) -> int:
         start = len(run.bk.console)
         if observer is not None:
             observer.before(path, last=path == pairs[-1][0])
-        r = run.load(path, " ".join(params), budget=args.budget)
+        r = sanitize_opts.load(san, run, path, " ".join(params), budget=args.budget)
         if observer is not None:
             observer.after(r)
         results.append(r)
@@ -139,10 +141,9 @@ def cmd_run_booted(args) -> int:
         ok &= probes.ok
     devio = None
     if ok and args.devio:
-        from .devio_booted import DevioRun
-        dv = DevioRun(run.bk, say)
-        ok &= dv.run(args.devio)
-        devio = dv.records
+        from .devio_booted import run_devio
+        came_back, devio = run_devio(run, args.devio, say, session.kernel.vmlinux_debug)
+        ok &= came_back
     elif args.devio:
         say("armload: the file operations were not run (a module did not load, or its probes failed)")
     unloaded = []
@@ -150,13 +151,16 @@ def cmd_run_booted(args) -> int:
         for r in reversed(results):
             start = len(run.bk.console)
             ret, lines = run.unload(r.name)
+            sanitize_opts.after_unload(san, r.name)
             console(lines, start)
             say(f"{r.name}: delete_module returned {ret}")
             unloaded.append({"module": r.name, "ret": ret, "console": lines})
             ok &= ret == 0
     observed = observer.finish(as_json) if observer is not None else {}
+    clean, sanitized = sanitize_opts.finish(san, say, as_json)
+    ok &= clean
     if as_json:
-        json.dump({**observed, "ok": ok, "runtime": "booted", "kernel": session.kernel.describe(),
+        json.dump({**observed, "ok": ok, "runtime": "booted", "sanitize": sanitized, "kernel": session.kernel.describe(),
                    "boot": run.bk.meta, "modules": [r.to_dict() for r in results],
                    "settled": settled, "devio": devio, "unloaded": unloaded, "request_module": run.requests,
                    "probes": dict(probe_report, hits=probes.all_hits()) if probes else None,
