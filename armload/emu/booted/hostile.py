@@ -283,5 +283,43 @@ def status_of(ret, core_bytes: bytes, oops_text: str, stopped: str, console: lis
     return "returned" if core_bytes else "refused"
 
 
-def is_stop(stopped: str) -> bool:
-    return stop_class(stopped) is not None
+SENTENCES = {
+    "soft-lockup": "spun until the kernel's soft-lockup watchdog reported it (its report above)",
+    "hung-task": "slept until the kernel's hung-task detector reported it (its report above)",
+    "restart": "restarted the machine",
+    "halt": "halted the machine",
+    "power-off": "powered the machine off",
+    "hang": "hangs",
+    "time-budget": "did not return",
+    "budget": "did not return",
+}
+
+
+def sentence(name: str, function: str, status: str, stopped: str) -> str:
+    """One line for a hostile end: `m: init restarted the machine: restart: ...`."""
+    return f"{name}: {function} {SENTENCES.get(status, status)}: {stopped}"
+
+
+def settle_line(settled: dict) -> str:
+    """The settle summary; when the system did not go idle, what that means."""
+    line = (f"armload: deferred work ran for {settled['ns'] / 1e6:.1f} ms simulated "
+            f"({settled['insns']:,} instructions)")
+    if settled["idle"]:
+        return line + "; the system is idle"
+    busy = 100 * settled["insns"] / max(1, settled["ns"])
+    return (line + f"; the system never went idle ({busy:.0f}% busy to the end of the settle time): deferred work "
+                   f"keeps running (a work item or timer that re-arms itself)")
+
+
+KERNEL_LINES = {"panic": "Kernel panic - not syncing", "soft-lockup": "BUG: soft lockup",
+                "hung-task": "blocked for more than", "restart": "reboot: ", "halt": "reboot: ",
+                "power-off": "reboot: "}
+
+
+def reason(status: str, console: list[str], stopped: str) -> tuple[str, str | None]:
+    """(reason, where) for check's record: the kernel's own line where it printed one, else the
+    stop's text; where: the report's `PC is at` when there is one."""
+    key = KERNEL_LINES.get(status)
+    line = next((ln.split("] ", 1)[-1] for ln in console if key and key in ln), None)
+    where = next((ln.split("PC is at ", 1)[1] for ln in console if "PC is at " in ln), None)
+    return (line or stopped.split("\n", 1)[0]), where
