@@ -140,9 +140,10 @@ samples: samples-vfsdev
 
 # The sanitizers' bug samples (issue 32): one module, `bug=N` picks the class; unstripped (its
 # DWARF gives file:line and the stack frames), ARM only, kept out of SAMPLE_KOS like ringdev.
-SANBUGS_KO := $(SAMPLE_DIR)/sanbugs-arm-debug.ko
+SANBUGS_KO := $(SAMPLE_DIR)/sanitize/sanbugs-arm-debug.ko
 $(eval $(call sample_ko_rule,sanbugs,arm))
 $(SANBUGS_KO): $(SAMPLE_BUILD)/arm/sanbugs/sanbugs.ko
+	mkdir -p $(dir $@)
 	cp $< $@
 samples-sanbugs: $(SANBUGS_KO)
 samples: samples-sanbugs

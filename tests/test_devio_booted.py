@@ -3,9 +3,8 @@
 operation's result and the kernel's errno, the svc path itself, the kernel context put back."""
 import json
 import os
+import re
 import struct
-import subprocess
-import sys
 
 import pytest
 
@@ -195,7 +194,21 @@ def test_an_oops_in_a_system_call_is_the_kernels(fs):
     assert "Unable to handle kernel NULL pointer dereference at virtual address 00000000" in text
     assert "PC is at vfsdev_ioctl+" in text and "Process init (pid: 1" in text
     assert " vfsdev_ioctl [vfsdev] from sys_ioctl+" in text and "sys_ioctl from ret_fast_syscall" in text
-    assert str(e.value) == "ioctl(2): panic (the kernel's own report is above)"
+    assert str(e.value) == "ioctl(2): an oops killed pid 1 (the kernel's own report is above)"
+    assert e.value.oops.startswith("[") and "Internal error: Oops: 5 [#1] SMP ARM" in e.value.oops
+    with pytest.raises(UserFault, match=r"getpid\(2\): pid 1 died in an oops in ioctl\(2\): no further system call"):
+        fs.sys.call("getpid")
+
+
+def test_a_call_past_its_budget_is_abandoned_and_nothing_more_runs(fs):
+    from armload.emu.booted.user import UserFault
+    fs.mount_all()
+    fs.sys.budget = 50                                  # instructions: not enough for any call
+    with pytest.raises(UserFault, match=r"getpid\(2\): did not return to user mode within 50 instructions"):
+        fs.sys.call("getpid")
+    fs.sys.budget = 10_000_000
+    with pytest.raises(UserFault, match=r"pid 1 was abandoned inside getpid\(2\): no further system call"):
+        fs.sys.call("getpid")
 
 
 def test_instructions_per_round_trip_are_counted(fs):
@@ -205,9 +218,20 @@ def test_instructions_per_round_trip_are_counted(fs):
     assert 100 < n < 5000                               # entry, sys_getpid, ret_fast_syscall, the stub
 
 
-def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "armload", "run", VFSDEV, "--kernel", BOOT_VMLINUZ,
-                           "--kernel", SYMVERS, *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
+def _cli(*args, kernel=(BOOT_VMLINUZ, SYMVERS)):
+    """`armload run VFSDEV --kernel ... ARGS` in this process (its stdout, stderr, exit status)."""
+    import contextlib
+    import io
+    import types
+    from armload.cli import main
+    out, err = io.StringIO(), io.StringIO()
+    kargs = [w for k in kernel for w in ("--kernel", k)]
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = main(["run", VFSDEV, *kargs, *args])
+        except SystemExit as e:
+            rc = e.code
+    return types.SimpleNamespace(returncode=rc, stdout=out.getvalue(), stderr=err.getvalue())
 
 
 def test_cli_operations_in_order(booted_dir):
@@ -245,7 +269,10 @@ def test_cli_json(booted_dir):
 def test_cli_an_oops_fails_the_run(booted_dir):
     p = _cli("--open", "/dev/vfsdev", "--ioctl", hex(IOC_CRASH), "0", "--read", "1")
     assert p.returncode == 1
-    assert "PC is at vfsdev_ioctl+" in p.stdout and "ioctl(2): panic" in p.stdout
+    assert "PC is at vfsdev_ioctl+" in p.stdout and "ioctl(2): an oops killed pid 1" in p.stdout
+    line = next(i for i, t in enumerate(open(VFSDEV.replace("devio/vfsdev-arm-debug.ko", "src/vfsdev/vfsdev.c")), 1)
+                if "return *vfsdev_null;" in t)
+    assert re.search(rf"PC is at vfsdev_ioctl \(\S*sample_modules/src/vfsdev/vfsdev.c:{line}\) vfsdev", p.stdout)
     assert "read(1)" not in p.stdout
 
 
@@ -271,3 +298,95 @@ def test_bench_devio_prints_round_trips_and_the_run_ratio(booted_dir):
     assert x["operations"] == 48 and x["devio"]["syscalls"] > 48 and 1 < x["insns_ratio"] < 2
     text = devio_booted.format_benchmark(res)
     assert "getpid" in text and "ratio:" in text
+
+
+def test_file_operations_outside_the_booted_kernel_are_refused(booted_dir):
+    p = _cli("--open", "/dev/vfsdev", kernel=(SYMVERS,))
+    assert p.returncode != 0 and "give the image with --kernel vmlinuz" in p.stderr and "Traceback" not in p.stderr
+    p = _cli("--call", "vfsdev_init", "--open", "/dev/vfsdev")
+    assert p.returncode != 0 and "run them in a separate command" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_module_files_for_tests(run):
+    from armload.devkit.files import ModuleFiles, _text
+    files = ModuleFiles(run, "vfsdev")
+    assert files.param("fill") == "118" and files.param("fill", 66) == 3 and files.param("fill") == "66"
+    assert files.sysfs("initstate") == "live" and files.sysfs("/sys/class/misc/vfsdev/opens") == "0"
+    with files.open("/dev/vfsdev", "r") as f:
+        assert _errno(f.write, b"x") == EBADF           # write(2) on an O_RDONLY descriptor: the VFS's -EBADF
+        assert f.read(1) == b""
+    with files.open("/dev/vfsdev", "w") as f:
+        assert f.write("x") == 1 and _errno(f.read, 1) == EBADF
+    with files.open("/dev/vfsdev") as f:
+        assert f.ioctl(IOC_FILL) == (1, None) and f.read(1) == b"B"   # fill 66 = 'B'
+    assert files.cat("/proc/vfsdev") == "len 1 opens 3 writes 1\n"
+    assert files.echo(9, "/sys/kernel/debug/vfsdev/writes") == 2 and files.sysfs("/sys/kernel/debug/vfsdev/writes") == "9"
+    with pytest.raises(FileNotFoundError):
+        files.sysfs("parameters/nope")
+    with pytest.raises(ValueError):
+        files.open("/dev/vfsdev", "a")
+    assert _text(True) == "Y" and _text(False) == "N" and _text(3) == "3"
+
+
+def test_coverage_counts_the_module_code_the_system_calls_ran(booted_dir, tmp_path):
+    out = tmp_path / "v.info"
+    p = _cli("--open", "/dev/vfsdev", "--write", "s:ab", "--ioctl", hex(IOC_LEN), "buf:4", "--close",
+             "--coverage", str(out))
+    assert p.returncode == 0, p.stderr
+    hits = dict(ln[5:].split(",")[::-1] for ln in out.read_text().splitlines() if ln.startswith("FNDA:"))
+    assert int(hits["vfsdev_write"]) >= 1 and int(hits["vfsdev_ioctl"]) >= 1 and int(hits["vfsdev_open"]) >= 1
+    assert int(hits["vfsdev_read"]) == 0 and int(hits["vfsdev_mmap"]) == 0     # not called
+
+
+def test_operation_arguments_are_checked_before_anything_runs():
+    from armload.emu.booted.fileops import _describe, _ret, _seek, _text, check_ops, dev_bytes
+    from armload.errors import EmulationError
+    assert dev_bytes("s:ab", "w") == b"ab" and dev_bytes("s:", "w") == b""
+    assert dev_bytes("b:00ff", "w") == b"\0\xff" and dev_bytes("buf:3", "w") == bytes(3)
+    for bad in ("b:0", "b:zz", "buf:x", "buf:", "ab", "S:ab"):
+        with pytest.raises(EmulationError, match=rf"--w '{re.escape(bad)}': s:TEXT, b:HEX or buf:N"):
+            dev_bytes(bad, "--w")
+    assert _seek("5") == (5, "set") and _seek("-3:cur") == (-3, "cur") and _seek("0x10:end") == (16, "end")
+    with pytest.raises(EmulationError, match="OFF, OFF:cur or OFF:end"):
+        _seek("1:top")
+    with pytest.raises(EmulationError, match="--lseek 'x': not an integer"):
+        _seek("x")
+    good = [("cat", ["/p"]), ("echo", ["1", "/p"]), ("open", ["/dev/x"]), ("write", ["b:01"]), ("read", ["1"]),
+            ("lseek", ["0:cur"]), ("ioctl", ["0x10", "buf:4"]), ("ioctl", ["1", "-1"]), ("poll", []),
+            ("mmap", ["0x1000"]), ("close", []), ("open", ["/dev/y"]), ("read", ["2"])]
+    check_ops(good)
+    for ops, msg in (([("read", ["1"])], "--read needs an --open PATH before it"),
+                     ([("open", ["/x"]), ("close", []), ("poll", [])], "--poll needs an --open PATH before it"),
+                     ([("cat", ["/x"]), ("read", ["1"])], "--read needs an --open PATH"),
+                     ([("open", ["x"])], "--open x: an absolute path"), ([("cat", ["x"])], "--cat x: an absolute path"),
+                     ([("echo", ["1", "x"])], "--echo 1 x: an absolute path"),
+                     ([("open", ["/x"]), ("read", ["0"])], "--read 0: a positive byte count"),
+                     ([("open", ["/x"]), ("mmap", ["-1"])], "--mmap -1: a positive byte count"),
+                     ([("open", ["/x"]), ("write", ["zz"])], "--write 'zz'"),
+                     ([("open", ["/x"]), ("lseek", ["1:x"])], "--lseek '1:x'"),
+                     ([("open", ["/x"]), ("ioctl", ["c", "0"])], "--ioctl CMD 'c': not an integer"),
+                     ([("open", ["/x"]), ("ioctl", ["1", "q"])], "--ioctl ARG 'q': not an integer"),
+                     ([("open", ["/x"]), ("ioctl", ["1", "b:1"])], "--ioctl ARG 'b:1'")):
+        with pytest.raises(EmulationError, match=re.escape(msg)):
+            check_ops(ops)
+    assert _describe("lseek", ["-1:end"]) == "lseek(-1, SEEK_END)" and _describe("ioctl", ["1", "b:00"]) == "ioctl(1, b:00)"
+    assert _describe("read", ["4"]) == "read(4)" and _describe("close", []) == "close"
+    assert _describe("mmap", ["8"]) == "mmap(8, PROT_READ|PROT_WRITE, MAP_SHARED)"
+    assert _ret(-25) == "-25 (-ENOTTY)" and _ret(0) == "0" and _ret(7) == "7"
+    assert _text(b"a\x00~\x7f ") == "a.~. "
+
+
+def test_user_error_and_poll_names():
+    from armload.emu.booted.user import poll_names, user_error
+    assert user_error(0xFFFFFFFF) == -1 and user_error(0xFFFFF001) == -4095 and user_error(0xFFFFF000) == 0xFFFFF000
+    assert user_error(0xB6EFF000) == 0xB6EFF000 and user_error(3) == 3 and user_error(1 << 32 | 5) == 5
+    assert poll_names(0) == "0" and poll_names(0x145) == "POLLIN|POLLOUT|POLLRDNORM|POLLWRNORM"
+
+
+def test_cat_says_where_it_stopped(booted_dir):
+    from armload.emu.booted.user import CAT_LIMIT
+    p = _cli("--cat", "/proc/kallsyms", "--json")
+    rec = json.loads(p.stdout)["devio"][0]
+    assert rec["result"] == CAT_LIMIT and rec["truncated"] is True and " T _stext" in rec["text"]
+    p = _cli("--cat", "/proc/kallsyms")
+    assert f"(the first {CAT_LIMIT:,} bytes: armload's cat stops there)" in p.stdout

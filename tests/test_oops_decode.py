@@ -164,3 +164,19 @@ def test_kernel_frames_from_the_dbg_vmlinux(run, binutils):
     frame = next(ln for ln in lines if " from do_one_initcall" in ln)
     assert frame.endswith(f"nullderef_init [nullderef] from do_one_initcall (init/{rel}) ")
     assert next(ln for ln in lines if " from do_init_module" in ln).endswith("(kernel/module/main.c:2479) ")
+
+
+def test_the_result_carries_the_decoded_oops_of_a_load_and_of_a_call(run):
+    from armload.emu.booted.call import call
+    r = run.load(sample("nullderef-arm-debug.ko"))
+    want = src_line("nullderef", "v = *(volatile int *)nullderef_ptr;")
+    assert any(f"nullderef.c:{want}) nullderef" in ln for ln in r.decoded) and r.to_dict()["decoded"] == r.decoded
+    from armload.emu.booted.modrun import BootedRun
+    run2 = BootedRun(BOOT_VMLINUZ, Kernel.from_files([SYMVERS, BOOT_VMLINUZ], DEBIAN_ARMMP), DEBIAN_ARMMP)
+    assert run2.load(sample("devkit-arm-debug.ko")).ok
+    c = call(run2, "devkit_crash")
+    assert c.status == "oops"
+    assert next(ln for ln in c.decoded if "PC is at " in ln).endswith(
+        f"PC is at devkit_peek (./sample_modules/src/devkit/devkit.c:{devkit_line('return *p + 1;')}) devkit")
+    ok = run2.load(sample("hello-arm.ko"))
+    assert ok.decoded == [] and not ok.oops

@@ -427,6 +427,11 @@ def set_worker_context(kernel, config, options: CheckOptions, plan: Plan) -> Non
         sim_restore(_WORKER["kernel"], _STACK.sims[0])
     _WORKER.update(kernel=kernel, config=config, options=options, plan=plan)
     _STACK.__init__()
+    if options.runtime == "booted" and options.emulate and options.image:
+        try:                                  # restored once here: the workers fork from it
+            _booted_handle([], _WORKER, options)
+        except Exception:
+            pass                              # each module reports the failure (_run_booted)
 
 
 def _err_dict(e) -> dict:
@@ -519,7 +524,10 @@ _STACK = _Stack()
 
 
 def check_group(names: list[str]) -> list[dict]:
-    return [check_one(n) for n in names]
+    try:
+        return [check_one(n) for n in names]
+    finally:
+        booted_release()
 
 
 def _new_record(info: ModuleInfo) -> dict:
@@ -745,28 +753,82 @@ def _run_init(mod, deps, kernel, opts: CheckOptions) -> dict:
 
 
 def _run_booted(info, closure, ctx, opts: CheckOptions) -> dict:
-    """The booted runtime: a fresh copy of the booted kernel, the closure then the module loaded by
-    its own load_module (init and all), armload's image compared with the kernel's (modrun.py).
-    Same shape as _run_init's dict, plus "loader_vs_kernel" and the kernel's last console lines."""
-    from ..emu.booted.modrun import BootedRun
+    """The booted runtime: the closure then the module loaded by the kernel's own load_module (init
+    and all), armload's image compared with the kernel's (modrun.py). The module runs in a fork of a
+    process holding the restored kernel with its closure loaded (emu/booted/forkserver.py), which
+    is the state a fresh restore plus the closure's loads gives. Same shape as _run_init's dict,
+    plus "loader_vs_kernel" and the kernel's last console lines."""
+    from functools import partial
+    from ..emu.booted import forkserver
     try:
-        run = BootedRun(opts.image, ctx["kernel"], ctx["config"], tree=opts.tree)
+        h = _booted_handle(closure, ctx, opts)
+    except forkserver.ForkError as e:
+        return {"status": "not-run", "reason": f"booted kernel: {str(e).strip().splitlines()[-1]}"}
     except Exception as e:
         return {"status": "not-run", "reason": f"booted kernel could not start: {_err_dict(e)['message']}"}
+    dep_inits, failed = h.info or ([], None)
+    if failed is not None:
+        return dict(failed, dependency_inits=dep_inits)
+    try:
+        return forkserver.fork_run(h, partial(_booted_module, info, opts, dep_inits))
+    except forkserver.ForkError as e:
+        return {"status": "not-run", "reason": f"booted kernel: {str(e).strip().splitlines()[-1]}",
+                "dependency_inits": dep_inits}
+
+
+_BOOTED: dict = {}
+
+
+def _booted_handle(closure, ctx, opts: CheckOptions):
+    """This worker's fork-server handle for `closure`: the base restore for none, else a server
+    holding the closure (one at a time: modules are checked in closure order)."""
+    from functools import partial
+    from ..emu.booted import forkserver
+    base = forkserver.prepare([], vmlinuz=opts.image, kernel=ctx["kernel"], config=ctx["config"], tree=opts.tree)
+    if not closure:
+        return base
+    key = (id(opts), id(ctx["kernel"]), tuple(d.name for d in closure))
+    old = _BOOTED.get("server")
+    if old is not None and _BOOTED.get("key") == key and old[0] == os.getpid():
+        return old[1]
+    if old is not None and old[0] == os.getpid():
+        forkserver.close(old[1])
+    _BOOTED.pop("server", None)
+    h = forkserver.prepare(closure, base=base, load=partial(_booted_closure, opts))
+    _BOOTED.update(key=key, server=(os.getpid(), h))
+    return h
+
+
+def booted_release() -> None:
+    """End this worker's closure server (its CPU time is then its parent's children's)."""
+    old = _BOOTED.pop("server", None)
+    if old is not None and old[0] == os.getpid():
+        from ..emu.booted import forkserver
+        forkserver.close(old[1])
+
+
+def _booted_closure(opts: CheckOptions, run, closure) -> tuple[list, dict | None]:
+    """Load the closure (in the fork server): (dependency_inits, a not-run result or None)."""
     t0 = time.perf_counter()
     dep_inits = []
     for d in closure:
         try:
             r = run.load(d.path, " ".join(opts.params.get(d.name, [])), budget=opts.budget)
         except Exception as e:
-            return {"status": "not-run", "reason": f"dependency {d.name}: {_err_dict(e)['message']}",
-                    "dependency_inits": dep_inits}
+            return dep_inits, {"status": "not-run", "reason": f"dependency {d.name}: {_err_dict(e)['message']}"}
         x = _booted_data(r, run)
         dep_inits.append({"name": d.name, "status": x["status"], "retval": x.get("retval"),
                           "reason": x.get("reason"), "where": x.get("where")})
         if init_class(x) != "ok":            # insmod of the module never happens
-            return {"status": "not-run", "reason": f"dependency {d.name} failed in the kernel: {x.get('reason')}",
-                    "dependency_inits": dep_inits, "elapsed": time.perf_counter() - t0}
+            return dep_inits, {"status": "not-run", "reason": f"dependency {d.name} failed in the kernel: "
+                               f"{x.get('reason')}", "elapsed": time.perf_counter() - t0}
+    return dep_inits, None
+
+
+def _booted_module(info, opts: CheckOptions, dep_inits: list, run) -> dict:
+    """The module itself (in a fork of the process holding its closure)."""
+    t0 = time.perf_counter()
+    dep_inits = list(dep_inits)
     try:
         me = info.name.replace("-", "_")
         r = next((x for x in run.results if x.name.replace("-", "_") == me and x.ok), None)
@@ -978,6 +1040,7 @@ def run_checks(plan: Plan, kernel, config, options: CheckOptions, *, jobs: int =
         for g in groups:
             for n in g:
                 take(check_one(n))
+        booted_release()
     else:
         import multiprocessing as mp
         ctx = mp.get_context("fork")

@@ -115,9 +115,10 @@ def register(sub) -> None:
     p.add_argument("--unmodelled", choices=("fail", "real", "zero"), default="fail",
                    help="a call to a kernel function armload does not simulate: fail (default: end the run "
                         "and say so), real (run the kernel's own code from the image), zero (return 0, marked)")
-    p.add_argument("--budget", type=_int, default=DEFAULT_BUDGET, metavar="N",
-                   help=f"instruction budget per call, kernel code included (default {DEFAULT_BUDGET:,}); "
-                        f"the simulated clock is 1 instruction = 1 ns")
+    p.add_argument("--budget", type=_int, default=None, metavar="N",
+                   help=f"instruction budget per call, kernel code included (default {DEFAULT_BUDGET:,}; "
+                        f"in the booted kernel per load_module, signature check and init included: "
+                        f"1,000,000,000); the simulated clock is 1 instruction = 1 ns")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
                    help=f"wall-clock safety net per call (default {DEFAULT_TIMEOUT:g} s); never part of a result")
     p.add_argument("--no-verify", action="store_true", help="skip branch-reach verification")
@@ -142,6 +143,8 @@ def register(sub) -> None:
                    help="booted runtime: after the last init, let the kernel run its deferred work (timers, "
                         "workqueues, kthreads, RCU) for up to MS of simulated time, until idle (default 1000)")
     p.add_argument("--json", action="store_true", help="machine-readable result on stdout")
+    from .sanitize_opts import add_args as add_sanitize_args
+    add_sanitize_args(p)
     p.set_defaults(func=cmd_run, devio=[])
 
 
@@ -149,11 +152,19 @@ def cmd_run(args) -> int:
     from .run_booted import choose_runtime, cmd_run_booted
     runtime, why = choose_runtime(args)
     if runtime == "booted":
+        from ..ci.corpus import BOOTED_BUDGET
+        args.budget = BOOTED_BUDGET if args.budget is None else args.budget
         if args.budget <= 0:
             raise EmulationError("--budget must be positive")
         return cmd_run_booted(args)
+    from ..emu.limits import DEFAULT_BUDGET
+    args.budget = DEFAULT_BUDGET if args.budget is None else args.budget
     if why and not args.json:
         print(f"armload: {why}", flush=True)
+    if args.devio:
+        raise EmulationError("file operations (--open/--cat/--echo...) are real system calls inside the booted "
+                             + (f"kernel, and {why}: run them in a separate command" if why else
+                                "kernel: give the image with --kernel vmlinuz (`make test-inputs` fetches Debian's)"))
     from ..emu import Machine
     from ..loader.verify import verify_module
 
@@ -178,9 +189,6 @@ def cmd_run(args) -> int:
             raise
         raise type(e)(f"{e}\n{NO_KERNEL_HINT}") from None
     check_calls(modules, calls)
-    if args.devio:
-        raise EmulationError("file operations (--open/--cat/--echo...) are real system calls inside the booted "
-                             "kernel: give the image with --kernel vmlinuz (`make test-inputs` fetches Debian's)")
     as_json = args.json
     out = sys.stdout
 

@@ -5,7 +5,6 @@ import json
 import os
 import sys
 
-from ..loader.kofile import module_stem
 from .run import add_module_args, load_all
 
 
@@ -68,7 +67,7 @@ def _against_kernel(args) -> int:
             if not args.json:
                 print(_line(r))
             if (r.status != "returned" or r.ret) and p != path:      # insmod of the module never happens
-                results.append({"module": module_stem(path), "path": path, "status": "dependency-failed",
+                results.append({"module": _stem(path), "path": path, "status": "dependency-failed",
                                 "dependency": {"module": r.name, "status": r.status, "ret": r.ret}})
                 if not args.json:
                     print(f"{os.path.basename(path)}: not loaded: its dependency {r.name} failed ({r.status} {r.ret})")
@@ -102,3 +101,8 @@ def _line(r) -> str:
         where = f"{d['addr']:#010x}" if d["addr"] is not None else "-"
         lines.append(f"  {where} {d['section']}: armload {d['armload']} kernel {d['kernel']}")
     return "\n".join(lines)
+
+
+def _stem(path: str) -> str:
+    from ..loader.kofile import module_stem
+    return module_stem(path)

@@ -65,6 +65,8 @@ class Kernel:
     vmlinux_debug: str | None = None   # a vmlinux ELF with DWARF (Debian's -dbg): file:line of kernel code
     simulate_all: bool = False         # built-in kernel: invent an address for any undefined symbol
     known: frozenset = frozenset()     # built-in kernel: names armload simulates (models, real-code table)
+    symvers_vmlinux: dict = field(default_factory=dict, repr=False)   # Module.symvers path -> its vmlinux exports
+    image_exports: set = field(default_factory=set, repr=False)       # the image's __ksymtab names
 
     # --- construction --------------------------------------------------------
     @classmethod
@@ -72,9 +74,19 @@ class Kernel:
                    known: frozenset = frozenset()) -> "Kernel":
         if not paths:
             return cls.builtin(config, simulate_all=simulate_all, known=known)
+        from .setup_cache import cached
+        return cached("kernel", list(paths), repr((list(paths), list(map(os.path.abspath, paths)), config)),
+                      lambda: cls._from_files(paths, config))
+
+    @classmethod
+    def _from_files(cls, paths: list[str], config: KernelConfig) -> "Kernel":
         k = cls(config=config)
         for p in paths:
             k.add_file(p)
+        if k.image_path:
+            from .identity import check_symvers_belongs
+            for sv, names in k.symvers_vmlinux.items():
+                check_symvers_belongs(sv, names, k.image_path, k.image_exports)
         return k
 
     @classmethod
@@ -106,6 +118,7 @@ class Kernel:
             if head[:4] != b"\x7fELF":      # the Image's __ksymtab: every export, data included
                 from .image import load_image
                 img = load_image(path)
+                self.image_exports = set(img.exports)
                 for name, addr in img.exports.items():
                     e = self.exports.get(name)
                     if e is None:
@@ -146,6 +159,8 @@ class Kernel:
                 raise KernelFileError(f"{path}:{lineno}: malformed Module.symvers line: {line[:80]!r}", file=path)
             crc, name, owner, etype, ns = m.groups()
             owner = "vmlinux" if owner.endswith("vmlinux") else os.path.basename(owner)
+            if owner == "vmlinux":
+                self.symvers_vmlinux.setdefault(path, set()).add(name)
             ks = self.symbols.get(name)
             prev = self.exports.get(name)       # an image read first: its __ksymtab address stays
             addr = ks.addr if ks else (prev.addr if prev else None)

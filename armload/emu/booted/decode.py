@@ -40,6 +40,12 @@ def decode(oops_text: str, modules=(), vmlinux: str | None = None) -> list[str]:
     return [d.line(ln) for ln in oops_text.splitlines()]
 
 
+def decode_result(res, modules, vmlinux: str | None = None) -> None:
+    """Fill a Result's `decoded` from its oops (nothing without one)."""
+    if res.oops:
+        res.decoded = decode(res.oops, modules, vmlinux)
+
+
 def where(sym: str, modules=(), vmlinux: str | None = None) -> str:
     """`name+0xoff/0xsize [mod]` (what follows "PC is at ") with ` (FILE:LINE ...)` appended, or
     ` (no file:line: WHY)`: check's "where"."""

@@ -38,7 +38,7 @@ from unicorn import UC_HOOK_BLOCK, UC_HOOK_MEM_READ
 from unicorn.unicorn_const import UC_CTL_IO_WRITE, UC_CTL_TLB_FLUSH
 from unicorn import arm_const as A
 
-from .machine import RAM_BASE, RAM_SIZE, GuestFault
+from .machine import RAM_BASE, RAM_SIZE, GuestFault, _scan
 
 CHUNK = 20_000_000               # instructions between checks
 PROBE_LIMIT = 20_000             # instructions one probe may take (two passes of a loop)
@@ -200,6 +200,15 @@ class Watch:
             self.skips += 1
         m._sync()
 
+    def _time_sites(self) -> list[int]:
+        """Every generic-timer access (cp15 c14: its reads are native, hw/c14.py) and WFI of the Image."""
+        if self._sites is None:
+            c14_sites, wfi = _scan(self.k.image)
+            self._sites = [a for a, _ in c14_sites] + list(wfi)
+        return self._sites
+
+    _sites = None
+
     def _probe(self, until: int, limit: int) -> tuple[str, int | None]:
         """Two passes of the loop the CPU is in, from its PC: (how the run ended, the PC when proven)."""
         m, uc = self.k.m, self.k.m.uc
@@ -249,7 +258,7 @@ class Watch:
         (r0, _), (r1, reads1), (r2, reads2) = hits
         if not (r0 == r1 == r2 and reads1 == reads2):
             return how, None
-        sites = list(getattr(m, "_sites", {})) + list(m.wfi_sites)
+        sites = self._time_sites()
         if any(a <= s < a + n for a, n in blocks for s in sites):
             return how, None                     # the loop reads the timer or idles: time is its input
         self.proof = (p, r1, reads1)

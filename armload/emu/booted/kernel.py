@@ -157,6 +157,11 @@ class BootedKernel:
                     m.set_reg(r, saved[r])
             uc.reg_write(A.UC_ARM_REG_CPSR, saved["cpsr"])
 
+    def sym(self, *names: str) -> str:
+        """The first of `names` this kernel has: 6.10+ renamed allocators for memory allocation
+        profiling (__kmalloc -> __kmalloc_noprof, vmalloc -> vmalloc_noprof)."""
+        return next((n for n in names if n in self.image.symbols), names[0])
+
     def run_serviced(self, until: int, budget: int) -> str:
         """Machine.run to `until`, serving the requests hooks stop on (service_handler) on the way."""
         m, uc = self.m, self.m.uc
@@ -180,10 +185,10 @@ class BootedKernel:
         return how
 
     def kmalloc(self, size: int, gfp: int = GFP_KERNEL) -> int:
-        return self.call("__kmalloc", size, gfp)
+        return self.call(self.sym("__kmalloc", "__kmalloc_noprof"), size, gfp)
 
     def vmalloc(self, size: int) -> int:
-        return self.call("vmalloc", size)
+        return self.call(self.sym("vmalloc", "vmalloc_noprof"), size)
 
     def kfree(self, p: int) -> None:
         self.call("kfree", p)

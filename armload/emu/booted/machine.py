@@ -120,7 +120,7 @@ class Machine:
             return va
         ttbr0, ttbcr, ttbr1, dacr = cpu.mmu_state(self.uc)
         w = cpu.walk(self._read32p, ttbr0, ttbcr, ttbr1, 0xFFFFFFFF, va, write=write)
-        if w.pa is None and w.fs == 0x5 and va >= MODULES_VADDR:
+        if w.pa is None and w.translation_fault and va >= MODULES_VADDR and not w.long:
             # a process's first-level table gets kernel (vmalloc, module) sections copied from
             # init_mm's swapper_pg_dir lazily, on a translation fault (do_translation_fault):
             # walk the master table as that fault would
@@ -255,13 +255,13 @@ class Machine:
                 w2 = cpu.walk(self._read32p, ttbr0, ttbcr, ttbr1, dacr, nxt, write=write, user=user)
                 if w2.fs:
                     va, w = nxt, w2
-            fs = w.fs or (0x1 if va & 3 else 0x8)         # mapped and allowed: alignment or external
+            fs = w.fs or w.other_fault(bool(va & 3))      # mapped and allowed: alignment or external
             cpu.cp_write(uc, cpu.DFSR, cpu.fsr(w, write, fs))
             cpu.cp_write(uc, cpu.DFAR, va)
             cpu.enter(uc, "dabort", pc)
         else:
             w = cpu.walk(self._read32p, ttbr0, ttbcr, ttbr1, dacr, pc, execute=True, user=user)
-            cpu.cp_write(uc, cpu.IFSR, cpu.fsr(w, False, w.fs or 0x8) & ~0x800)
+            cpu.cp_write(uc, cpu.IFSR, cpu.fsr(w, False, w.fs or w.other_fault(False)) & ~0x800)
             cpu.cp_write(uc, cpu.IFAR, pc)
             cpu.enter(uc, "pabort", pc)
 

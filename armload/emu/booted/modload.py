@@ -59,6 +59,8 @@ class KernelLoadResult:
     oops_text: str = ""
     instructions: int = 0
     allocs: list[Alloc] = field(default_factory=list)
+    snaps: list[tuple[int, bytes]] = field(default_factory=list)
+    #   every module allocation at do_init_module (6.1: core, init; 6.4+: one per mod_mem type)
     decompressed_by: str = ""          # a compressed file: "kernel" (finit_module) or "kmod" (init_module)
     stopped: str = ""                  # why the run ended early ("" when load_module returned)
     hdr: int = 0                       # info->hdr: the kernel's copy of the file
@@ -77,8 +79,19 @@ def _signed(v: int) -> int:
     return v - (1 << 32) if v & 0x80000000 else v
 
 
+_BL_SITES: dict = {}
+
+
 def bl_sites(image, target: int) -> list[int]:
-    """Addresses of every `bl target` (ARM, condition AL) in the Image's text."""
+    """Addresses of every `bl target` (ARM, condition AL) in the Image's text (once per process
+    and target: a fork server's children inherit them)."""
+    key = (image.path, image.base, len(image.data), target)
+    if key not in _BL_SITES:
+        _BL_SITES[key] = _bl_sites(image, target)
+    return list(_BL_SITES[key])
+
+
+def _bl_sites(image, target: int) -> list[int]:
     lo, hi = image.base, image.symbols.get("_etext", image.end)
     w = np.frombuffer(image.data[: (hi - lo) & ~3], dtype="<u4")
     idx = np.nonzero((w & 0xFF000000) == 0xEB000000)[0]
@@ -97,7 +110,9 @@ class _Capture:
         self.snap: list[tuple[int, bytes]] = []
         self.hooks = []
         img = k.image
-        ma = img.symbols["module_alloc"]
+        # module memory: module_alloc(size) until 6.9, execmem_alloc(type, size) from 6.10
+        self.size_reg = A.UC_ARM_REG_R0 if "module_alloc" in img.symbols else A.UC_ARM_REG_R1
+        ma = img.symbols.get("module_alloc") or img.symbols["execmem_alloc"]
         self._add(ma, self._alloc_entry)
         for site in bl_sites(img, ma):
             self._add(site + 4, self._alloc_return)
@@ -107,7 +122,9 @@ class _Capture:
         self.kstrndup = img.address("kstrndup")
         self.percpu: Alloc | None = None
         self.formed: list[tuple[int, bytes]] = []
-        pa = img.symbols.get("__alloc_reserved_percpu")
+        # __alloc_reserved_percpu(size, align); 6.10+: pcpu_alloc_noprof(size, align, reserved=true, gfp)
+        pa = img.symbols.get("__alloc_reserved_percpu") or img.symbols.get("pcpu_alloc_noprof")
+        self.percpu_reserved_only = "__alloc_reserved_percpu" not in img.symbols
         if pa:
             self._add(pa, self._percpu_entry)
             for site in bl_sites(img, pa):
@@ -129,7 +146,7 @@ class _Capture:
     def _alloc_entry(self, uc, addr, size, _):
         if self.k.servicing != self.level:
             return
-        self.allocs.append(Alloc(uc.reg_read(A.UC_ARM_REG_R0)))
+        self.allocs.append(Alloc(uc.reg_read(self.size_reg)))
 
     def _alloc_return(self, uc, addr, size, _):
         if self.k.servicing != self.level:
@@ -140,6 +157,8 @@ class _Capture:
     def _percpu_entry(self, uc, addr, size, _):
         if self.k.servicing != self.level:
             return
+        if self.percpu_reserved_only and not uc.reg_read(A.UC_ARM_REG_R2):
+            return                                   # pcpu_alloc_noprof for another per-cpu object
         if self.allocs and self.percpu is None:      # the module's, not a later kernel allocation
             self.percpu = Alloc(uc.reg_read(A.UC_ARM_REG_R0))
 
@@ -260,6 +279,7 @@ def kernel_load(k: BootedKernel, ko: bytes, params: str = "", name: str = "", bu
     res = KernelLoadResult(name, ret, console_lines=lines, oops_text=oops, instructions=k.insns - i0,
                            allocs=cap.allocs, module=cap.mod, stopped=stopped, hdr=buf, percpu=cap.percpu,
                            formed=cap.formed, decompressed_by=how)
+    res.snaps = cap.snap
     if cap.snap:
         res.core_base, res.core_bytes = cap.snap[0]
         if len(cap.snap) > 1:
@@ -291,7 +311,9 @@ def user_string(k: BootedKernel, text: str) -> int:
         raise GuestFault(f"vm_mmap({size}) in pid 1 failed ({_signed(ua)})")
     kb = k.kmalloc(len(data))
     k.write(kb, data)
-    left = k.call("_copy_to_user", ua, kb, len(data))
+    # 6.12 inlines _copy_to_user: its out-of-line copy of the inline (access_ok, uaccess enabled) stands
+    # in; 6.1 LPAE has neither, and no domain PAN to enable: its raw arm_copy_to_user
+    left = k.call(k.sym("_copy_to_user", "_inline_copy_to_user", "arm_copy_to_user"), ua, kb, len(data))
     k.kfree(kb)
     if left:
         raise GuestFault(f"_copy_to_user left {left} bytes uncopied at {ua:#x}")

@@ -26,13 +26,14 @@ import numpy as np
 from unicorn import arm_const as A
 
 from ...errors import ENOMEM, ArmloadError, LayoutError
-from ...loader.elf import read_object
+from ...loader.elf import MODULE_NAME_LEN, MODULE_NAME_OFF, read_object
 from ...loader.kofile import module_stem, read_module
 from ...loader.layout import ModuleAllocator
 from ...loader.session import Session
 from .hostile import status_of
 from .kernel import CALL_BUDGET, BootedKernel, CallError
 from .machine import GuestFault
+from .decode import decode_result
 from .result import LoaderCheck, Result
 from .modload import LOAD_BUDGET, KernelLoadResult, _signed, kernel_load, load_order, modinfo, tree_index, user_string
 
@@ -94,7 +95,6 @@ UMH_PATH, UMH_ARGV, UMH_CLEANUP = 20, 24, 44
 REQUEST_BUDGET = 1_000_000_000        # instructions per module modprobe loads (its load_module and init)
 MODPROBE_FAILED = 1 << 8               # modprobe's exit status 1, as call_usermodehelper_exec returns it
 UMH_WAIT_PROC, UMH_WAIT_MASK = 2, 0x3  # include/linux/umh.h: UMH_NO_WAIT 0, EXEC 1, PROC 2; KILLABLE 4
-MODULE_NAME = 12                       # struct module: enum module_state state, struct list_head list, char name[56]
 
 
 class BootedRun:
@@ -145,7 +145,8 @@ class BootedRun:
         if mod in self._came:              # resumed at the same entry after the service
             return
         self._came.add(mod)
-        self.bk.m.service = {"coming": self.bk.cstr(mod + MODULE_NAME, 56)}
+        sm = self.session.config.struct_module        # the kernel's layout; else state (4) + list (8)
+        self.bk.m.service = {"coming": self.bk.cstr(mod + (sm.name if sm else MODULE_NAME_OFF), MODULE_NAME_LEN)}
         uc.emu_stop()
 
     def load(self, path: str, params: str = "", budget: int = LOAD_BUDGET) -> BootedResult:
@@ -167,6 +168,7 @@ class BootedRun:
         r.stopped = self.bk.watch.named(r.stopped)    # a spin's address with armload's module symbol
         res = BootedResult(name, path, r.ret, status, r.console_lines, r.oops_text, r.instructions, r.core_base,
                            r.init_base, check, r.stopped, decompressed_by=r.decompressed_by)
+        decode_result(res, self.session.modules, self.session.kernel.vmlinux_debug)
         self.results.append(res)
         if res.status == "returned" and res.ret and r.core_bytes:
             self._forget(name)        # do_init_module's fail_free_freeinit: init failed, the kernel freed it
@@ -329,7 +331,8 @@ class BootedRun:
             if s.name == "__dyndbg_classes":
                 skip += [(a, a + 8) for a in range(s.addr, s.addr + s.size - DDEBUG_CLASS_MAP + 1, DDEBUG_CLASS_MAP)]
         fin = mod.finalized
-        final = dict(((r.core_base, r.core_bytes), (r.init_base, r.init_bytes))) if r.core_bytes else dict(r.formed)
+        final = dict(r.snaps or ((r.core_base, r.core_bytes), (r.init_base, r.init_bytes))) if r.core_bytes \
+            else dict(r.formed)
         formed = dict(r.formed) if r.formed else final
         jump_final = bool(r.core_bytes)       # refused before do_init_module: the jump words are not compared
         for base, kb in final.items():

@@ -1,11 +1,11 @@
-"""Seed 003 on the booted Debian kernel (bench/attach_booted): prctl(PR_SET_NAME) from pid 1's user
+"""Seed 003 on the booted Debian kernel (bench/attach): prctl(PR_SET_NAME) from pid 1's user
 mode (svc, vector_swi, sys_prctl, ret_fast_syscall), a BPF
 counter loaded with bpf(2) and run by the kernel's interpreter, attached through
 perf_event_open's kprobe PMU and BPF_RAW_TRACEPOINT_OPEN; fentry/fexit refused by the kernel."""
 import pytest
 
 from conftest import BOOT_VMLINUZ, require_input
-from armload.bench import attach_booted
+from armload.bench import attach
 from armload.probes.base import ProbeError
 
 EVENTS = 40
@@ -14,7 +14,7 @@ EVENTS = 40
 @pytest.fixture(scope="module")
 def res():
     require_input(BOOT_VMLINUZ, "make test-inputs")
-    return attach_booted.run_task_rename_booted(events=EVENTS, vmlinuz=BOOT_VMLINUZ)
+    return attach.run_task_rename(events=EVENTS, vmlinuz=BOOT_VMLINUZ)
 
 
 def _by(res):
@@ -23,7 +23,7 @@ def _by(res):
 
 def test_the_program_ran_once_per_event_in_every_attached_row(res):
     rows = _by(res)
-    assert list(rows) == list(attach_booted.MODES)
+    assert list(rows) == list(attach.MODES)
     for mode, r in rows.items():
         want = 0 if mode == "base" else EVENTS
         assert (r["counter"], r["interp_runs"]) == (want, want), mode      # the map's hits, ___bpf_prog_run entries
@@ -51,30 +51,30 @@ def test_fentry_and_fexit_are_refused_by_the_kernel(res):
     for kind in ("fentry", "fexit"):
         u = res["unsupported"][kind]
         assert u["load_on_kernel_function"] == -22 and u["vmlinux_btf"] == 0    # EINVAL: no vmlinux BTF
-        assert u["attach_to_bpf_program"] == -attach_booted.ENOTSUPP
+        assert u["attach_to_bpf_program"] == -attach.ENOTSUPP
         assert u["arch_prepare_bpf_trampoline_calls"] == 1 and u["target_jited_len"] > 0
 
 
 def test_two_measurements_are_equal(res):
-    again = attach_booted.run_task_rename_booted(events=EVENTS, vmlinuz=BOOT_VMLINUZ)
+    again = attach.run_task_rename(events=EVENTS, vmlinuz=BOOT_VMLINUZ)
     key = lambda x: [(r["mode"], r["insns"], r["counter"], r["probe_text"]) for r in x["rows"]]
     assert key(again) == key(res) and again["unsupported"] == res["unsupported"]
 
 
 def test_a_program_that_is_not_attached_is_caught(monkeypatch):
     require_input(BOOT_VMLINUZ, "make test-inputs")
-    real = attach_booted.Syscalls.call
+    real = attach.Syscalls.call
 
     def no_set_bpf(self, name, *args):
-        if name == "ioctl" and args[1] == attach_booted.PERF_EVENT_IOC_SET_BPF:
+        if name == "ioctl" and args[1] == attach.PERF_EVENT_IOC_SET_BPF:
             return 0                                             # "attached", but never told the kernel
         return real(self, name, *args)
-    monkeypatch.setattr(attach_booted.Syscalls, "call", no_set_bpf)
+    monkeypatch.setattr(attach.Syscalls, "call", no_set_bpf)
     with pytest.raises(ProbeError, match="kprobe: the program ran 0 times"):
-        attach_booted.run_task_rename_booted(events=5, vmlinuz=BOOT_VMLINUZ)
+        attach.run_task_rename(events=5, vmlinuz=BOOT_VMLINUZ)
 
 
 def test_the_table(res, capsys):
-    attach_booted.print_task_rename_booted(res)
+    attach.print_task_rename(res)
     out = capsys.readouterr().out
     assert "base > raw_tp > kprobe > kretprobe is reproduced" in out and "ENOTSUPP" in out
