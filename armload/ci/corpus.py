@@ -32,12 +32,18 @@ OUTCOMES = {
     "budget":            ("module", "init ran out of its instruction / simulated-time budget"),
     "error":             ("module", "init returned a negative errno"),
     "unmodelled":        ("module", "init called a kernel function that has no model"),
+    "panic":             ("module", "the kernel panicked (its own report)"),
+    "soft-lockup":       ("module", "init spun until the kernel's soft-lockup watchdog reported it"),
+    "hung-task":         ("module", "init slept until the kernel's hung-task detector reported it"),
+    "reboot":            ("module", "init restarted, halted or powered off the machine"),
+    "hang":              ("module", "init spins with interrupts off: the kernel would hang silently (armload's stop)"),
     "loader-differs":    ("harness", "armload's loaded image differs from the booted kernel's load_module, "
                                      "or one refused what the other loaded (a bug in armload)"),
     "timeout":           ("harness", "the wall-clock safety net stopped init (machine load, not the module)"),
     "internal":          ("harness", "armload could not run a stage (a bug in armload)"),
 }
-DEFAULT_FAIL_ON = ("load", "verify", "fault", "loader-differs", "timeout", "internal")
+DEFAULT_FAIL_ON = ("load", "verify", "fault", "panic", "soft-lockup", "hung-task", "reboot", "hang", "loader-differs",
+                   "timeout", "internal")
 
 # The emulator's init status string -> outcome class. "returned" with a negative value is
 # "error" (do_init_module fails on ret < 0 and only warns on ret > 0). A status not listed here
@@ -53,7 +59,11 @@ INIT_STATUS = {
     "refused": "error",              # booted runtime: the kernel's load_module returned -errno before init
     "oops": "fault",                 # booted runtime: the kernel oopsed (its own report)
     "not-run": "internal",
+    # booted runtime, the ends of hostile modules (emu/booted/hostile.py)
+    "panic": "panic", "soft-lockup": "soft-lockup", "hung-task": "hung-task", "hang": "hang",
+    "restart": "reboot", "halt": "reboot", "power-off": "reboot", "time-budget": "budget",
 }
+HOSTILE_STATUSES = ("panic", "soft-lockup", "hung-task", "hang", "restart", "halt", "power-off", "time-budget")
 
 DEFAULT_BUDGET = 5_000_000          # instructions per init run (dependencies' inits get the same)
 BOOTED_BUDGET = 1_000_000_000       # booted runtime: per load_module (the kernel's loading and init)
@@ -839,8 +849,9 @@ def _booted_module(info, opts: CheckOptions, dep_inits: list, run) -> dict:
 
 def _booted_data(r, run=None) -> dict:
     """A modrun.BootedResult as check's init data."""
-    st = {"returned": "returned", "refused": "refused", "oops": "oops", "panic": "oops",
-          "budget": "budget"}.get(r.status, "not-run")
+    from ..emu.booted import hostile
+    st = {"returned": "returned", "refused": "refused", "oops": "oops",
+          "budget": "budget", **{k: k for k in HOSTILE_STATUSES}}.get(r.status, "not-run")
     out = {"status": st, "retval": r.ret, "instructions": r.instructions, "runtime": "booted",
            "console": r.console[-5:], "loader_vs_kernel": r.loader.to_dict()}
     if getattr(r, "decompressed_by", ""):
@@ -849,6 +860,8 @@ def _booted_data(r, run=None) -> dict:
         out["reason"] = f"load_module returned {r.ret} ({_errno_name(r.ret)})"
     elif r.status == "returned" and r.ret and r.ret < 0:
         out["reason"] = f"init returned {r.ret} ({_errno_name(r.ret)})"
+    elif r.status in HOSTILE_STATUSES and r.status != "panic":
+        out["reason"], out["where"] = hostile.reason(r.status, r.console, r.stopped)
     elif r.status in ("oops", "panic"):
         first = next((ln for ln in r.oops.splitlines() if ln.strip()), "")
         out["reason"] = first.split("] ", 1)[-1]

@@ -65,6 +65,7 @@ def choose_runtime(args) -> tuple[str, str]:
 
 
 def cmd_run_booted(args) -> int:
+    from ..emu.booted.hostile import sentence, settle_line, stop_class
     from ..emu.booted.modrun import BootedRun, package_tree
     from .load import session_from_args
     from ..loader.elf import read_object
@@ -131,8 +132,7 @@ def cmd_run_booted(args) -> int:
         start = len(run.bk.console)
         settled = run.settle(args.settle_ms * 1_000_000)
         console(settled["console"], start)
-        say(f"armload: deferred work ran for {settled['ns'] / 1e6:.1f} ms simulated "
-            f"({settled['insns']:,} instructions){'; the system is idle' if settled['idle'] else ''}")
+        say(settle_line(settled))
     probe_report = None
     if probes:
         for line in probes.summary():
@@ -153,8 +153,10 @@ def cmd_run_booted(args) -> int:
             ret, lines = run.unload(r.name)
             sanitize_opts.after_unload(san, r.name)
             console(lines, start)
-            say(f"{r.name}: delete_module returned {ret}")
-            unloaded.append({"module": r.name, "ret": ret, "console": lines})
+            say(f"{r.name}: delete_module returned {ret}" if ret is not None else
+                sentence(r.name, "exit (delete_module)", stop_class(run.exit_stopped) or "budget", run.exit_stopped))
+            unloaded.append({"module": r.name, "ret": ret, "console": lines,
+                             **({"stopped": run.exit_stopped} if ret is None else {})})
             ok &= ret == 0
     observed = observer.finish(as_json) if observer is not None else {}
     clean, sanitized = sanitize_opts.finish(san, say, as_json)
@@ -170,6 +172,7 @@ def cmd_run_booted(args) -> int:
 
 
 def _verdict(r) -> str:
+    from ..emu.booted.hostile import SENTENCES, sentence
     c = r.loader
     if r.status == "refused":
         head = f"{r.name}: load_module refused it: {r.ret}"
@@ -177,6 +180,8 @@ def _verdict(r) -> str:
         head = f"{r.name}: init returned {r.ret}"
     elif r.status == "budget":
         head = f"{r.name}: stopped: {r.stopped}"
+    elif r.status in SENTENCES:
+        head = sentence(r.name, "init", r.status, r.stopped)
     else:
         head = f"{r.name}: {r.status} in init (the kernel's own report above)"
     head += f"; {r.instructions:,} instructions"

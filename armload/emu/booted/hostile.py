@@ -38,7 +38,7 @@ from unicorn import UC_HOOK_BLOCK, UC_HOOK_MEM_READ
 from unicorn.unicorn_const import UC_CTL_IO_WRITE, UC_CTL_TLB_FLUSH
 from unicorn import arm_const as A
 
-from .machine import RAM_BASE, RAM_SIZE, GuestFault
+from .machine import RAM_BASE, RAM_SIZE, GuestFault, _scan
 
 CHUNK = 20_000_000               # instructions between checks
 PROBE_LIMIT = 20_000             # instructions one probe may take (two passes of a loop)
@@ -200,6 +200,15 @@ class Watch:
             self.skips += 1
         m._sync()
 
+    def _time_sites(self) -> list[int]:
+        """Every generic-timer access (cp15 c14: its reads are native, hw/c14.py) and WFI of the Image."""
+        if self._sites is None:
+            c14_sites, wfi = _scan(self.k.image)
+            self._sites = [a for a, _ in c14_sites] + list(wfi)
+        return self._sites
+
+    _sites = None
+
     def _probe(self, until: int, limit: int) -> tuple[str, int | None]:
         """Two passes of the loop the CPU is in, from its PC: (how the run ended, the PC when proven)."""
         m, uc = self.k.m, self.k.m.uc
@@ -249,7 +258,7 @@ class Watch:
         (r0, _), (r1, reads1), (r2, reads2) = hits
         if not (r0 == r1 == r2 and reads1 == reads2):
             return how, None
-        sites = list(getattr(m, "_sites", {})) + list(m.wfi_sites)
+        sites = self._time_sites()
         if any(a <= s < a + n for a, n in blocks for s in sites):
             return how, None                     # the loop reads the timer or idles: time is its input
         self.proof = (p, r1, reads1)
@@ -283,5 +292,43 @@ def status_of(ret, core_bytes: bytes, oops_text: str, stopped: str, console: lis
     return "returned" if core_bytes else "refused"
 
 
-def is_stop(stopped: str) -> bool:
-    return stop_class(stopped) is not None
+SENTENCES = {
+    "soft-lockup": "spun until the kernel's soft-lockup watchdog reported it (its report above)",
+    "hung-task": "slept until the kernel's hung-task detector reported it (its report above)",
+    "restart": "restarted the machine",
+    "halt": "halted the machine",
+    "power-off": "powered the machine off",
+    "hang": "hangs",
+    "time-budget": "did not return",
+    "budget": "did not return",
+}
+
+
+def sentence(name: str, function: str, status: str, stopped: str) -> str:
+    """One line for a hostile end: `m: init restarted the machine: restart: ...`."""
+    return f"{name}: {function} {SENTENCES.get(status, status)}: {stopped}"
+
+
+def settle_line(settled: dict) -> str:
+    """The settle summary; when the system did not go idle, what that means."""
+    line = (f"armload: deferred work ran for {settled['ns'] / 1e6:.1f} ms simulated "
+            f"({settled['insns']:,} instructions)")
+    if settled["idle"]:
+        return line + "; the system is idle"
+    busy = 100 * settled["insns"] / max(1, settled["ns"])
+    return (line + f"; the system never went idle ({busy:.0f}% busy to the end of the settle time): deferred work "
+                   f"keeps running (a work item or timer that re-arms itself)")
+
+
+KERNEL_LINES = {"panic": "Kernel panic - not syncing", "soft-lockup": "BUG: soft lockup",
+                "hung-task": "blocked for more than", "restart": "reboot: ", "halt": "reboot: ",
+                "power-off": "reboot: "}
+
+
+def reason(status: str, console: list[str], stopped: str) -> tuple[str, str | None]:
+    """(reason, where) for check's record: the kernel's own line where it printed one, else the
+    stop's text; where: the report's `PC is at` when there is one."""
+    key = KERNEL_LINES.get(status)
+    line = next((ln.split("] ", 1)[-1] for ln in console if key and key in ln), None)
+    where = next((ln.split("PC is at ", 1)[1] for ln in console if "PC is at " in ln), None)
+    return (line or stopped.split("\n", 1)[0]), where

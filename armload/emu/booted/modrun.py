@@ -31,7 +31,8 @@ from ...loader.kofile import module_stem, read_module
 from ...loader.layout import ModuleAllocator
 from ...loader.session import Session
 from .hostile import status_of
-from .kernel import CALL_BUDGET, BootedKernel
+from .kernel import CALL_BUDGET, BootedKernel, CallError
+from .machine import GuestFault
 from .decode import decode_result
 from .result import LoaderCheck, Result
 from .modload import LOAD_BUDGET, KernelLoadResult, _signed, kernel_load, load_order, modinfo, tree_index, user_string
@@ -121,6 +122,7 @@ class BootedRun:
         self.pending: list[dict] = []          # request_module_nowait requests, served after the current load
         self.budget = LOAD_BUDGET
         self.coming: list = []                 # fn(module name) at do_init_module's entry (on_coming)
+        self.exit_stopped = ""                 # why the last unload did not return
         self.dead: str | None = None           # what pid 1 died in (an oops): nothing more runs in it
         self._came: set[int] = set()
         umh = self.bk.image.symbols.get("call_usermodehelper_exec")
@@ -191,13 +193,18 @@ class BootedRun:
         """Modules whose load_module returned 0 (init ran and its memory is freed)."""
         return {r.name for r in self.results if r.ok}
 
-    def unload(self, name: str) -> tuple[int, list[str]]:
+    def unload(self, name: str) -> tuple[int | None, list[str]]:
         """delete_module(name, O_NONBLOCK) as rmmod calls it: the module's exit and the kernel's
-        own freeing. Returns (ret, console lines)."""
+        own freeing. Returns (ret, console lines); ret None when it did not return (exit_stopped says why)."""
         if self.dead is not None:
             raise ArmloadError(f"delete_module({name}): pid 1 died in an oops in {self.dead}; nothing more runs in it")
         mark = len(self.bk.console)
-        ret = _signed(self.bk.call("sys_delete_module", user_string(self.bk, name), O_NONBLOCK))
+        try:
+            ret = _signed(self.bk.call("sys_delete_module", user_string(self.bk, name), O_NONBLOCK))
+        except (CallError, GuestFault) as e:          # an exit that never returns (hostile.py's stops)
+            self.exit_stopped = str(e)
+            self.dead = f"{name}: exit"
+            return None, self.bk.console[mark:]
         if ret == 0:                  # gone from the kernel: its exports and memory from armload's session
             self._forget(name.replace("-", "_"))
         return ret, self.bk.console[mark:]
