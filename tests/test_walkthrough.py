@@ -120,11 +120,30 @@ def test_plugin_outside_the_repository_finds_the_kernel(tmp_path):
     assert r.returncode != 0 and "no such kernel file" in r.stderr and "make test-inputs" in r.stderr
 
 
-def test_device_io_from_the_cli_is_refused_until_it_goes_through_the_kernels_vfs(capsys):
+def test_device_io_from_the_cli(capsys):
+    """Real system calls inside the booted kernel (ringdev has no poll: the VFS's DEFAULT_POLLMASK)."""
     rc, out, err = run(capsys, RINGDEV, "--kernel", DEBIAN_SYMVERS, "--kernel", DEBIAN_VMLINUZ, "--open", "/dev/ringdev",
-                       "--write", "s:abc", "--read", "2", "--close")
-    assert rc == 1 and "device I/O (--open/--read/--write/--ioctl/--poll/--close)" in err
-    assert "not wired into run yet" in err and "init returned" not in out
+                       "--write", "s:abc", "--read", "2", "--ioctl", "0x80047201", "buf:4", "--read", "16",
+                       "--ioctl", "5", "0", "--poll", "--close")
+    assert rc == 0, err
+    assert "real system calls from pid 1's user mode through the kernel's VFS" in out
+    got = [ln for ln in out.splitlines() if ln.startswith("/dev/ringdev:")]
+    assert got == ["/dev/ringdev: open = 3", "/dev/ringdev: write(s:abc) = 3",
+                   "/dev/ringdev: read(2) = 2  6162  'ab'",
+                   "/dev/ringdev: ioctl(0x80047201, buf:4) = 0  buffer 01000000",     # RINGDEV_IOC_COUNT: 1 left
+                   "/dev/ringdev: read(16) = 1  63  'c'",
+                   "/dev/ringdev: ioctl(5, 0) = -25 (-ENOTTY)",
+                   "/dev/ringdev: poll(POLLIN|POLLPRI|POLLOUT, timeout 0): revents 0x5 (POLLIN|POLLOUT)",
+                   "/dev/ringdev: close = 0"]
+    rc, out, err = run(capsys, RINGDEV, "--kernel", DEBIAN_SYMVERS, "--kernel", DEBIAN_VMLINUZ, "--open", "/dev/ringdev",
+                       "--write", "b:00ff", "--read", "4", "--json")
+    import json
+    doc = json.loads(out)
+    dev = doc["devio"]
+    assert rc == 0 and [(d["op"], d["result"]) for d in dev] == [("open", 3), ("write", 2), ("read", 2)]
+    assert dev[2]["hex"] == "00ff"
+    rc, out, err = run(capsys, RINGDEV, "--kernel", DEBIAN_SYMVERS, "--kernel", DEBIAN_VMLINUZ, "--read", "3")
+    assert rc == 1 and "--read needs an --open PATH before it" in err and "ringdev" not in out
 
 
 def test_file_operations_offsets_match_the_modules_dwarf():

@@ -16,10 +16,13 @@ one (load, verify, explain, disasm and report need none).
 Words after a module that are not module files are its parameters (insmod semantics; options
 may come between them): the kernel's parse_args sets them. After the inits every branch is
 verified (--no-verify skips it), then each --call runs in order from pid 1's kernel context, its
-string and buffer arguments in the kernel's own __kmalloc'ed memory; --exit unloads the modules
-(delete_module) last. An oops is the kernel's own report: pid 1 is then dead, nothing more runs.
-Thumb-2 modules are refused: they need CONFIG_THUMB2_KERNEL, which Debian does not build.
-Exit status 0 only when every init returned 0, every --call returned, and every branch verified."""
+string and buffer arguments in the kernel's own __kmalloc'ed memory; the file operations (--open
+PATH, --write, --read, --lseek, --ioctl, --poll, --mmap, --close, --cat, --echo) follow, in order,
+as real system calls through the kernel's VFS; --exit unloads the modules (delete_module) last. An
+oops is the kernel's own report: pid 1 is then dead, nothing more runs. Thumb-2 modules are
+refused: they need CONFIG_THUMB2_KERNEL, which Debian does not build.
+Exit status 0 only when every init returned 0, every --call and file operation returned, and
+every branch verified."""
 
 
 def add_module_args(p: argparse.ArgumentParser) -> None:
@@ -46,52 +49,6 @@ def load_with_params(args):
     return session, modules, {id(m): ps for m, ps in zip(modules, per)}
 
 
-class _DevOp(argparse.Action):
-    """--open/--write/--read/--ioctl/--poll/--close, kept in command-line order."""
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        ops = list(getattr(namespace, self.dest, None) or [])
-        ops.append((option_string.lstrip("-"), list(values)))
-        setattr(namespace, self.dest, ops)
-
-
-def _dev_bytes(spec: str, what: str) -> bytes:
-    if spec.startswith("s:"):
-        return spec[2:].encode()
-    if spec.startswith("b:"):
-        try:
-            return bytes.fromhex(spec[2:])
-        except ValueError:
-            pass
-    if spec.startswith("buf:") and spec[4:].isdigit():
-        return bytes(int(spec[4:]))
-    raise EmulationError(f"{what} {spec!r}: s:TEXT, b:HEX or buf:N")
-
-
-def check_devio(ops) -> None:
-    """Device operations make sense before anything runs: an open first, arguments well formed."""
-    opened = False
-    for op, vals in ops:
-        if op == "open":
-            if not vals[0].startswith("/dev/"):
-                raise EmulationError(f"--open {vals[0]}: a device path /dev/NAME")
-            opened = True
-        elif not opened:
-            raise EmulationError(f"--{op} needs an --open /dev/NAME before it")
-        elif op == "write":
-            _dev_bytes(vals[0], "--write")
-        elif op == "read":
-            _int(vals[0]) if vals[0].isdigit() else _fail(f"--read {vals[0]!r}: a byte count")
-        elif op == "ioctl":
-            _int(vals[0])
-            if not vals[1].startswith(("b:", "buf:")):
-                _int(vals[1])
-        elif op == "close":
-            opened = False
-
-
-def _fail(msg):
-    raise EmulationError(msg)
 
 
 def _int(s: str) -> int:
@@ -128,12 +85,11 @@ def register(sub) -> None:
     p.add_argument("--coverage", metavar="OUT.info",
                    help="record which module instructions ran (init, calls, exit) and write an lcov tracefile "
                         "with line and function coverage from the modules' DWARF (genhtml renders it); "
-                        "prints a summary line per module (not wired into the booted kernel yet: refused)")
+                        "prints a summary line per module")
     p.add_argument("--gdb", type=int, metavar="PORT",
                    help="stop before the last module's init and serve the GDB remote protocol on PORT "
-                        "(udbserver); not wired into the booted kernel yet: refused")
-    p.add_argument("--trace", action="store_true", help="list every kernel call with its arguments and result "
-                                                        "(not wired into the booted kernel yet: refused)")
+                        "(udbserver); load symbols with `file` on the --image FILE")
+    p.add_argument("--trace", action="store_true", help="list every kernel call with its arguments and result")
     p.add_argument("--budget", type=_int, default=DEFAULT_BUDGET, metavar="N",
                    help=f"instruction budget per load (load_module and init) and per --call, everything the "
                         f"kernel runs meanwhile included (default {DEFAULT_BUDGET:,})")
@@ -147,18 +103,8 @@ def register(sub) -> None:
                         "graph:FUNC (function_graph): the kernel's own register_kprobe/kretprobe/ftrace/"
                         "function_graph (32-bit ARM 6.1 has no fentry/fexit); each hit is printed with its "
                         "arguments or return value")
-    dev = p.add_argument_group("device I/O (after init and the calls, in command-line order)",
-                               "not wired into the booted kernel yet: refused")
-    dev.add_argument("--open", dest="devio", action=_DevOp, nargs=1, metavar="/dev/NAME",
-                     help="open a device the module registered (misc devices)")
-    dev.add_argument("--write", dest="devio", action=_DevOp, nargs=1, metavar="s:TEXT|b:HEX",
-                     help="write these bytes to the open device")
-    dev.add_argument("--read", dest="devio", action=_DevOp, nargs=1, metavar="N", help="read up to N bytes")
-    dev.add_argument("--ioctl", dest="devio", action=_DevOp, nargs=2, metavar=("CMD", "ARG"),
-                     help="unlocked_ioctl(CMD, ARG): ARG an integer, or b:HEX / buf:N for a user buffer "
-                          "(printed after the call)")
-    dev.add_argument("--poll", dest="devio", action=_DevOp, nargs=0, help="f_op->poll: the event mask")
-    dev.add_argument("--close", dest="devio", action=_DevOp, nargs=0, help="release the open device")
+    from .devio_booted import add_devio_args
+    add_devio_args(p)
     p.add_argument("--tree", metavar="DIR",
                    help="the module tree request_module's modprobe loads from (default: the "
                         "lib/modules tree of the kernel package the vmlinuz comes from, when present)")
@@ -166,6 +112,8 @@ def register(sub) -> None:
                    help="after the last init (and the calls), let the kernel run its deferred work (timers, "
                         "workqueues, kthreads, RCU) for up to MS of simulated time, until idle (default 1000)")
     p.add_argument("--json", action="store_true", help="machine-readable result on stdout")
+    from .sanitize_opts import add_args as add_sanitize_args
+    add_sanitize_args(p)
     p.set_defaults(func=cmd_run, devio=[])
 
 

@@ -3,25 +3,20 @@
 The kernel boots once (cached in .cache/boot); each run restores it copy-on-write, and the kernel's
 own load_module loads the modules in order and runs their init through do_init_module. armload's
 loader loads the same files at the same addresses and is compared with the kernel's image (see
-armload/emu/booted/modrun.py). --call calls module functions from pid 1's kernel context
-(emu/booted/call.py). --probe registers the kernel's own kprobes, kretprobes, ftrace and
-function_graph (commands/probe_booted.py). Without a kernel image nothing runs: run says how to
-get one.
+armload/emu/booted/modrun.py). --probe registers the kernel's own kprobes, kretprobes, ftrace
+and function_graph (commands/probe_booted.py); --trace, --coverage, --gdb, --image and the oops
+decoded to file:line are commands/observe_booted.py's; --call calls module functions from pid 1's
+kernel context (emu/booted/call.py). File operations (--open, --cat, --echo ...:
+commands/devio_booted.py) are real system calls after the inits and the calls. Without a kernel
+image nothing runs: run says how to get one; Thumb-2 modules are refused (kernel/isa.py).
 """
 from __future__ import annotations
 
 import json
-import os
 import sys
 
 from ..errors import ArmloadError, EmulationError
 
-# option -> (flag, who wires it into the booted kernel): refused with that message until then
-NOT_YET = {
-    "trace": ("--trace", "the call trace"), "coverage": ("--coverage", "lcov coverage"),
-    "gdb": ("--gdb", "the gdb server"), "devio": ("device I/O (--open/--read/--write/--ioctl/--poll/--close)",
-                                                  "device I/O through the kernel's VFS"),
-}
 NO_IMAGE = ("run executes module code inside the booted Debian kernel, so it needs the kernel image: "
             "`make test-inputs` fetches it, then add --kernel .cache/linux-image-6.1.0-50-armmp/boot/"
             "vmlinuz-6.1.0-50-armmp (load, verify, explain, disasm and report work without it)")
@@ -43,10 +38,6 @@ def refuse_unsupported(args) -> None:
     """Everything run cannot do inside the booted kernel, refused before anything runs."""
     if not has_image(args.kernel):
         raise ArmloadError(NO_IMAGE)
-    for attr, (flag, what) in NOT_YET.items():
-        if getattr(args, attr, None):
-            raise ArmloadError(f"{flag}: {what} inside the booted kernel is not wired into run yet "
-                               f"(no model runtime stands in for it)")
     for p in args.probes or ():
         if p.split(":")[0] in ("fentry", "fexit"):
             raise ArmloadError(f"--probe {p}: 32-bit ARM 6.1 has no BPF trampoline, so fentry/fexit do not "
@@ -91,11 +82,13 @@ def check_calls(session, paths, calls) -> None:
 
 
 def cmd_run_booted(args) -> int:
+    from ..emu.booted.hostile import sentence, settle_line, stop_class
     from ..emu.booted.modrun import BootedRun, package_tree
-    from ..kernel.isa import refuse_thumb2_modules
-    from ..loader.elf import read_object
     from .load import session_from_args
+    from ..loader.elf import read_object
     from .modargs import assign_params, split_modules
+    from .observe_booted import Observer, say_decoded
+    from ..kernel.isa import refuse_thumb2_modules
     refuse_unsupported(args)
     calls = parse_calls(args)
     session = session_from_args(args)
@@ -105,8 +98,10 @@ def cmd_run_booted(args) -> int:
     check_calls(session, [p for p, _ in pairs], calls)
     names = [o.name for o in objs]
     per = assign_params(names, pairs, args.params)
-    as_json = args.json
     timeout = args.timeout or None
+    as_json = args.json
+    from .devio_booted import check_devio
+    check_devio(args.devio)
 
     def say(text: str = "") -> None:
         if not as_json:
@@ -117,6 +112,8 @@ def cmd_run_booted(args) -> int:
     run = BootedRun(image, session.kernel, session.config, tree=tree)
     say(f"armload: inside the booted Debian kernel ({run.bk.meta.get('boot_insns', 0):,} boot instructions, "
         f"restored from {run.bk.directory}); the kernel's own load_module loads each module and runs its init")
+    from . import sanitize_opts
+    san = sanitize_opts.attach(run, args)
     probes = None
     if args.probes:
         from .probe_booted import BootedProbes
@@ -124,16 +121,28 @@ def cmd_run_booted(args) -> int:
         say("armload: probes are the kernel's own (register_kprobe, register_kretprobe, register_ftrace_function, "
             "register_ftrace_graph); a module's are registered when it is formed, before its init")
 
+    observer = (Observer(run, args, say) if args.coverage or args.trace or args.gdb is not None or args.image
+                else None)
+
     def console(lines, start):
-        for line in probes.interleave(lines, start) if probes else lines:
+        if observer is not None:
+            lines = observer.interleave(lines, start, probes)
+        elif probes:
+            lines = probes.interleave(lines, start)
+        for line in lines:
             say(line)
 
     results, ok = [], True
     for (path, _), params in zip(pairs, per):
         start = len(run.bk.console)
-        r = run.load(path, params, budget=args.budget, timeout=timeout)
+        if observer is not None:
+            observer.before(path, last=path == pairs[-1][0])
+        r = sanitize_opts.load(san, run, path, params, budget=args.budget, timeout=timeout)
+        if observer is not None:
+            observer.after(r)
         results.append(r)
         console(r.console, start)
+        say_decoded(say, r.decoded, session.kernel.vmlinux_debug)       # filled by BootedRun.load
         say(_verdict(r))
         ok &= r.ok and r.loader.agrees and (r.loader.identical or (r.status == "refused" and bool(r.loader.refusal)))
         if not r.ok:
@@ -144,7 +153,6 @@ def cmd_run_booted(args) -> int:
             f"{q['status'] >> 8}")
     verified = _verify(args, run, say) if ok else {}
     ok &= all(v["ok"] for v in verified.values())
-    images = _write_images(args, run, say) if ok and args.image else []
     done = []
     if ok and calls:
         for name, specs, cargs in calls:
@@ -161,28 +169,40 @@ def cmd_run_booted(args) -> int:
         start = len(run.bk.console)
         settled = run.settle(args.settle_ms * 1_000_000)
         console(settled["console"], start)
-        say(f"armload: deferred work ran for {settled['ns'] / 1e6:.1f} ms simulated "
-            f"({settled['insns']:,} instructions){'; the system is idle' if settled['idle'] else ''}")
+        say(settle_line(settled))
     probe_report = None
     if probes:
         for line in probes.summary():
             say(line)
         probe_report = probes.to_dict()
         ok &= probes.ok
+    devio = None
+    if ok and args.devio:
+        from .devio_booted import run_devio
+        came_back, devio = run_devio(run, args.devio, say, session.kernel.vmlinux_debug)
+        ok &= came_back
+    elif args.devio:
+        say("armload: the file operations were not run (a module did not load, or its probes failed)")
     unloaded = []
     if ok and args.exit:
         for r in reversed(results):
             start = len(run.bk.console)
             ret, lines = run.unload(r.name)
+            sanitize_opts.after_unload(san, r.name)
             console(lines, start)
-            say(f"{r.name}: delete_module returned {ret}")
-            unloaded.append({"module": r.name, "ret": ret, "console": lines})
+            say(f"{r.name}: delete_module returned {ret}" if ret is not None else
+                sentence(r.name, "exit (delete_module)", stop_class(run.exit_stopped) or "budget", run.exit_stopped))
+            unloaded.append({"module": r.name, "ret": ret, "console": lines,
+                             **({"stopped": run.exit_stopped} if ret is None else {})})
             ok &= ret == 0
+    observed = observer.finish(as_json) if observer is not None else {}
+    clean, sanitized = sanitize_opts.finish(san, say, as_json)
+    ok &= clean
     if as_json:
-        json.dump({"ok": ok, "runtime": "booted", "kernel": session.kernel.describe(),
+        json.dump({**observed, "ok": ok, "runtime": "booted", "sanitize": sanitized, "kernel": session.kernel.describe(),
                    "boot": run.bk.meta, "modules": [r.to_dict() for r in results],
-                   "calls": [c.to_dict() for c in done], "verify": verified, "images": images,
-                   "settled": settled, "unloaded": unloaded, "request_module": run.requests,
+                   "calls": [c.to_dict() for c in done], "verify": verified,
+                   "settled": settled, "devio": devio, "unloaded": unloaded, "request_module": run.requests,
                    "probes": dict(probe_report, hits=probes.all_hits()) if probes else None,
                    "tree": tree}, sys.stdout, indent=2)
         print()
@@ -200,25 +220,6 @@ def _verify(args, run, say) -> dict:
         v = verify_module(m, run.session.kernel)
         say(v.format())
         out[m.name] = v.to_dict()
-    return out
-
-
-def _write_images(args, run, say) -> list[str]:
-    """--image: each module as an ELF at the addresses the kernel's module_alloc chose."""
-    from ..loader.debug_image import write_debug_image
-    mods, out = run.session.modules, []
-    for m in mods:
-        path = args.image
-        if len(mods) > 1:
-            stem, dot, ext = path.rpartition(".")
-            path = f"{stem}-{m.name}.{ext}" if dot else f"{path}-{m.name}"
-        try:
-            write_debug_image(m, path)
-        except OSError as e:
-            raise EmulationError(f"--image: cannot write {path}: {e.strerror}") from None
-        say(f"armload: wrote {path} ({m.name} at the kernel's addresses, core {m.regions[0].base:#x}, with its "
-            f"debug sections)")
-        out.append(os.path.abspath(path))
     return out
 
 
@@ -244,13 +245,16 @@ def _printable(b: bytes) -> str:
 
 
 def _verdict(r) -> str:
+    from ..emu.booted.hostile import SENTENCES, sentence
     c = r.loader
     if r.status == "refused":
         head = f"{r.name}: load_module refused it: {r.ret}"
     elif r.status == "returned":
         head = f"{r.name}: init returned {r.ret}"
-    elif r.status in ("budget", "stopped", "refused-dead"):
+    elif r.status == "budget":
         head = f"{r.name}: stopped: {r.stopped}"
+    elif r.status in SENTENCES:
+        head = sentence(r.name, "init", r.status, r.stopped)
     else:
         head = f"{r.name}: {r.status} in init (the kernel's own report above)"
     head += f"; {r.instructions:,} instructions"

@@ -25,6 +25,7 @@ import os
 import struct as _struct
 
 from ..errors import ArmloadError
+from .files import FileMethods
 
 DEBIAN_KREL = "6.1.0-50-armmp"
 # the kmalloc family's entry points in 6.1 (mm/slab_common.c, mm/slub.c, mm/util.c, devres)
@@ -139,7 +140,10 @@ def _param_text(v) -> str:
     return str(v)
 
 
-class ModuleHandle:
+class ModuleHandle(FileMethods):
+    """A module in its own copy of the booted kernel; its files (open/cat/echo/sysfs) through real
+    system calls of pid 1 (devkit/files.py)."""
+
     def __init__(self, path: str, *, kernel: str | None = None, params=None, deps=(), budget: int | None = None,
                  thumb2: bool | None = None):
         from ..kernel.isa import refuse_thumb2_modules
@@ -226,10 +230,6 @@ class ModuleHandle:
         """Let the kernel run its deferred work (timers, workqueues, kthreads) for up to `ms` of
         simulated time, until idle."""
         return self.kernel.settle(ms * 1_000_000)
-
-    def open(self, path: str):
-        raise ArmloadError(f"open({path}): device I/O through the booted kernel's VFS is not wired into "
-                           f"ModuleHandle yet")
 
     @staticmethod
     def _raise(res) -> None:

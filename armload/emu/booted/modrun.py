@@ -6,8 +6,8 @@ For each module, in order (dependencies first), in one restored copy of the boot
 2. armload's loader loads the same `.ko` into a Session whose allocator hands out the addresses the
    kernel's module_alloc and per-cpu allocator returned (and whose temporary copy is the kernel's
    buffer), and the two images are compared byte for byte where the kernel has finished loading:
-   at its first module notifier (MODULE_STATE_COMING: relocation, kallsyms, module_finalize,
-   ftrace_module_init and complete_formation done), every word but the jump-label notifier's;
+   as prepare_coming_module starts (ftrace_module_enable, before any MODULE_STATE_COMING notifier:
+   relocation, kallsyms, module_finalize, ftrace_module_init and complete_formation done), every word but the jump-label notifier's;
    at do_init_module, the jump-label words (sorted table, key links, patched sites). Only struct
    module (`.gnu.linkonce.this_module`, the kernel's own object: list links, kobject, state,
    layouts) is left out, and the list links dynamic_debug_setup puts in each `__dyndbg_classes` entry.
@@ -26,10 +26,14 @@ import numpy as np
 from unicorn import arm_const as A
 
 from ...errors import ENOMEM, ArmloadError, LayoutError
-from ...loader.elf import read_object
+from ...loader.elf import MODULE_NAME_LEN, MODULE_NAME_OFF, read_object
+from ...loader.kofile import module_stem, read_module
 from ...loader.layout import ModuleAllocator
 from ...loader.session import Session
-from .kernel import CALL_BUDGET, BootedKernel
+from .hostile import status_of
+from .kernel import CALL_BUDGET, BootedKernel, CallError
+from .machine import GuestFault
+from .decode import decode_result
 from .result import LoaderCheck, Result
 from .modload import LOAD_BUDGET, KernelLoadResult, _signed, kernel_load, load_order, modinfo, tree_index, user_string
 
@@ -102,7 +106,6 @@ UMH_PATH, UMH_ARGV, UMH_CLEANUP = 20, 24, 44
 REQUEST_BUDGET = 1_000_000_000        # instructions per module modprobe loads (its load_module and init)
 MODPROBE_FAILED = 1 << 8               # modprobe's exit status 1, as call_usermodehelper_exec returns it
 UMH_WAIT_PROC, UMH_WAIT_MASK = 2, 0x3  # include/linux/umh.h: UMH_NO_WAIT 0, EXEC 1, PROC 2; KILLABLE 4
-MODULE_NAME = 12                       # struct module: enum module_state state, struct list_head list, char name[56]
 
 
 class BootedRun:
@@ -130,12 +133,14 @@ class BootedRun:
         self.pending: list[dict] = []          # request_module_nowait requests, served after the current load
         self.budget = LOAD_BUDGET
         self.coming: list = []                 # fn(module name) at do_init_module's entry (on_coming)
+        self.exit_stopped = ""                 # why the last unload did not return
         self.dead: str | None = None           # what pid 1 died in (an oops): nothing more runs in it
         self._came: set[int] = set()
         umh = self.bk.image.symbols.get("call_usermodehelper_exec")
         if umh:
             self.bk.hook_code(umh, self._umh)
         self.bk.service_handler = self._serve
+        self.bk.watch.modules = lambda: self.session.modules      # names in a stop's text
 
     def on_coming(self, fn) -> None:
         """Call fn(name) when a module is formed and about to run its init (do_init_module's entry,
@@ -151,7 +156,8 @@ class BootedRun:
         if mod in self._came:              # resumed at the same entry after the service
             return
         self._came.add(mod)
-        self.bk.m.service = {"coming": self.bk.cstr(mod + MODULE_NAME, 56)}
+        sm = self.session.config.struct_module        # the kernel's layout; else state (4) + list (8)
+        self.bk.m.service = {"coming": self.bk.cstr(mod + (sm.name if sm else MODULE_NAME_OFF), MODULE_NAME_LEN)}
         uc.emu_stop()
 
     def load(self, path: str, params: str | list[str] = "", budget: int = LOAD_BUDGET,
@@ -169,7 +175,7 @@ class BootedRun:
         self.budget = budget
         with open(path, "rb") as f:
             ko = f.read()
-        busy = os.path.basename(path)[:-3].replace("-", "_")
+        busy = module_stem(path)
         self.loading.add(busy)
         from .call import Watchdog
         try:
@@ -178,17 +184,26 @@ class BootedRun:
         finally:
             self.loading.discard(busy)
         check, name = self._check(path, ko, r)
-        status = ("panic" if "Kernel panic" in r.oops_text else "oops" if r.oops_text and r.ret is None
-                  else "stopped" if r.ret is None and wd.fired
-                  else "budget" if r.ret is None else "returned" if r.core_bytes else "refused")
+        status = status_of(r.ret, r.core_bytes, r.oops_text, r.stopped, r.console_lines)
+        if r.ret is None and wd.fired:
+            status = "stopped"                          # the wall-clock safety net, not the module
+        r.stopped = self.bk.watch.named(r.stopped)    # a spin's address with armload's module symbol
         res = BootedResult(name, path, r.ret, status, r.console_lines, r.oops_text, r.instructions, r.core_base,
-                           r.init_base, check, r.stopped)
+                           r.init_base, check, r.stopped, decompressed_by=r.decompressed_by)
+        decode_result(res, self.session.modules, self.session.kernel.vmlinux_debug)
         self.results.append(res)
-        if status in ("oops", "panic"):
+        if res.status == "returned" and res.ret and r.core_bytes:
+            self._forget(name)        # do_init_module's fail_free_freeinit: init failed, the kernel freed it
+        if status not in ("returned", "refused"):   # an oops, a panic, or a hostile end (hostile.py)
             self.dead = f"{name}: init"
         while self.pending and not self.bk.servicing and res.status == "returned":
             self._modprobe(self.pending.pop(0))
         return res
+
+    def _forget(self, name: str) -> None:
+        mod = next((m for m in self.session.modules if m.name == name), None)
+        if mod is not None:
+            self.session.forget(mod)
 
     def call(self, name: str, *args, budget: int | None = None, timeout: float | None = None) -> BootedResult:
         """`name(*args)` of a loaded module from pid 1's kernel context (call.py): int, str, bytes and
@@ -200,13 +215,20 @@ class BootedRun:
         """Modules whose load_module returned 0 (init ran and its memory is freed)."""
         return {r.name for r in self.results if r.ok}
 
-    def unload(self, name: str) -> tuple[int, list[str]]:
+    def unload(self, name: str) -> tuple[int | None, list[str]]:
         """delete_module(name, O_NONBLOCK) as rmmod calls it: the module's exit and the kernel's
-        own freeing. Returns (ret, console lines)."""
+        own freeing. Returns (ret, console lines); ret None when it did not return (exit_stopped says why)."""
         if self.dead is not None:
             raise ArmloadError(f"delete_module({name}): pid 1 died in an oops in {self.dead}; nothing more runs in it")
         mark = len(self.bk.console)
-        ret = _signed(self.bk.call("sys_delete_module", user_string(self.bk, name), O_NONBLOCK))
+        try:
+            ret = _signed(self.bk.call("sys_delete_module", user_string(self.bk, name), O_NONBLOCK))
+        except (CallError, GuestFault) as e:          # an exit that never returns (hostile.py's stops)
+            self.exit_stopped = str(e)
+            self.dead = f"{name}: exit"
+            return None, self.bk.console[mark:]
+        if ret == 0:                  # gone from the kernel: its exports and memory from armload's session
+            self._forget(name.replace("-", "_"))
         return ret, self.bk.console[mark:]
 
     # --- /sbin/modprobe ----------------------------------------------------------------------------
@@ -245,7 +267,7 @@ class BootedRun:
         ok = False
         for path in found:
             for p in load_order(path, self.index):
-                name = os.path.basename(p)[:-3].replace("-", "_")
+                name = module_stem(p)
                 if name in loaded:
                     continue
                 r = self.load(p, budget=min(self.budget, REQUEST_BUDGET))
@@ -282,9 +304,8 @@ class BootedRun:
         if self._aliases is None:
             self._aliases = []
             for n, p in sorted(self.index.items()):
-                with open(p, "rb") as f:
-                    for a in modinfo(f.read()).get("alias", []):
-                        self._aliases.append((a, p))
+                for a in modinfo(read_module(p)).get("alias", []):
+                    self._aliases.append((a, p))
         return sorted({p for a, p in self._aliases if fnmatch.fnmatchcase(want, a)})
 
     _aliases = None
@@ -299,7 +320,7 @@ class BootedRun:
     # --- the loader against the kernel ------------------------------------------------------
     def _check(self, path: str, ko: bytes, r: KernelLoadResult) -> tuple[LoaderCheck, str]:
         chk = LoaderCheck()
-        name = os.path.basename(path).removesuffix(".ko")
+        name = module_stem(path)
         self.replay.queue = list(r.allocs)
         self.replay.percpu = r.percpu
         self.replay.mismatch = []
@@ -319,12 +340,12 @@ class BootedRun:
             return chk, name
         if not r.core_bytes and not r.formed:  # the kernel's loader refused, armload's accepted
             chk.agrees = chk.identical = False
-            self.session.modules.remove(mod)
+            self.session.forget(mod)
             return chk, mod.name
         if not r.core_bytes:
             # Refused after loading (parse_args, sysfs, a notifier): the image is compared as formed;
             # the module is gone from the kernel, so it goes from armload's session too.
-            self.session.modules.remove(mod)
+            self.session.forget(mod)
         for size, ksize in self.replay.mismatch:
             self._diff(chk, None, "(allocation size)", f"{size:#x}", f"{ksize:#x}")
         skip = [(s.addr, s.addr + s.size) for s in mod.sections if s.name == THIS_MODULE]
@@ -332,7 +353,8 @@ class BootedRun:
             if s.name == "__dyndbg_classes":
                 skip += [(a, a + 8) for a in range(s.addr, s.addr + s.size - DDEBUG_CLASS_MAP + 1, DDEBUG_CLASS_MAP)]
         fin = mod.finalized
-        final = dict(((r.core_base, r.core_bytes), (r.init_base, r.init_bytes))) if r.core_bytes else dict(r.formed)
+        final = dict(r.snaps or ((r.core_base, r.core_bytes), (r.init_base, r.init_bytes))) if r.core_bytes \
+            else dict(r.formed)
         formed = dict(r.formed) if r.formed else final
         jump_final = bool(r.core_bytes)       # refused before do_init_module: the jump words are not compared
         for base, kb in final.items():

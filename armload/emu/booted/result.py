@@ -12,6 +12,12 @@ status:
   budget     the instruction budget ended before it returned
   stopped    the machine could not go on (`stopped` says why: the wall-clock safety net, a guest fault)
   refused-dead  not run: pid 1 died in an earlier oops (`stopped` names it)
+  the ends a hostile module makes (emu/booted/hostile.py; `stopped` says which and why):
+  soft-lockup  the kernel's watchdog reported `BUG: soft lockup` (a proven spin, time advanced)
+  hung-task    the kernel's hung-task detector reported it (`INFO: task ... blocked`), then the time budget
+  restart / halt / power-off   machine_restart / machine_halt / machine_power_off was entered
+  hang         a proven spin nothing can end (interrupts off): armload's own stop, the kernel is silent
+  time-budget  the simulated-time budget ended before it returned
 """
 from __future__ import annotations
 
@@ -19,7 +25,10 @@ from dataclasses import dataclass, field
 
 from ..errno import errno_name
 
-STATUSES = ("returned", "refused", "oops", "panic", "budget", "stopped", "refused-dead")
+DECOMPRESSED_BY = {"kernel": "the kernel (finit_module, MODULE_INIT_COMPRESSED_FILE: module_decompress)",
+                   "kmod": "kmod in user space (init_module with the inflated image)"}
+STATUSES = ("returned", "refused", "oops", "panic", "budget", "stopped", "refused-dead",
+            "soft-lockup", "hung-task", "restart", "halt", "power-off", "hang", "time-budget")
 
 
 @dataclass
@@ -57,6 +66,7 @@ class Result:
     reports: list[dict] = field(default_factory=list)    # sanitizer reports (KASAN, kmemleak, lockdep ...)
     decoded: list[str] = field(default_factory=list)     # the oops's frames decoded to file:line
     args: list[dict] = field(default_factory=list)       # a call's arguments as placed (kernel addresses)
+    decompressed_by: str = ""          # a compressed .ko: "kernel" (finit_module's module_decompress) or "kmod"
 
     def __post_init__(self):
         assert self.status in STATUSES, self.status
@@ -87,4 +97,5 @@ class Result:
                 "console": self.console, "oops": self.oops or None, "instructions": self.instructions,
                 "core_base": self.core_base, "init_base": self.init_base, "stopped": self.stopped or None,
                 "reports": self.reports, "decoded": self.decoded, "args": self.args,
-                "loader_vs_kernel": self.loader.to_dict() if self.loader is not None else None}
+                "loader_vs_kernel": self.loader.to_dict() if self.loader is not None else None,
+                **({"decompressed_by": DECOMPRESSED_BY[self.decompressed_by]} if self.decompressed_by else {})}

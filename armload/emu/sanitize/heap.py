@@ -1,0 +1,156 @@
+"""Heap objects the module allocates (KASAN's classes): out-of-bounds and use-after-free on
+kmalloc, kmem_cache, kmalloc_large and vmalloc objects, byte-precise against the requested size;
+double and invalid free.
+
+Tracked: the objects allocated by a call from module text (the allocator's entry sees LR in the
+module; the pointer is read when the module's hook sees that LR run with the entry's sp). Frees are
+seen at kfree/kvfree/vfree/kmem_cache_free... from any caller (the kernel frees module objects too).
+Each object has its extent in the allocator (the kmalloc size class the kernel's own
+kmalloc_size_roundup gives, the cache's object_size, whole pages and vmalloc's guard page): an
+access in [start + requested, extent) is out of bounds. A freed object stays poisoned until a
+kernel allocation that could reuse its memory (same kmalloc class or cache; any, for pages and
+vmalloc) runs: SLUB and vmalloc hand freed memory out again at once (KASAN delays that with its
+quarantine; armload cannot change the kernel's allocator), so after such an allocation an access
+is no longer known to be a use after free, and is not reported.
+"""
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+PAGE = 4096
+KMALLOC_MAX_CACHE_SIZE = 2 * PAGE          # 6.1 SLUB: PAGE_SIZE << 1; larger goes to kmalloc_large
+GFP_DIRECT_RECLAIM = 0x400                 # ___GFP_DIRECT_RECLAIM (6.1 gfp_types.h)
+KMEM_CACHE_OBJECT_SIZE = 16                # struct kmem_cache (SLUB 6.1): cpu_slab, flags, min_partial, size, object_size
+KMEM_CACHE_NAME = 0x40                     # const char *name (checked at start-up)
+
+
+@dataclass
+class Obj:
+    start: int
+    size: int                 # requested
+    extent: int               # bytes the allocator gave (class size, cache object size, pages)
+    kind: str                 # kmalloc | kmem_cache | kmalloc_large | vmalloc
+    cache: int                # kmalloc class size, or the struct kmem_cache *
+    module: str
+    alloc: object             # report.Stack
+    cache_name: str = ""
+    freed: object = None      # report.Stack of the free
+    reused: bool = False      # a kernel allocation that could reuse it ran after the free
+    leak_reported: bool = False
+
+    @property
+    def end(self) -> int:
+        return self.start + self.extent
+
+
+class HeapShadow:
+    """Tracked objects, sorted by start (bisect on the access address)."""
+
+    def __init__(self):
+        self.starts: list[int] = []
+        self.objs: list[Obj] = []
+        self.lo, self.hi = 0xFFFFFFFF, 0       # bounds of every tracked extent (fast reject)
+        self.freed_by_cache: dict[object, list[Obj]] = {}
+
+    def __len__(self):
+        return len(self.objs)
+
+    def live(self) -> list[Obj]:
+        return [o for o in self.objs if o.freed is None]
+
+    def add(self, o: Obj) -> None:
+        self._drop_overlapping(o.start, o.end)
+        i = bisect.bisect_left(self.starts, o.start)
+        self.starts.insert(i, o.start)
+        self.objs.insert(i, o)
+        self.lo, self.hi = min(self.lo, o.start), max(self.hi, o.end)
+
+    def _drop_overlapping(self, a: int, b: int) -> None:
+        """Memory handed out again: whatever was tracked there is gone."""
+        i = bisect.bisect_right(self.starts, b - 1) - 1
+        while i >= 0 and self.objs[i].end > a:
+            o = self.objs.pop(i)
+            self.starts.pop(i)
+            self._unfree(o)
+            i -= 1
+
+    def _unfree(self, o: Obj) -> None:
+        lst = self.freed_by_cache.get(self._reuse_key(o))
+        if lst and o in lst:
+            lst.remove(o)
+
+    def remove(self, o: Obj) -> None:
+        i = self.objs.index(o)
+        self.objs.pop(i)
+        self.starts.pop(i)
+        self._unfree(o)
+
+    def find(self, addr: int) -> Obj | None:
+        """The object whose extent holds `addr`."""
+        if not (self.lo <= addr < self.hi):
+            return None
+        i = bisect.bisect_right(self.starts, addr) - 1
+        if i >= 0 and addr < self.objs[i].end:
+            return self.objs[i]
+        return None
+
+    def overlapping(self, a: int, b: int) -> Obj | None:
+        """The first tracked object whose extent meets [a, b)."""
+        if b <= self.lo or a >= self.hi:
+            return None
+        i = max(0, bisect.bisect_right(self.starts, a) - 1)
+        while i < len(self.objs) and self.objs[i].start < b:
+            if self.objs[i].end > a:
+                return self.objs[i]
+            i += 1
+        return None
+
+    @staticmethod
+    def _reuse_key(o: Obj):
+        return "any" if o.kind in ("kmalloc_large", "vmalloc") else (o.kind, o.cache)
+
+    def freed(self, o: Obj, stack) -> None:
+        o.freed = stack
+        self.freed_by_cache.setdefault(self._reuse_key(o), []).append(o)
+
+    def kernel_allocates(self, key) -> int:
+        """A kernel (not module) allocation of `key` ((kind, class) or "any") started: a freed
+        object it could be handed is no longer known to be free. Returns how many became so."""
+        n = 0
+        for k in ([key, "any"] if key != "any" else list(self.freed_by_cache)):
+            for o in self.freed_by_cache.pop(k, ()):
+                o.reused = True
+                n += 1
+        return n
+
+    def check(self, ea: int, size: int) -> tuple[str, Obj, int] | None:
+        """(bug type, object, first bad address) for an access of `size` bytes at `ea`."""
+        o = self.overlapping(ea, ea + size)
+        if o is None:
+            return None
+        if o.freed is not None:
+            if o.reused:
+                return None
+            return "use-after-free", o, max(ea, o.start)
+        if ea >= o.start and ea + size <= o.start + o.size:
+            return None
+        if ea < o.start:                        # meets o from below: the bytes before it are not o's
+            return None
+        bad = max(ea, o.start + o.size)
+        kind = {"vmalloc": "vmalloc-out-of-bounds", "kmalloc_large": "out-of-bounds"}.get(o.kind, "slab-out-of-bounds")
+        return kind, o, bad
+
+
+def kmalloc_classes(bk) -> list[int]:
+    """The kmalloc cache sizes of the booted kernel, from its own kmalloc_size_roundup() on each
+    candidate size (6.1 SLUB: 8..8192 powers of two plus 96 and 192, less those KMALLOC_MIN_SIZE
+    removes)."""
+    cands = [8, 16, 32, 64, 96, 128, 192, 256, 512, 1024, 2048, 4096, 8192]
+    out = sorted({bk.call("kmalloc_size_roundup", c) for c in cands})
+    return [c for c in out if c <= KMALLOC_MAX_CACHE_SIZE]
+
+
+def class_of(classes: list[int], size: int) -> int:
+    i = bisect.bisect_left(classes, size)
+    return classes[i] if i < len(classes) else 0
