@@ -3,14 +3,14 @@
 operation's result and the kernel's errno, the svc path itself, the kernel context put back."""
 import json
 import os
+import re
 import struct
-import subprocess
-import sys
 
 import pytest
 
 from conftest import BOOT_VMLINUZ, ROOT, SYMVERS, require_input
 from armload.kernel.config import DEBIAN_ARMMP
+from armload.emu.booted.user import File
 from armload.kernel.provider import Kernel
 
 VFSDEV = os.path.join(ROOT, "sample_modules", "devio", "vfsdev-arm-debug.ko")
@@ -99,17 +99,23 @@ def test_mmap_reads_what_the_module_maps(run, fs):
     f.write(b"M")                                       # the same page: the mapping sees it
     assert f.peek(addr, 2) == b"Ma"
     assert _errno(f.mmap, 8192) == EINVAL               # the module refuses more than a page
+    with pytest.raises(OSError, match=r"mmap /dev/vfsdev: EINVAL"):
+        f.mmap(8192)
     assert _errno(f.mmap, 4096, 3, 1, 1) == EINVAL      # and an offset
     f.close()
     assert run.unload("vfsdev")[0] == -EAGAIN           # the mapping still holds the file (and module)
-    assert f.munmap(addr, 4096) == 0
+    assert f.maps == [(addr, 4096)] and f.peek(addr, 0) == b""
+    with pytest.raises(OSError, match=re.escape("munmap /dev/vfsdev: EINVAL")):
+        f.munmap(addr + 1, 4096)                        # not page aligned
+    assert f.munmap(addr, 4096) == 0 and f.maps == []
     assert run.unload("vfsdev")[0] == 0
 
 
 def test_a_user_access_that_faults_is_the_kernels_signal(fs):
     from armload.emu.booted.user import UserFault
     fs.mount_all()
-    with pytest.raises(UserFault, match=r"force_sig_fault\(signal 11"):        # SIGSEGV, nothing mapped
+    with pytest.raises(UserFault, match=r"^a user load at 0x1000: the user access faulted: force_sig_fault\(signal 11, "
+                                        r"code 1, addr 0x1000\)$"):        # SIGSEGV, SEGV_MAPERR: nothing mapped
         fs.sys.peek(0x1000, 4)
     assert fs.sys.call("getpid") == 1                   # pid 1 goes on
 
@@ -195,7 +201,21 @@ def test_an_oops_in_a_system_call_is_the_kernels(fs):
     assert "Unable to handle kernel NULL pointer dereference at virtual address 00000000" in text
     assert "PC is at vfsdev_ioctl+" in text and "Process init (pid: 1" in text
     assert " vfsdev_ioctl [vfsdev] from sys_ioctl+" in text and "sys_ioctl from ret_fast_syscall" in text
-    assert str(e.value) == "ioctl(2): panic (the kernel's own report is above)"
+    assert str(e.value) == "ioctl(2): an oops killed pid 1 (the kernel's own report is above)"
+    assert e.value.oops.startswith("[") and "Internal error: Oops: 5 [#1] SMP ARM" in e.value.oops
+    with pytest.raises(UserFault, match=r"getpid\(2\): pid 1 died in an oops in ioctl\(2\): no further system call"):
+        fs.sys.call("getpid")
+
+
+def test_a_call_past_its_budget_is_abandoned_and_nothing_more_runs(fs):
+    from armload.emu.booted.user import UserFault
+    fs.mount_all()
+    fs.sys.budget = 50                                  # instructions: not enough for any call
+    with pytest.raises(UserFault, match=r"getpid\(2\): did not return to user mode within 50 instructions"):
+        fs.sys.call("getpid")
+    fs.sys.budget = 10_000_000
+    with pytest.raises(UserFault, match=r"pid 1 was abandoned inside getpid\(2\): no further system call"):
+        fs.sys.call("getpid")
 
 
 def test_instructions_per_round_trip_are_counted(fs):
@@ -205,9 +225,20 @@ def test_instructions_per_round_trip_are_counted(fs):
     assert 100 < n < 5000                               # entry, sys_getpid, ret_fast_syscall, the stub
 
 
-def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "armload", "run", VFSDEV, "--kernel", BOOT_VMLINUZ,
-                           "--kernel", SYMVERS, *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
+def _cli(*args, kernel=(BOOT_VMLINUZ, SYMVERS)):
+    """`armload run VFSDEV --kernel ... ARGS` in this process (its stdout, stderr, exit status)."""
+    import contextlib
+    import io
+    import types
+    from armload.cli import main
+    out, err = io.StringIO(), io.StringIO()
+    kargs = [w for k in kernel for w in ("--kernel", k)]
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = main(["run", VFSDEV, *kargs, *args])
+        except SystemExit as e:
+            rc = e.code
+    return types.SimpleNamespace(returncode=rc, stdout=out.getvalue(), stderr=err.getvalue())
 
 
 def test_cli_operations_in_order(booted_dir):
@@ -245,7 +276,10 @@ def test_cli_json(booted_dir):
 def test_cli_an_oops_fails_the_run(booted_dir):
     p = _cli("--open", "/dev/vfsdev", "--ioctl", hex(IOC_CRASH), "0", "--read", "1")
     assert p.returncode == 1
-    assert "PC is at vfsdev_ioctl+" in p.stdout and "ioctl(2): panic" in p.stdout
+    assert "PC is at vfsdev_ioctl+" in p.stdout and "ioctl(2): an oops killed pid 1" in p.stdout
+    line = next(i for i, t in enumerate(open(VFSDEV.replace("devio/vfsdev-arm-debug.ko", "src/vfsdev/vfsdev.c")), 1)
+                if "return *vfsdev_null;" in t)
+    assert re.search(rf"PC is at vfsdev_ioctl \(\S*sample_modules/src/vfsdev/vfsdev.c:{line}\) vfsdev", p.stdout)
     assert "read(1)" not in p.stdout
 
 
@@ -271,3 +305,132 @@ def test_bench_devio_prints_round_trips_and_the_run_ratio(booted_dir):
     assert x["operations"] == 48 and x["devio"]["syscalls"] > 48 and 1 < x["insns_ratio"] < 2
     text = devio_booted.format_benchmark(res)
     assert "getpid" in text and "ratio:" in text
+
+
+def test_file_operations_outside_the_booted_kernel_are_refused(booted_dir):
+    p = _cli("--open", "/dev/vfsdev", kernel=(SYMVERS,))
+    assert p.returncode != 0 and "give the image with --kernel vmlinuz" in p.stderr and "Traceback" not in p.stderr
+    p = _cli("--call", "vfsdev_init", "--open", "/dev/vfsdev")
+    assert p.returncode != 0 and "run them in a separate command" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_module_files_for_tests(run):
+    from armload.devkit.files import ModuleFiles, _text
+    files = ModuleFiles(run, "vfsdev")
+    assert files.param("fill") == "118" and files.param("fill", 66) == 3 and files.param("fill") == "66"
+    assert files.sysfs("initstate") == "live" and files.sysfs("/sys/class/misc/vfsdev/opens") == "0"
+    with files.open("/dev/vfsdev", "r") as f:
+        assert _errno(f.write, b"x") == EBADF           # write(2) on an O_RDONLY descriptor: the VFS's -EBADF
+        assert f.read(1) == b""
+    with files.open("/dev/vfsdev", "w") as f:
+        assert f.write("x") == 1 and _errno(f.read, 1) == EBADF
+    with files.open("/dev/vfsdev") as f:
+        assert f.ioctl(IOC_FILL) == (1, None) and f.read(1) == b"B"   # fill 66 = 'B'
+    assert files.cat("/proc/vfsdev") == "len 1 opens 3 writes 1\n"
+    assert files.echo(9, "/sys/kernel/debug/vfsdev/writes") == 2 and files.sysfs("/sys/kernel/debug/vfsdev/writes") == "9"
+    with pytest.raises(FileNotFoundError):
+        files.sysfs("parameters/nope")
+    with pytest.raises(ValueError):
+        files.open("/dev/vfsdev", "a")
+    assert _text(True) == "Y" and _text(False) == "N" and _text(3) == "3"
+
+
+def test_coverage_counts_the_module_code_the_system_calls_ran(booted_dir, tmp_path):
+    out = tmp_path / "v.info"
+    p = _cli("--open", "/dev/vfsdev", "--write", "s:ab", "--ioctl", hex(IOC_LEN), "buf:4", "--close",
+             "--coverage", str(out))
+    assert p.returncode == 0, p.stderr
+    hits = dict(ln[5:].split(",")[::-1] for ln in out.read_text().splitlines() if ln.startswith("FNDA:"))
+    assert int(hits["vfsdev_write"]) >= 1 and int(hits["vfsdev_ioctl"]) >= 1 and int(hits["vfsdev_open"]) >= 1
+    assert int(hits["vfsdev_read"]) == 0 and int(hits["vfsdev_mmap"]) == 0     # not called
+
+
+def test_operation_arguments_are_checked_before_anything_runs():
+    from armload.emu.booted.fileops import _describe, _ret, _seek, _text, check_ops, dev_bytes
+    from armload.errors import EmulationError
+    assert dev_bytes("s:ab", "w") == b"ab" and dev_bytes("s:", "w") == b""
+    assert dev_bytes("b:00ff", "w") == b"\0\xff" and dev_bytes("buf:3", "w") == bytes(3)
+    for bad in ("b:0", "b:zz", "buf:x", "buf:", "ab", "S:ab"):
+        with pytest.raises(EmulationError, match=rf"--w '{re.escape(bad)}': s:TEXT, b:HEX or buf:N"):
+            dev_bytes(bad, "--w")
+    assert _seek("5") == (5, "set") and _seek("-3:cur") == (-3, "cur") and _seek("0x10:end") == (16, "end")
+    with pytest.raises(EmulationError, match="OFF, OFF:cur or OFF:end"):
+        _seek("1:top")
+    with pytest.raises(EmulationError, match="--lseek 'x': not an integer"):
+        _seek("x")
+    good = [("cat", ["/p"]), ("echo", ["1", "/p"]), ("open", ["/dev/x"]), ("write", ["b:01"]), ("read", ["1"]),
+            ("lseek", ["0:cur"]), ("ioctl", ["0x10", "buf:4"]), ("ioctl", ["1", "-1"]), ("poll", []),
+            ("mmap", ["0x1000"]), ("close", []), ("open", ["/dev/y"]), ("read", ["2"])]
+    check_ops(good)
+    for ops, msg in (([("read", ["1"])], "--read needs an --open PATH before it"),
+                     ([("open", ["/x"]), ("close", []), ("poll", [])], "--poll needs an --open PATH before it"),
+                     ([("cat", ["/x"]), ("read", ["1"])], "--read needs an --open PATH"),
+                     ([("open", ["x"])], "--open x: an absolute path"), ([("cat", ["x"])], "--cat x: an absolute path"),
+                     ([("echo", ["1", "x"])], "--echo 1 x: an absolute path"),
+                     ([("open", ["/x"]), ("read", ["0"])], "--read 0: a positive byte count"),
+                     ([("open", ["/x"]), ("mmap", ["-1"])], "--mmap -1: a positive byte count"),
+                     ([("open", ["/x"]), ("write", ["zz"])], "--write 'zz'"),
+                     ([("open", ["/x"]), ("lseek", ["1:x"])], "--lseek '1:x'"),
+                     ([("open", ["/x"]), ("ioctl", ["c", "0"])], "--ioctl CMD 'c': not an integer"),
+                     ([("open", ["/x"]), ("ioctl", ["1", "q"])], "--ioctl ARG 'q': not an integer"),
+                     ([("open", ["/x"]), ("ioctl", ["1", "b:1"])], "--ioctl ARG 'b:1'")):
+        with pytest.raises(EmulationError, match=re.escape(msg)):
+            check_ops(ops)
+    assert _describe("lseek", ["-1:end"]) == "lseek(-1, SEEK_END)" and _describe("ioctl", ["1", "b:00"]) == "ioctl(1, b:00)"
+    assert _describe("read", ["4"]) == "read(4)" and _describe("close", []) == "close"
+    assert _describe("mmap", ["8"]) == "mmap(8, PROT_READ|PROT_WRITE, MAP_SHARED)"
+    assert _ret(-25) == "-25 (-ENOTTY)" and _ret(0) == "0" and _ret(7) == "7"
+    assert _text(b"a\x00~\x7f ") == "a.~. "
+
+
+def test_user_error_and_poll_names():
+    from armload.emu.booted.user import poll_names, user_error
+    assert user_error(0xFFFFFFFF) == -1 and user_error(0xFFFFF001) == -4095 and user_error(0xFFFFF000) == 0xFFFFF000
+    assert user_error(0xB6EFF000) == 0xB6EFF000 and user_error(3) == 3 and user_error(1 << 32 | 5) == 5
+    assert poll_names(0) == "0" and poll_names(0x145) == "POLLIN|POLLOUT|POLLRDNORM|POLLWRNORM"
+
+
+def test_cat_says_where_it_stopped(booted_dir):
+    from armload.emu.booted.user import CAT_LIMIT
+    p = _cli("--cat", "/proc/kallsyms", "--json")
+    rec = json.loads(p.stdout)["devio"][0]
+    assert rec["result"] == CAT_LIMIT and rec["truncated"] is True and " T _stext" in rec["text"]
+    p = _cli("--cat", "/proc/kallsyms")
+    assert f"(the first {CAT_LIMIT:,} bytes: armload's cat stops there)" in p.stdout
+
+
+def test_errors_name_the_call_the_file_and_the_errno(fs):
+    f = fs.open("/dev/vfsdev", 0)                       # O_RDONLY
+    for call, args, msg in ((f.write, (b"x",), "write /dev/vfsdev: EBADF"), (f.lseek, (-1,), "lseek /dev/vfsdev: EINVAL"),
+                            (f.ioctl, (0x7699,), "ioctl 0x7699 /dev/vfsdev: ENOTTY"),
+                            (f.mmap, (4096,), "mmap /dev/vfsdev: EACCES")):      # MAP_SHARED|PROT_WRITE, O_RDONLY
+        with pytest.raises(OSError, match=re.escape(msg)) as e:
+            call(*args)
+        assert str(e.value).startswith(f"[Errno {e.value.errno}] ")
+    f.close()
+    with pytest.raises(OSError, match=re.escape("read /dev/vfsdev: EBADF")):
+        File(fs.sys, "/dev/vfsdev", 99).read(1)             # no such descriptor
+    with pytest.raises(OSError, match=re.escape("open /dev/nope: ENOENT")):
+        fs.open("/dev/nope")
+
+
+def test_file_methods_for_a_module_handle(run):
+    """What ModuleHandle mixes in: its BootedRun is `.kernel`, the module's name `.name`."""
+    from armload.devkit.files import FileMethods
+
+    class Handle(FileMethods):
+        def __init__(self, kernel, name):
+            self.kernel, self.name = kernel, name
+    h = Handle(run, "vfsdev")
+    with h.open("/dev/vfsdev") as f:
+        assert f.write(b"hi") == 2 and f.ioctl(IOC_LEN, bytes(4)) == (0, struct.pack("<i", 2))
+    assert h.sysfs("parameters/fill") == "118" and h.sysfs("parameters/fill", 90) == 3
+    assert h.cat("/sys/module/vfsdev/parameters/fill") == "90\n" and h.echo("1", PARAM) == 2
+    assert h.files is h.files and h.files.run is run
+
+
+def test_the_process_exit_closes_and_unmaps_what_is_left(booted_dir):
+    p = _cli("--open", "/dev/vfsdev", "--mmap", "8", "--open", "/dev/vfsdev", "--write", "s:a", "--exit")
+    assert p.returncode == 0, p.stderr
+    assert "armload: at the end, as the process's exit would: munmap(0xb6eff000, 8), close(3), close(4)" in p.stdout
+    assert "vfsdev: delete_module returned 0" in p.stdout           # nothing holds the module any more

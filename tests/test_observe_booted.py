@@ -23,18 +23,47 @@ def run(booted_dir):
 def observed(run, path, params="", native=None):
     """Coverage and trace of one load, and every module instruction executed (a per-instruction
     code hook on each module allocation: the oracle)."""
-    from armload.emu.booted.observe import Allocations, BootedCoverage, CallTrace
-    al = Allocations(run.bk)
+    from armload.emu.booted.observe import Observation
+    obs = Observation(run, coverage=True, trace=True, native=native)
     executed = set()
-    al.on_alloc.append(lambda a: run.bk.m.uc.hook_add(UC_HOOK_CODE, lambda uc, addr, size, _: executed.add(addr),
-                                                      begin=a.base, end=a.base + a.size - 1))
-    cov, tr = BootedCoverage(run.bk, al, native=native), CallTrace(run.bk, al)
-    tr.prepare(path)
-    r = run.load(path, params)
-    cov.loaded(al.load, run.session.modules)
-    tr.finish(run.session.modules)
+    obs.allocs.on_alloc.append(lambda a: run.bk.m.uc.hook_add(
+        UC_HOOK_CODE, lambda uc, addr, size, _: executed.add(addr), begin=a.base, end=a.base + a.size - 1))
+    r = obs.load(path, params)
     mod = next(m for m in run.session.modules if m.name == r.name)
-    return r, mod, cov, tr, executed
+    return r, mod, obs.cov, obs.trace, executed
+
+
+def da(rep, line: int, file: str = "devkit/devkit.c") -> int:
+    """The DA count of a line of `file` in a ModuleCoverage's lcov records."""
+    recs, cur = {}, None
+    for r in rep.records:
+        if r.startswith("SF:"):
+            cur = r[3:]
+        elif r.startswith("DA:") and cur.endswith(file):
+            n, c = map(int, r[3:].split(","))
+            recs[n] = c
+    return recs[line]
+
+
+def test_observation_api_for_the_pytest_handle(run):
+    """What ModuleHandle(coverage=True).coverage()/.calls/.called() stand on: counts so far, the
+    calls so far (init, then a call into the module, then exit)."""
+    from armload.emu.booted.call import call
+    from armload.emu.booted.observe import Observation
+    obs = Observation(run, coverage=True, trace=True)
+    assert obs.load(sample("devkit-arm-debug.ko"), "count=2").ok
+    (name, first), = obs.coverage("devkit")
+    assert name == "devkit" and first.lines_hit > 0
+    n = len(obs.called("kmalloc_trace"))
+    assert n == 2
+    assert call(run, "devkit_add", 7).returned
+    assert len(obs.called("kmalloc_trace")) == 3 and obs.called("kmalloc_trace")[-1].ret
+    (_, later), = obs.coverage("devkit")
+    line = devkit_line("it = kmalloc(")
+    assert (da(first, line), da(later, line)) == (2, 3)     # devkit_add: twice in init, once called
+    assert obs.coverage("nope") == []
+    with pytest.raises(ValueError, match="coverage was not recorded"):
+        Observation(run).coverage()
 
 
 @pytest.mark.parametrize("native", [True, False])
@@ -95,4 +124,24 @@ def test_run_trace_lines_among_the_console_and_json(booted_dir, tmp_path):
     assert any(ln.startswith("coverage: devkit: ") and "lines" in ln for ln in out)
     d = json.loads(subprocess.run(args + ["--json"], capture_output=True, text=True, cwd=ROOT).stdout)
     assert [c["function"] for c in d["trace"]].count("kmalloc_trace") == 2
+    assert next(c for c in d["trace"] if c["function"] == "kmalloc_trace")["where"].startswith("devkit_add+0x")
     assert d["coverage"]["modules"][0]["lines_hit"] > 0 and os.path.exists(tmp_path / "c.info")
+    assert "FNDA:0,devkit_exit" in (tmp_path / "c.info").read_text()
+    out = subprocess.run(args + ["--exit"], capture_output=True, text=True, cwd=ROOT, check=True).stdout
+    assert "armload: trace: kfree(" in out and "[from devkit_free_all+0x" in out     # exit's calls
+    text = (tmp_path / "c.info").read_text()                # exit (core text) counted after init's
+    assert "FNDA:1,devkit_exit" in text and "FNDA:1,devkit_init" in text and "FNDA:1,devkit_free_all" in text
+
+
+@pytest.mark.parametrize("opts, msg", [
+    (["--coverage", "/nonexistent/c.info"], "--coverage: cannot write /nonexistent/c.info: /nonexistent is not"),
+    (["--image", "/nonexistent/m.elf"], "--image: cannot write /nonexistent/m.elf"),
+    (["--gdb", "0"], "--gdb: bad port 0"),
+    (["--gdb", "65536"], "--gdb: bad port 65536"),
+    (["--gdb", "1234", "--json"], "--gdb cannot be combined with --json")])
+def test_bad_observer_options_are_one_error_before_the_run(booted_dir, opts, msg):
+    p = subprocess.run([sys.executable, "-m", "armload", "run", sample("hello-arm.ko"), "--kernel", SYMVERS,
+                        "--kernel", BOOT_VMLINUZ] + opts, capture_output=True, text=True, cwd=ROOT)
+    out = p.stdout + p.stderr
+    assert p.returncode != 0 and msg in out and "Traceback" not in out
+    assert "hello: loaded" not in out                      # refused before any module ran

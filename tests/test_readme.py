@@ -90,20 +90,23 @@ COMMAND_LINES = {
     "matrix": (["matrix", "--cell", "6.1.0-50-armmp", "--modules", "{T}/tree", "-q", "--json", "{T}/matrix.json"], 0,
                lambda o, t: _file(f"{t}/matrix.json")),
     "agree": (["agree", "{T}/check.json", "--json"], 0, lambda o, t: "percent" in _json(o)),
-    "calls": (["calls", "{H}", "--kernel", "{S}", "--json"], 0, lambda o, t: _json(o)["modules"][0]["functions"]),
     "kallsyms": (["kallsyms", "{K}", "--lookup", "_printk", "--json"], 0,
                  lambda o, t: _json(o)["address"].startswith("0xc")),
     "kallsyms text": (["kallsyms", "{K}", "--grep", "^_printk$"], 0, lambda o, t: "_printk" in o),
-    # bench: `all` is loader, kallsyms, kallsyms-arm, emulate and coverage (text: each prints its table);
+    # bench: `all` is loader, kallsyms, kallsyms-arm, emulate and devio (text: each prints its table);
     # the others one by one with their smallest arguments
     "bench all": (["bench", "all"], 0, lambda o, t: all(w in o for w in ("kallsyms", "instructions"))),
     "bench kallsyms-arm": (["bench", "kallsyms-arm", "--json"], 0, lambda o, t: _json(o)["kallsyms-arm"]["rows"]),
     "bench plt": (["bench", "plt", "--sizes", "200", "--json"], 0, lambda o, t: _json(o)["plt"]["rows"]),
-    "bench probes": (["bench", "probes", "--json"], 0, lambda o, t: _json(o)["probes"]["attach"]),
+    "bench probes": (["bench", "probes", "--json"], 0, lambda o, t: _json(o)["probes"]["lists_equal_model"]),
     "bench task-rename": (["bench", "task-rename", "--json"], 0,
-                          lambda o, t: _json(o)["task-rename"]["rows"] and _json(o)["task-rename-booted"]["rows"]),
+                          lambda o, t: _json(o)["task-rename"]["verdict"]["reproduced"]),
+    "bench sanitize": (["bench", "sanitize", "--limit", "2", "--json"], 0,
+                       lambda o, t: _json(o)["sanitize"]["modules"] == 2 and _json(o)["sanitize"]["ratio"]),
+    "bench speed": (["bench", "speed", "--limit", "2", "--json"], 0,
+                    lambda o, t: _json(o)["speed"]["check"]["modules"] == 2 and _json(o)["speed"]["fork"]["forks"]),
 }
-BENCH_IN_ALL = ("loader", "kallsyms", "kallsyms-arm", "emulate", "coverage")
+BENCH_IN_ALL = ("loader", "kallsyms", "kallsyms-arm", "emulate", "coverage", "devio")
 
 
 def test_every_command_has_a_line():

@@ -72,7 +72,7 @@ def round_trips(vmlinuz: str = VMLINUZ) -> list[dict]:
 
 def run_ratio(vmlinuz: str = VMLINUZ) -> dict:
     """A plain run of vfsdev against the same run with the device-I/O plan after init."""
-    from ..commands.devio_booted import DevioRun
+    from ..emu.booted.fileops import DevioRun
     plan = [ln.split() for ln in open(PLAN) if ln.strip()]
     ops = [(p[0], p[1:]) for p in plan]
     out = {}

@@ -32,12 +32,18 @@ OUTCOMES = {
     "budget":            ("module", "init ran out of its instruction / simulated-time budget"),
     "error":             ("module", "init returned a negative errno"),
     "unmodelled":        ("module", "init called a kernel function that has no model"),
+    "panic":             ("module", "the kernel panicked (its own report)"),
+    "soft-lockup":       ("module", "init spun until the kernel's soft-lockup watchdog reported it"),
+    "hung-task":         ("module", "init slept until the kernel's hung-task detector reported it"),
+    "reboot":            ("module", "init restarted, halted or powered off the machine"),
+    "hang":              ("module", "init spins with interrupts off: the kernel would hang silently (armload's stop)"),
     "loader-differs":    ("harness", "armload's loaded image differs from the booted kernel's load_module, "
                                      "or one refused what the other loaded (a bug in armload)"),
     "timeout":           ("harness", "the wall-clock safety net stopped init (machine load, not the module)"),
     "internal":          ("harness", "armload could not run a stage (a bug in armload)"),
 }
-DEFAULT_FAIL_ON = ("load", "verify", "fault", "loader-differs", "timeout", "internal")
+DEFAULT_FAIL_ON = ("load", "verify", "fault", "panic", "soft-lockup", "hung-task", "reboot", "hang", "loader-differs",
+                   "timeout", "internal")
 
 # The emulator's init status string -> outcome class. "returned" with a negative value is
 # "error" (do_init_module fails on ret < 0 and only warns on ret > 0). A status not listed here
@@ -53,7 +59,11 @@ INIT_STATUS = {
     "refused": "error",              # booted runtime: the kernel's load_module returned -errno before init
     "oops": "fault",                 # booted runtime: the kernel oopsed (its own report)
     "not-run": "internal",
+    # booted runtime, the ends of hostile modules (emu/booted/hostile.py)
+    "panic": "panic", "soft-lockup": "soft-lockup", "hung-task": "hung-task", "hang": "hang",
+    "restart": "reboot", "halt": "reboot", "power-off": "reboot", "time-budget": "budget",
 }
+HOSTILE_STATUSES = ("panic", "soft-lockup", "hung-task", "hang", "restart", "halt", "power-off", "time-budget")
 
 DEFAULT_BUDGET = 5_000_000          # instructions per init run (dependencies' inits get the same)
 BOOTED_BUDGET = 1_000_000_000       # booted runtime: per load_module (the kernel's loading and init)
@@ -417,6 +427,11 @@ def set_worker_context(kernel, config, options: CheckOptions, plan: Plan) -> Non
         sim_restore(_WORKER["kernel"], _STACK.sims[0])
     _WORKER.update(kernel=kernel, config=config, options=options, plan=plan)
     _STACK.__init__()
+    if options.runtime == "booted" and options.emulate and options.image:
+        try:                                  # restored once here: the workers fork from it
+            _booted_handle([], _WORKER, options)
+        except Exception:
+            pass                              # each module reports the failure (_run_booted)
 
 
 def _err_dict(e) -> dict:
@@ -509,7 +524,10 @@ _STACK = _Stack()
 
 
 def check_group(names: list[str]) -> list[dict]:
-    return [check_one(n) for n in names]
+    try:
+        return [check_one(n) for n in names]
+    finally:
+        booted_release()
 
 
 def _new_record(info: ModuleInfo) -> dict:
@@ -735,28 +753,82 @@ def _run_init(mod, deps, kernel, opts: CheckOptions) -> dict:
 
 
 def _run_booted(info, closure, ctx, opts: CheckOptions) -> dict:
-    """The booted runtime: a fresh copy of the booted kernel, the closure then the module loaded by
-    its own load_module (init and all), armload's image compared with the kernel's (modrun.py).
-    Same shape as _run_init's dict, plus "loader_vs_kernel" and the kernel's last console lines."""
-    from ..emu.booted.modrun import BootedRun
+    """The booted runtime: the closure then the module loaded by the kernel's own load_module (init
+    and all), armload's image compared with the kernel's (modrun.py). The module runs in a fork of a
+    process holding the restored kernel with its closure loaded (emu/booted/forkserver.py), which
+    is the state a fresh restore plus the closure's loads gives. Same shape as _run_init's dict,
+    plus "loader_vs_kernel" and the kernel's last console lines."""
+    from functools import partial
+    from ..emu.booted import forkserver
     try:
-        run = BootedRun(opts.image, ctx["kernel"], ctx["config"], tree=opts.tree)
+        h = _booted_handle(closure, ctx, opts)
+    except forkserver.ForkError as e:
+        return {"status": "not-run", "reason": f"booted kernel: {str(e).strip().splitlines()[-1]}"}
     except Exception as e:
         return {"status": "not-run", "reason": f"booted kernel could not start: {_err_dict(e)['message']}"}
+    dep_inits, failed = h.info or ([], None)
+    if failed is not None:
+        return dict(failed, dependency_inits=dep_inits)
+    try:
+        return forkserver.fork_run(h, partial(_booted_module, info, opts, dep_inits))
+    except forkserver.ForkError as e:
+        return {"status": "not-run", "reason": f"booted kernel: {str(e).strip().splitlines()[-1]}",
+                "dependency_inits": dep_inits}
+
+
+_BOOTED: dict = {}
+
+
+def _booted_handle(closure, ctx, opts: CheckOptions):
+    """This worker's fork-server handle for `closure`: the base restore for none, else a server
+    holding the closure (one at a time: modules are checked in closure order)."""
+    from functools import partial
+    from ..emu.booted import forkserver
+    base = forkserver.prepare([], vmlinuz=opts.image, kernel=ctx["kernel"], config=ctx["config"], tree=opts.tree)
+    if not closure:
+        return base
+    key = (id(opts), id(ctx["kernel"]), tuple(d.name for d in closure))
+    old = _BOOTED.get("server")
+    if old is not None and _BOOTED.get("key") == key and old[0] == os.getpid():
+        return old[1]
+    if old is not None and old[0] == os.getpid():
+        forkserver.close(old[1])
+    _BOOTED.pop("server", None)
+    h = forkserver.prepare(closure, base=base, load=partial(_booted_closure, opts))
+    _BOOTED.update(key=key, server=(os.getpid(), h))
+    return h
+
+
+def booted_release() -> None:
+    """End this worker's closure server (its CPU time is then its parent's children's)."""
+    old = _BOOTED.pop("server", None)
+    if old is not None and old[0] == os.getpid():
+        from ..emu.booted import forkserver
+        forkserver.close(old[1])
+
+
+def _booted_closure(opts: CheckOptions, run, closure) -> tuple[list, dict | None]:
+    """Load the closure (in the fork server): (dependency_inits, a not-run result or None)."""
     t0 = time.perf_counter()
     dep_inits = []
     for d in closure:
         try:
             r = run.load(d.path, " ".join(opts.params.get(d.name, [])), budget=opts.budget)
         except Exception as e:
-            return {"status": "not-run", "reason": f"dependency {d.name}: {_err_dict(e)['message']}",
-                    "dependency_inits": dep_inits}
+            return dep_inits, {"status": "not-run", "reason": f"dependency {d.name}: {_err_dict(e)['message']}"}
         x = _booted_data(r, run)
         dep_inits.append({"name": d.name, "status": x["status"], "retval": x.get("retval"),
                           "reason": x.get("reason"), "where": x.get("where")})
         if init_class(x) != "ok":            # insmod of the module never happens
-            return {"status": "not-run", "reason": f"dependency {d.name} failed in the kernel: {x.get('reason')}",
-                    "dependency_inits": dep_inits, "elapsed": time.perf_counter() - t0}
+            return dep_inits, {"status": "not-run", "reason": f"dependency {d.name} failed in the kernel: "
+                               f"{x.get('reason')}", "elapsed": time.perf_counter() - t0}
+    return dep_inits, None
+
+
+def _booted_module(info, opts: CheckOptions, dep_inits: list, run) -> dict:
+    """The module itself (in a fork of the process holding its closure)."""
+    t0 = time.perf_counter()
+    dep_inits = list(dep_inits)
     try:
         me = info.name.replace("-", "_")
         r = next((x for x in run.results if x.name.replace("-", "_") == me and x.ok), None)
@@ -777,8 +849,9 @@ def _run_booted(info, closure, ctx, opts: CheckOptions) -> dict:
 
 def _booted_data(r, run=None) -> dict:
     """A modrun.BootedResult as check's init data."""
-    st = {"returned": "returned", "refused": "refused", "oops": "oops", "panic": "oops",
-          "budget": "budget"}.get(r.status, "not-run")
+    from ..emu.booted import hostile
+    st = {"returned": "returned", "refused": "refused", "oops": "oops",
+          "budget": "budget", **{k: k for k in HOSTILE_STATUSES}}.get(r.status, "not-run")
     out = {"status": st, "retval": r.ret, "instructions": r.instructions, "runtime": "booted",
            "console": r.console[-5:], "loader_vs_kernel": r.loader.to_dict()}
     if getattr(r, "decompressed_by", ""):
@@ -787,6 +860,8 @@ def _booted_data(r, run=None) -> dict:
         out["reason"] = f"load_module returned {r.ret} ({_errno_name(r.ret)})"
     elif r.status == "returned" and r.ret and r.ret < 0:
         out["reason"] = f"init returned {r.ret} ({_errno_name(r.ret)})"
+    elif r.status in HOSTILE_STATUSES and r.status != "panic":
+        out["reason"], out["where"] = hostile.reason(r.status, r.console, r.stopped)
     elif r.status in ("oops", "panic"):
         first = next((ln for ln in r.oops.splitlines() if ln.strip()), "")
         out["reason"] = first.split("] ", 1)[-1]
@@ -965,6 +1040,7 @@ def run_checks(plan: Plan, kernel, config, options: CheckOptions, *, jobs: int =
         for g in groups:
             for n in g:
                 take(check_one(n))
+        booted_release()
     else:
         import multiprocessing as mp
         ctx = mp.get_context("fork")

@@ -143,6 +143,8 @@ def register(sub) -> None:
                    help="booted runtime: after the last init, let the kernel run its deferred work (timers, "
                         "workqueues, kthreads, RCU) for up to MS of simulated time, until idle (default 1000)")
     p.add_argument("--json", action="store_true", help="machine-readable result on stdout")
+    from .sanitize_opts import add_args as add_sanitize_args
+    add_sanitize_args(p)
     p.set_defaults(func=cmd_run, devio=[])
 
 
@@ -159,6 +161,10 @@ def cmd_run(args) -> int:
     args.budget = DEFAULT_BUDGET if args.budget is None else args.budget
     if why and not args.json:
         print(f"armload: {why}", flush=True)
+    if args.devio:
+        raise EmulationError("file operations (--open/--cat/--echo...) are real system calls inside the booted "
+                             + (f"kernel, and {why}: run them in a separate command" if why else
+                                "kernel: give the image with --kernel vmlinuz (`make test-inputs` fetches Debian's)"))
     from ..emu import Machine
     from ..loader.verify import verify_module
 
@@ -183,9 +189,6 @@ def cmd_run(args) -> int:
             raise
         raise type(e)(f"{e}\n{NO_KERNEL_HINT}") from None
     check_calls(modules, calls)
-    if args.devio:
-        raise EmulationError("file operations (--open/--cat/--echo...) are real system calls inside the booted "
-                             "kernel: give the image with --kernel vmlinuz (`make test-inputs` fetches Debian's)")
     as_json = args.json
     out = sys.stdout
 

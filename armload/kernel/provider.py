@@ -74,6 +74,12 @@ class Kernel:
                    known: frozenset = frozenset()) -> "Kernel":
         if not paths:
             return cls.builtin(config, simulate_all=simulate_all, known=known)
+        from .setup_cache import cached
+        return cached("kernel", list(paths), repr((list(paths), list(map(os.path.abspath, paths)), config)),
+                      lambda: cls._from_files(paths, config))
+
+    @classmethod
+    def _from_files(cls, paths: list[str], config: KernelConfig) -> "Kernel":
         k = cls(config=config)
         for p in paths:
             k.add_file(p)

@@ -25,6 +25,7 @@ from ...errors import ArmloadError
 from .kernel import CALL_BUDGET, CallError
 from .machine import GuestFault
 from .modload import _oops, _signed
+from .decode import decode_result
 from .result import Result
 
 INIT_SECTIONS = (".init.text", ".init.data", ".init.rodata", ".exit.text")   # .exit.text: kept in 6.1 (MODULE_UNLOAD)
@@ -164,4 +165,5 @@ def call(run, name: str, *args, budget: int = CALL_BUDGET, timeout: float | None
     r.args = recs
     if r.status in ("oops", "panic"):
         run.dead = f"{mod.name}: {name}"
+        decode_result(r, run.session.modules, run.session.kernel.vmlinux_debug)
     return r

@@ -54,13 +54,10 @@ class BootedKernel:
         # (modrun: /sbin/modprobe for request_module); `servicing` is the nesting depth.
         self.service_handler = None
         self.servicing = 0
-        panic = image.symbols.get("panic")
-        if panic:                                # a panic ends the call (it would spin until the budget)
-            self.hook_code(panic, self._panic)
-
-    def _panic(self, uc, addr, size, _):
-        self.m.stop_reason = self.m.stop_reason or "panic"      # run() raises GuestFault with it
-        uc.emu_stop()
+        # every call runs through the watch: a panic, restart/halt/power-off end it; a proven spin
+        # advances time to the next timer event; budgets in instructions and simulated time (hostile.py)
+        from .hostile import Watch
+        self.watch = Watch(self)
 
     # --- construction ------------------------------------------------------------------------
     @classmethod
@@ -169,7 +166,7 @@ class BootedKernel:
         """Machine.run to `until`, serving the requests hooks stop on (service_handler) on the way."""
         m, uc = self.m, self.m.uc
         i0 = self.insns
-        how = m.run(until, budget)
+        how = self.watch.run(until, budget)
         while how == "service":                       # a hook stopped at a function's entry
             req, m.service = m.service, None
             ctx = uc.context_save()
@@ -184,7 +181,7 @@ class BootedKernel:
                 m.set_reg("r0", r0)
                 uc.reg_write(A.UC_ARM_REG_CPSR, uc.reg_read(A.UC_ARM_REG_CPSR) & ~0x20 | (0x20 if lr & 1 else 0))
                 m.set_reg("pc", lr & ~1)
-            how = m.run(until, max(1, budget - (self.insns - i0)))
+            how = self.watch.run(until, max(1, budget - (self.insns - i0)))
         return how
 
     def kmalloc(self, size: int, gfp: int = GFP_KERNEL) -> int:

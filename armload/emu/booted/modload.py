@@ -79,8 +79,19 @@ def _signed(v: int) -> int:
     return v - (1 << 32) if v & 0x80000000 else v
 
 
+_BL_SITES: dict = {}
+
+
 def bl_sites(image, target: int) -> list[int]:
-    """Addresses of every `bl target` (ARM, condition AL) in the Image's text."""
+    """Addresses of every `bl target` (ARM, condition AL) in the Image's text (once per process
+    and target: a fork server's children inherit them)."""
+    key = (image.path, image.base, len(image.data), target)
+    if key not in _BL_SITES:
+        _BL_SITES[key] = _bl_sites(image, target)
+    return list(_BL_SITES[key])
+
+
+def _bl_sites(image, target: int) -> list[int]:
     lo, hi = image.base, image.symbols.get("_etext", image.end)
     w = np.frombuffer(image.data[: (hi - lo) & ~3], dtype="<u4")
     idx = np.nonzero((w & 0xFF000000) == 0xEB000000)[0]

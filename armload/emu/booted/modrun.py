@@ -30,7 +30,10 @@ from ...loader.elf import MODULE_NAME_LEN, MODULE_NAME_OFF, read_object
 from ...loader.kofile import module_stem, read_module
 from ...loader.layout import ModuleAllocator
 from ...loader.session import Session
-from .kernel import CALL_BUDGET, BootedKernel
+from .hostile import status_of
+from .kernel import CALL_BUDGET, BootedKernel, CallError
+from .machine import GuestFault
+from .decode import decode_result
 from .result import LoaderCheck, Result
 from .modload import LOAD_BUDGET, KernelLoadResult, _signed, kernel_load, load_order, modinfo, tree_index, user_string
 
@@ -119,12 +122,14 @@ class BootedRun:
         self.pending: list[dict] = []          # request_module_nowait requests, served after the current load
         self.budget = LOAD_BUDGET
         self.coming: list = []                 # fn(module name) at do_init_module's entry (on_coming)
+        self.exit_stopped = ""                 # why the last unload did not return
         self.dead: str | None = None           # what pid 1 died in (an oops): nothing more runs in it
         self._came: set[int] = set()
         umh = self.bk.image.symbols.get("call_usermodehelper_exec")
         if umh:
             self.bk.hook_code(umh, self._umh)
         self.bk.service_handler = self._serve
+        self.bk.watch.modules = lambda: self.session.modules      # names in a stop's text
 
     def on_coming(self, fn) -> None:
         """Call fn(name) when a module is formed and about to run its init (do_init_module's entry,
@@ -159,14 +164,15 @@ class BootedRun:
         finally:
             self.loading.discard(busy)
         check, name = self._check(path, ko, r)
-        status = ("panic" if "Kernel panic" in r.oops_text else "oops" if r.oops_text and r.ret is None
-                  else "budget" if r.ret is None else "returned" if r.core_bytes else "refused")
+        status = status_of(r.ret, r.core_bytes, r.oops_text, r.stopped, r.console_lines)
+        r.stopped = self.bk.watch.named(r.stopped)    # a spin's address with armload's module symbol
         res = BootedResult(name, path, r.ret, status, r.console_lines, r.oops_text, r.instructions, r.core_base,
                            r.init_base, check, r.stopped, decompressed_by=r.decompressed_by)
+        decode_result(res, self.session.modules, self.session.kernel.vmlinux_debug)
         self.results.append(res)
         if res.status == "returned" and res.ret and r.core_bytes:
             self._forget(name)        # do_init_module's fail_free_freeinit: init failed, the kernel freed it
-        if status in ("oops", "panic"):
+        if status not in ("returned", "refused"):   # an oops, a panic, or a hostile end (hostile.py)
             self.dead = f"{name}: init"
         while self.pending and not self.bk.servicing and res.status == "returned":
             self._modprobe(self.pending.pop(0))
@@ -187,13 +193,18 @@ class BootedRun:
         """Modules whose load_module returned 0 (init ran and its memory is freed)."""
         return {r.name for r in self.results if r.ok}
 
-    def unload(self, name: str) -> tuple[int, list[str]]:
+    def unload(self, name: str) -> tuple[int | None, list[str]]:
         """delete_module(name, O_NONBLOCK) as rmmod calls it: the module's exit and the kernel's
-        own freeing. Returns (ret, console lines)."""
+        own freeing. Returns (ret, console lines); ret None when it did not return (exit_stopped says why)."""
         if self.dead is not None:
             raise ArmloadError(f"delete_module({name}): pid 1 died in an oops in {self.dead}; nothing more runs in it")
         mark = len(self.bk.console)
-        ret = _signed(self.bk.call("sys_delete_module", user_string(self.bk, name), O_NONBLOCK))
+        try:
+            ret = _signed(self.bk.call("sys_delete_module", user_string(self.bk, name), O_NONBLOCK))
+        except (CallError, GuestFault) as e:          # an exit that never returns (hostile.py's stops)
+            self.exit_stopped = str(e)
+            self.dead = f"{name}: exit"
+            return None, self.bk.console[mark:]
         if ret == 0:                  # gone from the kernel: its exports and memory from armload's session
             self._forget(name.replace("-", "_"))
         return ret, self.bk.console[mark:]

@@ -123,9 +123,11 @@ class Call:
     depth: int = 0                     # calls from the module pending when it was made
     module: str = ""
 
+    where: str = ""                    # the caller symbolized: `devkit_add+0x28/0x9c [devkit]`
+
     def to_dict(self) -> dict:
-        return {"function": self.name, "args": self.args, "caller": self.caller, "module": self.module,
-                "text": self.text, "ret": self.ret, "console_line": self.console}
+        return {"function": self.name, "args": self.args, "caller": self.caller, "where": self.where,
+                "module": self.module, "text": self.text, "ret": self.ret, "console_line": self.console}
 
 
 @dataclass
@@ -204,14 +206,15 @@ class CallTrace:
             if not c.module:
                 m = next((m for m in modules if m.region_of(c.caller) is not None), None)
                 c.module = m.name if m is not None else ""
+                c.where = (m.symbolize(c.caller) if m is not None else None) or f"{c.caller:#x}"
 
     def lines(self, modules=()) -> list[tuple[int, str]]:
         """(console position, line) of each call: `name(r0, r1, r2, r3) -> r0=VALUE  [from caller]` (r0 as the
         function left it: the return value, or what a void function left there)."""
         out = []
+        self.finish(modules)
         for c in self.calls:
-            m = next((m for m in modules if m.region_of(c.caller) is not None), None)
-            where = (m.symbolize(c.caller) if m is not None else None) or f"{c.caller:#x}"
+            where = c.where
             args = ", ".join(f"{v:#x}" for v in c.args)
             text = f" {c.text!r}" if c.text is not None else ""
             ret = "did not return" if c.ret is None else f"-> r0={_ret(c.ret)}"
@@ -227,3 +230,67 @@ class CallTrace:
 def _ret(v: int) -> str:
     s = v - (1 << 32) if v & 0x80000000 else v
     return f"{s}" if -4096 < s < 4096 else f"{v:#x}"
+
+
+class Observation:
+    """Coverage and/or the call trace of the modules a BootedRun loads: create it before the
+    first load, load through `load()` (or call `before(path)` / `after(result)` around
+    `run.load`). The pytest ModuleHandle and `armload run` use it."""
+
+    def __init__(self, run, *, coverage: bool = False, trace: bool = False, native: bool | None = None):
+        self.run = run
+        self.allocs = Allocations(run.bk)
+        self.cov = BootedCoverage(run.bk, self.allocs, native=native) if coverage else None
+        self.trace = CallTrace(run.bk, self.allocs) if trace else None
+        self.loads: list[tuple[str, int, object]] = []   # (module name, load serial, armload's LoadedModule)
+        self.unhooked: dict[str, list[str]] = {}     # path -> imports without a code address
+
+    def before(self, path: str) -> None:
+        if self.trace is not None:
+            exports = {s.name: s.addr for m in self.run.session.modules for s in m.symbols
+                       if s.bind != "local" and s.stype == "func"}
+            self.unhooked[path] = self.trace.prepare(path, exports)
+
+    def after(self, r) -> None:
+        load = self.allocs.load
+        self.allocs.load += 1
+        mod = next((m for m in reversed(self.run.session.modules) if m.name == r.name), None)
+        self.loads.append((r.name, load, mod))       # kept: an unload takes it out of the session
+        if self.cov is not None:
+            self.cov.loaded(load, self.run.session.modules)
+        if self.trace is not None:
+            self.trace.finish(self.run.session.modules)
+
+    @property
+    def modules(self) -> list:
+        """armload's modules of every load (an unloaded one too), then the session's others."""
+        mine = [m for _, _, m in self.loads if m is not None]
+        return mine + [m for m in self.run.session.modules if all(m is not x for x in mine)]
+
+    def load(self, path: str, params: str = "", **kw):
+        self.before(path)
+        r = self.run.load(path, params, **kw)
+        self.after(r)
+        return r
+
+    def coverage(self, name: str | None = None):
+        """ModuleCoverage of a loaded module (default: every module loaded, in order, as a list
+        when name is None). Counts so far: init, calls, exit, deferred work."""
+        if self.cov is None:
+            raise ValueError("coverage was not recorded (Observation(run, coverage=True))")
+        out = []
+        for n, load, mod in self.loads:
+            if name is not None and n.replace("-", "_") != name.replace("-", "_"):
+                continue
+            out.append((n, self.cov.report(mod, load) if mod is not None else None))
+        return out
+
+    @property
+    def calls(self) -> list[Call]:
+        if self.trace is None:
+            raise ValueError("calls were not traced (Observation(run, trace=True))")
+        self.trace.finish(self.modules)
+        return self.trace.calls
+
+    def called(self, name: str) -> list[Call]:
+        return [c for c in self.calls if c.name == name]

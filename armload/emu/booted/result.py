@@ -12,6 +12,12 @@ status:
   budget     the instruction budget ended before it returned
   stopped    the machine could not go on (`stopped` says why: the wall-clock safety net, a guest fault)
   refused-dead  not run: pid 1 died in an earlier oops (`stopped` names it)
+  the ends a hostile module makes (emu/booted/hostile.py; `stopped` says which and why):
+  soft-lockup  the kernel's watchdog reported `BUG: soft lockup` (a proven spin, time advanced)
+  hung-task    the kernel's hung-task detector reported it (`INFO: task ... blocked`), then the time budget
+  restart / halt / power-off   machine_restart / machine_halt / machine_power_off was entered
+  hang         a proven spin nothing can end (interrupts off): armload's own stop, the kernel is silent
+  time-budget  the simulated-time budget ended before it returned
 """
 from __future__ import annotations
 
@@ -21,7 +27,8 @@ from ..errno import errno_name
 
 DECOMPRESSED_BY = {"kernel": "the kernel (finit_module, MODULE_INIT_COMPRESSED_FILE: module_decompress)",
                    "kmod": "kmod in user space (init_module with the inflated image)"}
-STATUSES = ("returned", "refused", "oops", "panic", "budget", "stopped", "refused-dead")
+STATUSES = ("returned", "refused", "oops", "panic", "budget", "stopped", "refused-dead",
+            "soft-lockup", "hung-task", "restart", "halt", "power-off", "hang", "time-budget")
 
 
 @dataclass

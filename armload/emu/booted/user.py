@@ -59,11 +59,14 @@ CAT_LIMIT = 1 << 16
 
 class UserFault(EmulationError):
     """pid 1's user mode did not come back: a kernel oops or panic in the system call, a signal
-    (a user access that faulted), or the budget. `console` holds the kernel's lines meanwhile."""
+    (a user access that faulted), or the budget. `console` holds the kernel's lines meanwhile,
+    `oops` the kernel's report (from its first line) when there is one."""
 
     def __init__(self, message: str, console: list[str] | None = None):
         super().__init__(message)
         self.console = console or []
+        from .modload import _oops
+        self.oops = _oops(self.console)
 
 
 def user_error(v: int) -> int:
@@ -132,6 +135,12 @@ class Syscalls:
         self.mem.write(self.code, STUB)
         self.mem.write(self.stack, bytes(2 * PAGE))
         self.ret_to_user = k.addr("ret_to_user")
+        # die(): pid 1 exits (then panics). One hook for the object's life, acting only while pid 1's
+        # user mode runs (adding a code hook drops translated code: per call it cost ~0.9 ms)
+        self._in_user = False
+        self._stack_pa: dict[int, int] = {}
+        k.hook_code(k.addr("make_task_dead"), self._oops)
+        self.dead: str | None = None       # the call pid 1 died in (an oops): no further call runs
         self.count = 0                     # system calls made
         self.insns = 0                     # their instructions, user and kernel (everything that ran)
         self.last_insns = 0
@@ -165,42 +174,77 @@ class Syscalls:
         self.mem.release(mark)
         return data
 
+    def _oops(self, uc, addr, size, _):
+        if self._in_user:
+            self.k.m.stop_reason = "oops"
+            uc.emu_stop()
+
     def _signal(self, uc, addr, size, _):
         sig, code, at = (uc.reg_read(r) for r in (A.UC_ARM_REG_R0, A.UC_ARM_REG_R1, A.UC_ARM_REG_R2))
         self.k.m.stop_reason = f"the user access faulted: force_sig_fault(signal {sig}, code {code}, addr {at:#x})"
         uc.emu_stop()
 
-    def run_user(self, pc: int, regs: list[int], until: int, what: str, budget: int | None = None,
-                 hooks=()) -> list[int]:
+    def run_user(self, pc: int, regs: list[int], until: int, what: str, budget: int | None = None) -> list[int]:
         """Enter pid 1's user mode at pc with r0.. = regs (through ret_to_user, as the kernel returns
         to /init), run until PC == until; r0-r12 then. pid 1's kernel context is put back after."""
         k, m, uc = self.k, self.k.m, self.k.m.uc
+        if self.dead is not None:
+            raise UserFault(f"{what}: pid 1 {self.dead}: no further system call runs in this kernel")
         ctx = uc.context_save()
         sp = m.reg("sp")
         top = (sp & ~(THREAD_SIZE - 1)) + THREAD_SIZE - 8
         ptregs = top - PT_REGS                        # task_pt_regs(current)
-        saved = k.read(sp, top - sp)                  # the parked frames and pt_regs
+        saved = self._stack(sp, top - sp)             # the parked frames and pt_regs
         mark = len(k.console)
         try:
             user = (list(regs) + [0] * 13)[:13]
-            k.write(ptregs, struct.pack("<18I", *user, self.stack + 2 * PAGE, 0, pc, cpu.MODE_USR, 0xFFFFFFFF))
+            self._stack(ptregs, PT_REGS, struct.pack("<18I", *user, self.stack + 2 * PAGE, 0, pc, cpu.MODE_USR,
+                                                     0xFFFFFFFF))
             m.set_reg("sp", ptregs)
             m.set_reg("r9", cpu.cp_read(uc, cpu.cp15(13, 0, 0, 3)))   # tsk = current (TPIDRURO in the kernel)
             m.set_reg("pc", self.ret_to_user)
+            self._in_user = True
             try:
                 how = k.run_serviced(until, budget or self.budget)
             except GuestFault as e:
-                why = " (the kernel's own report is above)" if str(e) == "panic" else ""
-                raise UserFault(f"{what}: {e}{why}", k.console[mark:]) from None
-            if how != "until":
+                if str(e) in ("oops", "panic"):
+                    self.dead = f"died in an oops in {what}"
+                    raise UserFault(f"{what}: an oops killed pid 1 (the kernel's own report is above)",
+                                    k.console[mark:]) from None
+                if not str(e).startswith("the user access faulted"):       # a signal: the kernel is consistent
+                    self.dead = f"was abandoned inside {what}"
+                raise UserFault(f"{what}: {e}", k.console[mark:]) from None
+            finally:
+                self._in_user = False
+            if how != "until":                        # abandoned mid-call (locks may be held): nothing more runs
+                self.dead = f"was abandoned inside {what}"
                 raise UserFault(f"{what}: did not return to user mode within {budget or self.budget:,} instructions "
                                 f"(pc {m.reg('pc'):#x})", k.console[mark:])
             if uc.reg_read(A.UC_ARM_REG_CPSR) & 0x1F != cpu.MODE_USR:
+                self.dead = f"was abandoned inside {what}"
                 raise UserFault(f"{what}: stopped at {until:#x} outside user mode", k.console[mark:])
             return [m.reg(f"r{i}") for i in range(13)]
         finally:
             uc.context_restore(ctx)
-            k.write(sp, saved)
+            self._stack(sp, len(saved), saved)
+
+    def _stack(self, va: int, n: int, data: bytes | None = None) -> bytes | None:
+        """Read (or write) pid 1's kernel stack (vmalloc'ed: its pages' physical addresses are
+        looked up once, not walked on every call)."""
+        m, out, i = self.k.m, [], 0
+        while i < n:
+            page = (va + i) & ~(PAGE - 1)
+            pa = self._stack_pa.get(page)
+            if pa is None:
+                pa = self._stack_pa[page] = m.translate(page)
+            k = min(n - i, page + PAGE - (va + i))
+            at = pa + (va + i - page)
+            if data is None:
+                out.append(m.pread(at, k))
+            else:
+                m.pwrite(at, data[i:i + k])
+            i += k
+        return b"".join(out) if data is None else None
 
     # --- the calls, with their arguments in user memory --------------------------------------
     def _path_call(self, name: str, path: str, *args: int) -> int:
@@ -298,8 +342,11 @@ class File:
         mark = self.sys.mem.mark()
         try:
             pfd = self.sys.mem.put(struct.pack("<ihh", self.fd, events, 0))
-            self._check(self.sys.call("poll", pfd, 1, 0), "poll")
-            return struct.unpack("<ihh", self.sys.mem.read(pfd, 8))[2] & 0xFFFF
+            n = self._check(self.sys.call("poll", pfd, 1, 0), "poll")
+            revents = struct.unpack("<ihh", self.sys.mem.read(pfd, 8))[2] & 0xFFFF
+            if n != (1 if revents else 0):            # do_poll counts the descriptors with revents
+                raise EmulationError(f"poll {self.path}: poll(2) returned {n} with revents {revents:#x}")
+            return revents
         finally:
             self.sys.mem.release(mark)
 
@@ -366,11 +413,11 @@ class Filesystem:
         return File(self.sys, path, fd)
 
     def cat(self, path: str, limit: int = CAT_LIMIT) -> bytes:
-        """What `cat PATH` reads: read(2) in pages until 0 (end of file)."""
+        """What `cat PATH` reads: read(2) in pages until 0 (end of file), `limit` bytes at most."""
         with self.open(path, O_RDONLY) as f:
             out = b""
             while len(out) < limit:
-                chunk = f.read(PAGE)
+                chunk = f.read(min(PAGE, limit - len(out)))
                 if not chunk:
                     break
                 out += chunk

@@ -18,13 +18,25 @@ from __future__ import annotations
 from unicorn import UC_HOOK_CODE
 from unicorn import arm_const as A
 
-from ..booted.modload import bl_sites
+from ..booted.modload import bl_sites as _bl_sites
 from ..hw import cpu
 from . import heap as H
 from . import locks as L
 from .access import SP, cond_passes, decode
 from .report import CLASSES, Report, Stack, Symbolizer, capture
 from .stack import StackFrames
+from . import native as N
+
+_SITES: dict = {}
+
+
+def bl_sites(image, target: int) -> list[int]:
+    """modload.bl_sites, once per image and target (a scan of the whole Image's text)."""
+    key = (image.path, target)
+    if key not in _SITES:
+        _SITES[key] = _bl_sites(image, target)
+    return _SITES[key]
+
 
 R0, R1, R2, R3 = A.UC_ARM_REG_R0, A.UC_ARM_REG_R1, A.UC_ARM_REG_R2, A.UC_ARM_REG_R3
 LR, PC, CPSR = A.UC_ARM_REG_LR, A.UC_ARM_REG_PC, A.UC_ARM_REG_CPSR
@@ -80,6 +92,7 @@ class Sanitizer:
         img = self.bk.image
         self.sym = img.symbols
         self.reports: list[Report] = []
+        self.errors: list[str] = []           # exceptions inside the C hook's Python events
         self._seen: set = set()
         self.mods: list[dict] = []            # name, core, init (base, size), hooks, pages, early
         self._ranges: list[tuple[int, int, str]] = []
@@ -98,15 +111,33 @@ class Sanitizer:
         self.classes_kmalloc = H.kmalloc_classes(self.bk) if "heap" in self.classes or "leak" in self.classes else []
         self._task_offsets()
         self._hooks = []
+        self.native = N.lib()                 # the C module-text hook, else the Python one
+        self._event_cb = N.EVENT(self._native_event) if self.native else None
+        self.nranges: list = []               # native.NativeRange per hooked allocation
+        self.entries = N.EntryHooks(self.bk) if self.native else None
         self._install()
         run.on_coming(self._coming)
 
     # --- set-up ---------------------------------------------------------------------------------
-    def _hook(self, name_or_addr, fn):
+    def _hook(self, name_or_addr, fn, mode=N.F_ALWAYS, arg=0):
+        """A hook at a kernel address; with the C library, its Python runs only when `mode`'s
+        filter passes (native.EntryHooks), else always (the handlers filter the same way)."""
         a = name_or_addr if isinstance(name_or_addr, int) else self.sym.get(name_or_addr)
         if a:
-            self._hooks.append(self.bk.hook_code(a, fn))
+            if self.entries is not None:
+                self.entries.add(a, fn, mode, arg)
+            else:
+                self._hooks.append(self.bk.hook_code(a, fn))
         return a
+
+    def _filters_changed(self) -> None:
+        if self.entries is None:
+            return
+        f = self.entries.f
+        f.heap_lo, f.heap_hi = (self.heap.lo, self.heap.hi) if len(self.heap) else (0xFFFFFFFF, 0)
+        f.freed = 1 if self.heap.freed_by_cache and any(self.heap.freed_by_cache.values()) else 0
+        f.held = sum(1 for hs in self.locks.held.values() for h in hs if h.kind in L.ATOMIC_KINDS)
+        self.entries.set_ranges([(lo, hi) for lo, hi, _ in self._ranges])
 
     def _install(self):
         ma = self.sym["module_alloc"]
@@ -121,22 +152,23 @@ class Sanitizer:
         heapish = {"heap", "leak"} & self.classes
         if heapish:
             for name, spec in ALLOCS.items():
-                self._hook(name, self._alloc_entry(name, spec))
+                self._hook(name, self._alloc_entry(name, spec), N.F_LR_OR_FREED)
             for name, arg in STRING_ALLOCS.items():
-                self._hook(name, self._stralloc_entry(name, arg))
+                self._hook(name, self._stralloc_entry(name, arg), N.F_LR_OR_FREED)
             for name, arg in FREES.items():
-                self._hook(name, self._free_entry(name, arg))
-            self._hook("kmem_cache_alloc_bulk", lambda uc, a, s, _: self.heap.kernel_allocates("any"))
-            self._hook("ksize", self._ksize)
+                self._hook(name, self._free_entry(name, arg), N.F_PTR, arg)
+            self._hook("kmem_cache_alloc_bulk", lambda uc, a, s, _: self.heap.kernel_allocates("any") and self.heap_changed(),
+                       N.F_LR_OR_FREED)
+            self._hook("ksize", self._ksize, N.F_LR)
         if {"heap", "stack"} & self.classes:
             for name, args in MEMFUNCS.items():
-                self._hook(name, self._memfunc(name, args))
+                self._hook(name, self._memfunc(name, args), N.F_LR)
         if "locks" in self.classes:
             for name, (kind, op) in L.LOCK_FUNCS.items():
-                self._hook(name, self._lock_entry(name, kind, op))
+                self._hook(name, self._lock_entry(name, kind, op), N.F_LR_OR_HELD if kind == "mutex" else N.F_LR)
             for name in L.SLEEPERS:
                 if name not in L.LOCK_FUNCS:
-                    self._hook(name, self._sleeper(name))
+                    self._hook(name, self._sleeper(name), N.F_LR_OR_HELD)
 
     def _task_offsets(self):
         """task_struct's comm and pid, found in pid 1's (comm "init") against init_task's
@@ -188,11 +220,20 @@ class Sanitizer:
         for base, size in [core] + ([init] if init else []):
             for a in [k for k in self.decoded if base <= k < base + size]:
                 del self.decoded[a]
-            rec["hooks"].append(self.uc.hook_add(UC_HOOK_CODE, self._code, begin=base, end=base + size - 1))
+            if self.native:
+                nr = N.NativeRange(self.uc, base, self.bk.m.read(base, size), self._event_cb,
+                                   N.heap_arrays(self.heap.objs))
+                nr.set_spins(self.spins)
+                nr.name = name
+                self.nranges.append(nr)
+                rec["hooks"].append(nr)
+            else:
+                rec["hooks"].append(self.uc.hook_add(UC_HOOK_CODE, self._code, begin=base, end=base + size - 1))
             self.uc.ctl_remove_cache(base, base + size)
             self._ranges.append((base, base + size, name))
         self._lo = min(r[0] for r in self._ranges)
         self._hi = max(r[1] for r in self._ranges)
+        self._filters_changed()
         self.mods.append(rec)
         if "stack" in self.classes:
             self._early_load(rec)
@@ -235,6 +276,9 @@ class Sanitizer:
         rec["early"] = mod
         hi = max(r[1] for r in self._ranges if r[2] == rec["name"])
         rec["stack_funcs"] = self.frames.add_module(mod, rec["core"][0], hi)
+        for h in rec["hooks"]:
+            if isinstance(h, N.NativeRange) and rec["stack_funcs"]:
+                h.s.stack_check = 1
 
     def load(self, path: str, params: str = "", **kw):
         """BootedRun.load with this module's path known (the stack detector's early load)."""
@@ -262,17 +306,56 @@ class Sanitizer:
         """The init allocation is freed after init: its hook goes."""
         for rec in self.mods:
             if rec["name"] == name and rec["init"] and len(rec["hooks"]) > 1:
-                self.uc.hook_del(rec["hooks"].pop())
+                self._unhook(rec["hooks"].pop())
                 b, s = rec["init"]
                 self._ranges = [r for r in self._ranges if r[0] != b]
+                self._filters_changed()
 
     def module_gone(self, name: str) -> None:
         for rec in self.mods:
             if rec["name"] == name:
                 for h in rec["hooks"]:
-                    self.uc.hook_del(h)
+                    self._unhook(h)
                 rec["hooks"] = []
                 self._ranges = [r for r in self._ranges if r[2] != name]
+                self._filters_changed()
+
+    def _unhook(self, h) -> None:
+        if isinstance(h, N.NativeRange):
+            h.delete(self.uc)
+            self.nranges.remove(h)
+        else:
+            self.uc.hook_del(h)
+
+    def heap_changed(self) -> None:
+        """The C hook's copy of the shadow, after an object came, went or was freed."""
+        self._filters_changed()
+        if self.nranges:
+            arrays = N.heap_arrays(self.heap.objs)
+            for nr in self.nranges:
+                nr.set_heap(arrays)
+
+    def _native_event(self, kind, pc, ea, size, write, basereg) -> None:
+        uc = self.uc
+        try:
+            if kind == N.EV_FLAG:
+                p = self.pending.get(pc)
+                if p is not None:
+                    self._returned(uc, pc, p)
+            elif kind == N.EV_HEAP:
+                self.counts["accesses"] += 1
+                if "heap" in self.classes:
+                    hit = self.heap.check(ea, size)
+                    if hit:
+                        self._heap_report(uc, hit, ea, size, bool(write), pc)
+            elif kind == N.EV_SPIN:
+                self._maybe_inline_unlock(uc, ea, pc)
+            elif kind == N.EV_STACK and "stack" in self.classes:
+                from .access import _UC
+                self._stack_check(uc, uc.reg_read(_UC[f"r{basereg}"] if basereg < 13 else _UC["lr"]), ea, size,
+                                  bool(write), pc, None)
+        except Exception as e:                        # an exception cannot cross the C hook
+            self.errors.append(f"{type(e).__name__}: {e}")
 
     # --- the module's instructions -------------------------------------------------------------
     def _code(self, uc, addr, size, _):
@@ -301,6 +384,9 @@ class Sanitizer:
 
     def _expect(self, lr: int, sp: int, fn, data) -> None:
         self.pending.setdefault(lr & ~1, []).append((sp, fn, data))
+        for nr in self.nranges:
+            if nr.flag(lr & ~1, True):
+                break
 
     def _returned(self, uc, addr, plist) -> None:
         sp = uc.reg_read(SP)
@@ -309,6 +395,8 @@ class Sanitizer:
                 plist.pop(i)
                 if not plist:
                     del self.pending[addr]
+                    for nr in self.nranges:
+                        nr.flag(addr, False)
                 fn(uc, data)
                 return
 
@@ -357,8 +445,8 @@ class Sanitizer:
             lr = uc.reg_read(LR)
             mod = self.module_of(lr)
             if mod is None:                         # the kernel's own allocation: reuse of freed memory
-                if self.heap.freed_by_cache:
-                    self.heap.kernel_allocates(self._reuse_key(kind, a, size_fn, cache_fn))
+                if self.heap.freed_by_cache and self.heap.kernel_allocates(self._reuse_key(kind, a, size_fn, cache_fn)):
+                    self.heap_changed()
                 return
             if gfp_fn is None or gfp_fn(a) & H.GFP_DIRECT_RECLAIM:
                 self._might_sleep(uc, name, lr)
@@ -368,7 +456,7 @@ class Sanitizer:
             else:
                 cache, req = 0, size_fn(a) & 0xFFFFFFFF
             data = {"fn": name, "kind": kind, "size": req, "cache": cache, "module": mod,
-                    "stack": capture(uc, self.bk.m.read, self.task_name(), lr_as_pc=False), "old": a[0] if name == "krealloc" else 0}
+                    "stack": capture(uc, self.bk.m.read, self.task_name(), entry=True), "old": a[0] if name == "krealloc" else 0}
             self._expect(lr, uc.reg_read(SP), self._alloc_returned, data)
         return hook
 
@@ -387,8 +475,8 @@ class Sanitizer:
             mod = self.module_of(lr)
             a = self._args(uc)
             if mod is None:
-                if self.heap.freed_by_cache:
-                    self.heap.kernel_allocates("any")
+                if self.heap.freed_by_cache and self.heap.kernel_allocates("any"):
+                    self.heap_changed()
                 return
             s = a[0]
             if not s:
@@ -396,7 +484,7 @@ class Sanitizer:
             limit = a[limit_arg] if limit_arg is not None else 1 << 16
             n = len(self.bk.cstr(s, min(limit, 1 << 16)).encode("latin-1")) + 1
             data = {"fn": name, "kind": "kmalloc", "size": n, "cache": 0, "module": mod,
-                    "stack": capture(uc, self.bk.m.read, self.task_name()), "old": 0}
+                    "stack": capture(uc, self.bk.m.read, self.task_name(), entry=True), "old": 0}
             self._expect(lr, uc.reg_read(SP), self._alloc_returned, data)
         return hook
 
@@ -425,6 +513,7 @@ class Sanitizer:
             extent, cache = pages + (H.PAGE if kind == "vmalloc" else 0), 0
         self.counts["allocs"] += 1
         self.heap.add(H.Obj(p, size, extent, kind, cache, d["module"], d["stack"], name))
+        self.heap_changed()
 
     def _ksize(self, uc, addr, size, _):
         if self.module_of(uc.reg_read(LR)):
@@ -444,16 +533,18 @@ class Sanitizer:
             from_module = self.module_of(lr) is not None
             if o.freed is not None and o.reused:
                 self.heap.remove(o)                     # the memory is someone else's now
+                self.heap_changed()
                 return
             if o.freed is not None or p != o.start:
                 if not from_module and o.freed is not None:
                     # the kernel freeing what the module freed: only a double free if the memory was
                     # not handed out again; that is unknowable here (see heap.py), so not reported
                     self.heap.remove(o)
+                    self.heap_changed()
                     return
                 kind = "double-free" if o.freed is not None and p == o.start else "invalid-free"
                 task = self.task_name()
-                st = capture(uc, self.bk.m.read, task)
+                st = capture(uc, self.bk.m.read, task, entry=True)
                 rep = Report("heap", kind, o.module, f"BUG: KASAN: {kind} in {self.symbolizer.name(lr)}",
                              [], [("Call trace:", st), (f"Allocated by task {o.alloc.task.rsplit('/', 1)[-1]}:",
                                                           o.alloc)])
@@ -469,7 +560,8 @@ class Sanitizer:
                     uc.reg_write(PC, lr & ~1)
                 return
             self.counts["frees"] += 1
-            self.heap.freed(o, capture(uc, self.bk.m.read, self.task_name()))
+            self.heap.freed(o, capture(uc, self.bk.m.read, self.task_name(), entry=True))
+            self.heap_changed()
         return hook
 
     # --- kernel functions on module memory --------------------------------------------------------
@@ -553,6 +645,8 @@ class Sanitizer:
             lr = uc.reg_read(LR)
             mod = self.module_of(lr)
             if mod is None:
+                if op.startswith("acquire") and kind == "mutex" and self.locks.held.get(self._current(uc)):
+                    self._might_sleep(uc, name, lr)     # the kernel sleeping for the module, under its spinlock
                 return
             lock = uc.reg_read(R0)
             task = self._current(uc)
@@ -586,8 +680,11 @@ class Sanitizer:
                 self._circular(uc, task, h, lock, fn, mod, st, back)
             self.locks.edges.setdefault(h.lock, {}).setdefault(lock, (h.stack, st))
         held.append(L.Held(lock, kind, st, fn))
-        if kind == "spin":
+        self._filters_changed()
+        if kind == "spin" and lock not in self.spins:
             self.spins.add(lock)
+            for nr in self.nranges:
+                nr.set_spins(self.spins)
 
     def _lock_name(self, lock: int) -> str:
         s = self.symbolizer.name(lock)
@@ -606,6 +703,7 @@ class Sanitizer:
             rep.stacks.append((f"-> #1 ({self._lock_name(lock)}):", first[0]))
             rep.stacks.append((f"-> #0 ({self._lock_name(back[1] if len(back) > 1 else h.lock)}):", first[1]))
         rep.stacks.append(("other info that might help us debug this: the new acquisition:", st))
+        rep.site_from = len(rep.stacks) - 1
         self.add(rep, ("circular", h.lock, lock))
 
     def _released(self, uc, task, lock, kind, fn, mod, lr) -> None:
@@ -613,6 +711,7 @@ class Sanitizer:
         for i in range(len(held) - 1, -1, -1):
             if held[i].lock == lock:
                 held.pop(i)
+                self._filters_changed()
                 return
         try:
             word = self.bk.u32(lock)
@@ -679,7 +778,7 @@ class Sanitizer:
             body.append(f"{len(held)} lock{'s' if len(held) > 1 else ''} held by {tn}:")
             for i, h in enumerate(held):
                 body.append(f" #{i}: ({self._lock_name(h.lock)}), at: {self.symbolizer.name(h.stack.regs[15])}")
-        st = capture(uc, self.bk.m.read, tn, lr_as_pc=False)
+        st = capture(uc, self.bk.m.read, tn, entry=True)
         rep = Report("locks", "sleep-in-atomic", mod, f"BUG: sleeping function called from invalid context at {name}",
                      body, [("Call trace:", st)])
         if held:
@@ -718,6 +817,7 @@ class Sanitizer:
         self.add(rep, ("held", mod, what, tuple(h.lock for h in held)))
         for h in held:                         # reported once: the next return is judged afresh
             self.locks.held[task].remove(h)
+        self._filters_changed()
 
     def leak_scan(self, uc=None, when: str = "on demand", excluded=(), module: str | None = None) -> list[Report]:
         from .leak import scan
@@ -767,6 +867,19 @@ class Sanitizer:
             a += n
         return out
 
+    def module_pages(self, name: str) -> list[tuple[int, int]]:
+        return [p for rec in self.mods if rec["name"] == name for p in rec["pages"]]
+
+    def notes(self) -> list[str]:
+        """What did not run, said (Thumb code is not decoded; the stack detector needs DWARF)."""
+        out = [rec["stack_note"] for rec in self.mods if rec.get("stack_note")]
+        errs = self.errors + (self.entries.errors if self.entries is not None else [])
+        if errs:
+            out.append(f"{len(errs)} internal error(s) in the sanitizers' hooks: {errs[0]}")
+        if not self.native:
+            out.append("the C hooks are not built (no C compiler): the Python hooks ran instead")
+        return out
+
     # --- results ------------------------------------------------------------------------------------
     def formatted(self) -> list[Report]:
         for r in self.reports:
@@ -774,9 +887,12 @@ class Sanitizer:
         return self.reports
 
     def remove(self) -> None:
+        if self.entries is not None:
+            self.entries.remove()
         for h in self._hooks:
             self.uc.hook_del(h)
         for rec in self.mods:
             for h in rec["hooks"]:
-                self.uc.hook_del(h)
+                self._unhook(h)
+            rec["hooks"] = []
         self._hooks = []

@@ -114,12 +114,15 @@ class HeapShadow:
         o.freed = stack
         self.freed_by_cache.setdefault(self._reuse_key(o), []).append(o)
 
-    def kernel_allocates(self, key) -> None:
+    def kernel_allocates(self, key) -> int:
         """A kernel (not module) allocation of `key` ((kind, class) or "any") started: a freed
-        object it could be handed is no longer known to be free."""
+        object it could be handed is no longer known to be free. Returns how many became so."""
+        n = 0
         for k in ([key, "any"] if key != "any" else list(self.freed_by_cache)):
             for o in self.freed_by_cache.pop(k, ()):
                 o.reused = True
+                n += 1
+        return n
 
     def check(self, ea: int, size: int) -> tuple[str, Obj, int] | None:
         """(bug type, object, first bad address) for an access of `size` bytes at `ea`."""

@@ -32,6 +32,8 @@ class Stack:
     stack: bytes
     task: str
     ret0: bool = False            # the first pc is a return address (captured at a callee's entry)
+    callee: int = 0               # the function entered, printed first (not unwound: its entry is
+                                  # not always where its unwind entry starts, e.g. kfree's)
 
     def read32(self, live):
         def r(a: int) -> int:
@@ -42,11 +44,14 @@ class Stack:
         return r
 
 
-def capture(uc, read, task: str, pc: int | None = None, lr_as_pc: bool = False) -> Stack:
+def capture(uc, read, task: str, pc: int | None = None, lr_as_pc: bool = False, entry: bool = False) -> Stack:
     """The registers and the stack from sp to the top of its THREAD_SIZE block. `lr_as_pc`: at a
     function's entry, the frame to start from is the caller's (pc = lr). `read(va, n)`: the
     guest's virtual memory (Machine.read)."""
     regs = [uc.reg_read(r) for r in _REGS]
+    callee = 0
+    if entry:                     # at a function's entry: unwind from its caller, print it first
+        callee, lr_as_pc = regs[15], True
     if pc is not None:
         regs[15] = pc
     if lr_as_pc:
@@ -57,7 +62,7 @@ def capture(uc, read, task: str, pc: int | None = None, lr_as_pc: bool = False) 
         data = read(sp, min(top - sp, THREAD_SIZE))
     except Exception:                   # an unmapped stack page: the unwinder reads live memory
         data = b""
-    return Stack(regs, sp, data, task, lr_as_pc)
+    return Stack(regs, sp, data, task, lr_as_pc, callee)
 
 
 class Symbolizer:
@@ -118,7 +123,7 @@ class Symbolizer:
         return out
 
     def trace(self, st: Stack) -> list[str]:
-        out = []
+        out = [f" {self.name(st.callee)}"] if st.callee else []
         for i, pc in enumerate(self.frames(st)):
             where = self.line(pc - 4 if i or st.ret0 else pc)
             out.append(f" {self.name(pc)}" + (f" ({where})" if where else ""))
@@ -148,6 +153,7 @@ class Report:
     where: str = ""               # file:line of `site`, filled when formatted
     function: str = ""
     lines: list[str] = field(default_factory=list)    # the formatted report
+    site_from: int = 0            # the stack whose first module frame is the report's site
     _ret: bool = False            # `site` is a return address (its line is the call's: site - 4)
 
     def format(self, sym: Symbolizer) -> list[str]:
@@ -157,9 +163,9 @@ class Report:
         out = [] if kmemleak else [RULE]
         out.append(self.title)
         out += self.body
-        for heading, st in self.stacks:
+        for k, (heading, st) in enumerate(self.stacks):
             tr = sym.trace(st)
-            if not self.site:
+            if not self.site and k >= self.site_from:
                 for i, pc in enumerate(sym.frames(st)):
                     if sym.module_of(pc) is not None:
                         self.site, self._ret = pc, i > 0 or st.ret0

@@ -1,0 +1,241 @@
+/* The sanitizers' code hook on module text, in C (armload/emu/sanitize/native.py loads it).
+ *
+ * One UC_HOOK_CODE per module allocation. For each module instruction: a flagged address (an
+ * allocator or trylock returning to the module) goes to Python; an ARM load/store is decoded
+ * (LDR/STR{B,H,SB,SH,D,EX*}, LDM/STM not on sp), its condition tested, its address computed
+ * from the registers, and checked against the heap shadow (sorted tracked objects: a live one's
+ * requested end and extent, or freed); only a bad access, a halfword store to one of the
+ * module's spinlocks, or (with DWARF frames) a pointer access into the stack calls Python. The
+ * Python hook in engine.py does the same (access.py) where no C compiler is available.
+ */
+#include <stdint.h>
+
+typedef void uc_engine;
+typedef int (*reg_read_fn)(uc_engine *, int, void *);
+typedef void (*event_fn)(uint32_t kind, uint32_t pc, uint32_t ea, uint32_t size, uint32_t write, uint32_t base);
+
+#define REG_R0 66
+#define REG_SP 12
+#define REG_PC 11
+#define REG_CPSR 3
+#define MAX_SPINS 64
+
+enum { EV_FLAG = 1, EV_HEAP = 2, EV_SPIN = 3, EV_STACK = 4 };
+
+typedef struct {
+    uint32_t base, nwords;       /* the hooked allocation */
+    const uint32_t *text;        /* its instruction words (copied when the module is formed) */
+    uint8_t *flags;              /* per word: 1 = call Python (a pending return) */
+    /* heap shadow, sorted by start (shared with heap.py's HeapShadow through numpy) */
+    const uint32_t *starts, *req_end, *ext_end;
+    const uint8_t *freed;
+    uint32_t nobj, lo, hi;
+    uint32_t spins[MAX_SPINS];
+    uint32_t nspins;
+    uint32_t stack_check;        /* the module has DWARF stack arrays */
+    reg_read_fn reg_read;
+    event_fn event;
+    uint64_t accesses;
+} shadow_t;
+
+uint32_t armload_shadow_size(void) { return (uint32_t)sizeof(shadow_t); }
+
+static uint32_t reg(uc_engine *uc, shadow_t *s, int r) {
+    uint32_t v = 0;
+    int id = r == 13 ? REG_SP : r == 14 ? 10 : r == 15 ? REG_PC : REG_R0 + r;
+    s->reg_read(uc, id, &v);
+    return v;
+}
+
+static int cond_ok(uint32_t cond, uint32_t cpsr) {
+    uint32_t n = (cpsr >> 31) & 1, z = (cpsr >> 30) & 1, c = (cpsr >> 29) & 1, v = (cpsr >> 28) & 1, r;
+    switch (cond >> 1) {
+    case 0: r = z; break;
+    case 1: r = c; break;
+    case 2: r = n; break;
+    case 3: r = v; break;
+    case 4: r = c && !z; break;
+    case 5: r = n == v; break;
+    case 6: r = !z && n == v; break;
+    default: return 1;
+    }
+    return (cond & 1) ? !r : r;
+}
+
+/* the access of word w at pc: returns size (0: none), sets *ea, *write, *basereg */
+static uint32_t decode(uc_engine *uc, shadow_t *s, uint32_t w, uint32_t *ea, uint32_t *write, uint32_t *basereg) {
+    uint32_t op = (w >> 25) & 7, rn = (w >> 16) & 15, p = (w >> 24) & 1, u = (w >> 23) & 1, l = (w >> 20) & 1;
+    uint32_t b, off, size;
+    if (op == 2 || op == 3) {                       /* LDR/STR{B} immediate or register */
+        if (op == 3 && (w & 0x10))
+            return 0;                               /* media instructions */
+        if (rn == 15)
+            return 0;
+        size = (w & (1 << 22)) ? 1 : 4;
+        if (op == 2) {
+            off = w & 0xFFF;
+        } else {
+            uint32_t sh = (w >> 7) & 31, type = (w >> 5) & 3;
+            if (type != 0)
+                return 0;
+            off = reg(uc, s, w & 15) << sh;
+        }
+        b = reg(uc, s, rn);
+        *ea = p ? (u ? b + off : b - off) : b;
+        *write = !l;
+        *basereg = rn;
+        return size;
+    }
+    if (op == 0 && (w & 0x90) == 0x90 && (w & 0x60)) {   /* extra load/store: H, SB, SH, D */
+        uint32_t sh = (w >> 5) & 3;
+        if (rn == 15)
+            return 0;
+        if (!p && (w & (1 << 21)))
+            return 0;                               /* LDRHT etc. (user access) */
+        off = (w & (1 << 22)) ? (((w >> 4) & 0xF0) | (w & 0xF)) : reg(uc, s, w & 15);
+        b = reg(uc, s, rn);
+        *ea = p ? (u ? b + off : b - off) : b;
+        *basereg = rn;
+        if (sh == 1) { *write = !l; return 2; }
+        if (!l) { *write = sh == 3; return 8; }        /* LDRD (sh 2) / STRD (sh 3) */
+        *write = 0;
+        return sh == 2 ? 1 : 2;
+    }
+    if (op == 0 && (w & 0x0F9000F0) == 0x01900090) {     /* LDREX/STREX (and B/H/D variants) */
+        static const uint32_t sz[4] = {4, 8, 1, 2};
+        if (rn == 15)
+            return 0;
+        *ea = reg(uc, s, rn);
+        *write = !l;
+        *basereg = rn;
+        return sz[(w >> 21) & 3];
+    }
+    if (op == 4) {                                  /* LDM/STM */
+        uint32_t list = w & 0xFFFF, n = 0, i;
+        if (rn == 13 || rn == 15)
+            return 0;
+        for (i = 0; i < 16; i++)
+            n += (list >> i) & 1;
+        if (!n)
+            return 0;
+        b = reg(uc, s, rn);
+        if (u)
+            *ea = p ? b + 4 : b;
+        else
+            *ea = p ? b - 4 * n : b - 4 * (n - 1);
+        *write = !l;
+        *basereg = rn;
+        return 4 * n;
+    }
+    return 0;
+}
+
+static int heap_bad(shadow_t *s, uint32_t ea, uint32_t size) {
+    uint32_t lo = 0, hi = s->nobj, end = ea + size;
+    if (!s->nobj || end <= s->lo || ea >= s->hi)
+        return 0;
+    while (lo < hi) {                               /* first start > ea */
+        uint32_t mid = (lo + hi) / 2;
+        if (s->starts[mid] <= ea) lo = mid + 1; else hi = mid;
+    }
+    if (lo > 0) {
+        uint32_t i = lo - 1;
+        if (ea < s->ext_end[i] && (s->freed[i] || end > s->req_end[i]))
+            return 1;
+    }
+    if (lo < s->nobj && end > s->starts[lo] && s->freed[lo])
+        return 1;                                   /* runs into a freed object from below */
+    return 0;
+}
+
+void armload_shadow_code(uc_engine *uc, uint64_t address, uint32_t isize, void *user) {
+    shadow_t *s = (shadow_t *)user;
+    uint32_t i = (uint32_t)(address - s->base) >> 2, w, ea = 0, write = 0, basereg = 0, size, k;
+    if (i >= s->nwords || isize != 4)
+        return;
+    if (s->flags[i])
+        s->event(EV_FLAG, (uint32_t)address, 0, 0, 0, 0);
+    w = s->text[i];
+    if ((w >> 28) == 15)
+        return;
+    if (((w >> 25) & 7) == 1 || ((w >> 25) & 7) > 4 || (((w >> 25) & 7) == 0 && (w & 0x90) != 0x90))
+        return;                                     /* data processing, branches, coprocessor */
+    if ((w >> 28) != 14) {
+        uint32_t cpsr = 0;
+        s->reg_read(uc, REG_CPSR, &cpsr);
+        if (!cond_ok(w >> 28, cpsr))
+            return;
+    }
+    size = decode(uc, s, w, &ea, &write, &basereg);
+    if (!size)
+        return;
+    s->accesses++;
+    if (heap_bad(s, ea, size))
+        s->event(EV_HEAP, (uint32_t)address, ea, size, write, basereg);
+    if (write && size == 2)
+        for (k = 0; k < s->nspins; k++)
+            if (s->spins[k] == ea) {
+                s->event(EV_SPIN, (uint32_t)address, ea, size, write, basereg);
+                break;
+            }
+    if (s->stack_check && basereg != 13) {
+        uint32_t sp = reg(uc, s, 13);
+        if (ea >= sp && ea < (sp | 0x1FFF) + 1)
+            s->event(EV_STACK, (uint32_t)address, ea, size, write, basereg);
+    }
+}
+
+/* Entry filters: a code hook at a kernel function's entry that calls Python only when the call
+ * matters to the sanitizers (the kernel calls kfree, mutex_lock, schedule... all the time). */
+#define MAX_RANGES 32
+enum { F_LR = 1, F_LR_OR_HELD = 2, F_PTR = 3, F_LR_OR_FREED = 4, F_ALWAYS = 5 };
+
+typedef struct {
+    uint32_t lo[MAX_RANGES], hi[MAX_RANGES];   /* the module allocations */
+    uint32_t nranges;
+    uint32_t heap_lo, heap_hi;                 /* bounds of the tracked objects */
+    uint32_t freed;                            /* freed objects not yet known reused */
+    uint32_t held;                             /* module spinlocks held */
+    reg_read_fn reg_read;
+    void (*call)(uint32_t id);
+    uint64_t calls, filtered;
+} filters_t;
+
+typedef struct {
+    filters_t *f;
+    uint32_t mode, arg, id;
+} entry_t;
+
+uint32_t armload_filters_size(void) { return (uint32_t)sizeof(filters_t); }
+uint32_t armload_entry_size(void) { return (uint32_t)sizeof(entry_t); }
+
+static int in_module(filters_t *f, uint32_t a) {
+    uint32_t k;
+    for (k = 0; k < f->nranges; k++)
+        if (a >= f->lo[k] && a < f->hi[k])
+            return 1;
+    return 0;
+}
+
+void armload_entry_hook(uc_engine *uc, uint64_t address, uint32_t isize, void *user) {
+    entry_t *e = (entry_t *)user;
+    filters_t *f = e->f;
+    uint32_t v = 0, go = 0;
+    (void)address; (void)isize;
+    switch (e->mode) {
+    case F_ALWAYS: go = 1; break;
+    case F_PTR:
+        f->reg_read(uc, REG_R0 + e->arg, &v);
+        go = v >= f->heap_lo && v < f->heap_hi;
+        break;
+    default:
+        f->reg_read(uc, 10 /* LR */, &v);
+        go = in_module(f, v) || (e->mode == F_LR_OR_HELD && f->held) || (e->mode == F_LR_OR_FREED && f->freed);
+    }
+    if (go) {
+        f->calls++;
+        f->call(e->id);
+    } else {
+        f->filtered++;
+    }
+}
