@@ -530,6 +530,13 @@ def _new_record(info: ModuleInfo) -> dict:
             "outcome": "ok", "stage": None, "reason": None, "where": None}
 
 
+def lost_record(name: str, why: str) -> dict:
+    """The record of a module whose check worker died while checking it (ci/workers.py)."""
+    rec = _new_record(_WORKER["plan"].modules[name])
+    rec.update(outcome="internal", stage="worker", reason=why)
+    return rec
+
+
 def check_one(name: str) -> dict:
     """The full pipeline for one module; returns a JSON-ready record with its wall-clock
     timings under "_time" (run_checks moves them out). Never raises."""
@@ -917,13 +924,10 @@ def run_checks(plan: Plan, kernel, config, options: CheckOptions, *, jobs: int =
             for n in g:
                 take(check_one(n))
         booted_release()
-    else:
-        import multiprocessing as mp
-        ctx = mp.get_context("fork")
-        with ctx.Pool(jobs) as pool:
-            for recs in pool.imap_unordered(check_group, groups, chunksize=1):
-                for rec in recs:
-                    take(rec)
+    else:                                    # isolated workers: limits, a dead one replaced (workers.py)
+        from .workers import run_pool
+        for rec in run_pool(groups, jobs, check_one, lost_record, release=booted_release):
+            take(rec)
     wall = time.perf_counter() - t0
     apply_dependencies(plan, records)
     ordered = [records[n] for n in names]
