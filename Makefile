@@ -52,9 +52,12 @@ demo: venv
 # They are oracles: failing to fetch them fails the build. Only a developer who says so
 # (ARMLOAD_OFFLINE=1, ignored when CI=true) goes on, and the tests that need them then skip.
 export ARMLOAD_OFFLINE
+# KERNEL=RELEASE fetches that Debian armhf kernel instead (image, modules, headers with its
+# Module.symvers): make test-inputs KERNEL=6.12.107+deb12-armmp (or 6.1.0-50-rt-armmp, -armmp-lpae)
+KERNEL ?=
 test-inputs:
-	@scripts/fetch-debs.sh $(CACHE) linux-image-6.1.0-50-armmp:armhf linux-headers-6.1.0-50-armmp:armhf \
-	  linux-kbuild-6.1=6.1.176-1 || { \
+	@scripts/fetch-debs.sh $(CACHE) $(if $(KERNEL),linux-image-$(KERNEL):armhf linux-headers-$(KERNEL):armhf,\
+	  linux-image-6.1.0-50-armmp:armhf linux-headers-6.1.0-50-armmp:armhf linux-kbuild-6.1=6.1.176-1) || { \
 	  if [ "$(ARMLOAD_OFFLINE)" = 1 ] && [ "$$CI" != true ]; then \
 	    echo "!!! ARMLOAD_OFFLINE=1: Debian armhf packages not fetched; the tests that need them will SKIP !!!" >&2; \
 	  else echo "test-inputs: could not fetch the Debian armhf packages (set ARMLOAD_OFFLINE=1 to run without them)" >&2; \

@@ -11,7 +11,7 @@ The package, floor by floor; a module imports only from its own folder or from f
     emu/                the machine that runs a loaded module: Unicorn, the real kernel image, boot
                         state, the call-class table, models/ per subsystem, oopses, coverage
     inspect/            human views of a load: report, disasm, explain, pictures, HTML report
-    probes/             kprobes, kretprobes, ftrace and trampolines on a running machine
+    probes/             the booted kernel's own kprobes, kretprobes and ftrace; the kprobes decoder
     ci/  devkit/        the tree gate (check, baseline, JUnit); the pytest plugin and its library
     inputs/             synthetic and fuzzed modules
     bench/              every benchmark (`armload bench`)
@@ -36,7 +36,7 @@ _PUBLIC = {
     "RelocationError": ".errors", "LayoutError": ".errors", "PltError": ".errors",
     "KernelFileError": ".errors", "EmulationError": ".errors",
     "Machine": ".emu.machine", "RunResult": ".emu.results",
-    "Probes": ".probes.core", "ProbeError": ".probes.base",
+    "KernelProbes": ".probes.booted", "ProbeError": ".probes.base",
     "ModuleHandle": ".devkit.testing", "ModuleOops": ".devkit.testing", "ModuleStopped": ".devkit.testing",
 }
 __all__ = sorted(_PUBLIC)

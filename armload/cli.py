@@ -18,7 +18,7 @@ from .errors import ArmloadError
 
 INTERMIXED = ("run",)          # commands whose positional words may come between options
 COMMANDS = ("load", "run", "verify", "disasm", "explain", "report", "check", "check-merge", "matrix", "agree",
-            "calls", "kallsyms", "bench")
+            "kallsyms", "bench")
 
 
 def command_in(argv: list[str]) -> str | None:

@@ -1,7 +1,7 @@
 # Fuzzing (issues 14 and 21). Both engines run niced; neither is part of `make test`.
 #   make fuzz          coverage-guided (Atheris/libFuzzer) for FUZZ_TIME seconds (default 600) over
-#                      armload.inputs.target (load, load --object, verify, report/explain, init with a
-#                      20,000-instruction budget), corpus kept in $(CACHE)/fuzz-corpus (not committed),
+#                      armload.inputs.target (load, load --object, verify, report/explain, load and init in the
+#                      booted kernel), corpus kept in $(CACHE)/fuzz-corpus (not committed),
 #                      crashes in $(CACHE)/fuzz-crashes. Installs the optional extra `fuzz` (atheris)
 #                      into the venv when it is missing.
 #   make fuzz-campaign the deterministic mutation campaign alone: FUZZ_CASES (default 20000) cases,

@@ -84,3 +84,24 @@ qemu-compare-booted: venv | $(CORPUS_STAMPS)
 	  --jobs $(QEMU_COMPARE_JOBS) --json $(QEMU_BOOTED_JSON) --fail-on load,verify,internal -q \
 	  $$(grep -v '^#' $(QEMU_BOOTED_LIST) | sed 's/^/--module /') $(QEMU_COMPARE_ARGS) > $(QEMU_BOOTED_LOG)
 	$(ARMLOAD) agree $(QEMU_BOOTED_JSON) --oracle $(QEMU_RESULTS) --min $(QEMU_MIN_AGREEMENT_BOOTED)
+
+# Device I/O under QEMU (issue 29, item 3): a module's file operations in the same Debian kernel,
+# the oracle of armload's real system calls inside the booted kernel (tests/test_devio_qemu.py
+# compares; the results file is committed). devh (devh.c) runs the plan's file operations and
+# cat/echo; busybox cat and `echo > PATH` run each cat/echo outside an open file again. About a
+# minute (one boot).
+#   make qemu-devio     boot, run $(QEMU_DEVIO_PLAN) on $(QEMU_DEVIO_MODULE), write $(QEMU_DEVIO_RESULTS)
+QEMU_DEVH          := $(QEMU_BUILD)/devh
+QEMU_DEVIO_MODULE  ?= sample_modules/devio/vfsdev-arm-debug.ko
+QEMU_DEVIO_PLAN    ?= $(QEMU_DIR)/devio_plan.txt
+QEMU_DEVIO_RESULTS ?= $(QEMU_DIR)/devio_results.json
+.PHONY: qemu-devio
+
+$(QEMU_DEVH): $(QEMU_DIR)/devh.c | toolchain
+	@mkdir -p $(@D)
+	$(CROSS)gcc -O2 -static -Wall -o $@ $<
+
+qemu-devio: qemu-tools $(QEMU_BUSYBOX) $(QEMU_MODH) $(QEMU_DEVH) | $(CORPUS_STAMPS)
+	$(PYTHON) $(QEMU_DIR)/devio.py --kernel $(CORPUS_VMLINUZ) --busybox $(QEMU_BUSYBOX) --modh $(QEMU_MODH) \
+	  --devh $(QEMU_DEVH) --module $(QEMU_DEVIO_MODULE) --plan $(QEMU_DEVIO_PLAN) --out $(QEMU_DEVIO_RESULTS) \
+	  --work $(QEMU_BUILD)/devio

@@ -50,13 +50,13 @@ sample_debug_map = -fdebug-prefix-map=$(realpath $(CACHE))/ktree=$(CACHE)/ktree 
 # $(call sample_ko_rule,name,arch): build in $(SAMPLE_BUILD)/arch/name, commit a --strip-debug copy
 # (what distro kernels ship).  importer links against the exporter's Module.symvers of the same arch.
 define sample_ko_rule
-$(SAMPLE_BUILD)/$(2)/$(1)/$(1).ko: $(wildcard $(SAMPLE_DIR)/src/$(1)/*) $(SAMPLE_KTREE_STAMP) $(if $(filter importer,$(1)),$(SAMPLE_BUILD)/$(2)/exporter/exporter.ko)
+$(SAMPLE_BUILD)/$(2)/$(1)/$(1).ko: $(wildcard $(SAMPLE_DIR)/src/$(1)/*) $(SAMPLE_KTREE_STAMP) $(if $(filter importer hostile_wmod,$(1)),$(SAMPLE_BUILD)/$(2)/exporter/exporter.ko)
 	rm -rf $(SAMPLE_BUILD)/$(2)/$(1)
 	mkdir -p $(SAMPLE_BUILD)/$(2)/$(1)
 	cp $(SAMPLE_DIR)/src/$(1)/* $(SAMPLE_BUILD)/$(2)/$(1)/
 	$$(MAKE) -C $(SAMPLE_KDIR) M=$(abspath $(SAMPLE_BUILD)/$(2)/$(1)) ARCH=arm CROSS_COMPILE=$(CROSS) \
 	  KCFLAGS="$(SAMPLE_KCFLAGS_$(2)) $(call sample_debug_map,$(1),$(2))" \
-	  $(if $(filter importer,$(1)),KBUILD_EXTRA_SYMBOLS=$(abspath $(SAMPLE_BUILD)/$(2)/exporter/Module.symvers)) \
+	  $(if $(filter importer hostile_wmod,$(1)),KBUILD_EXTRA_SYMBOLS=$(abspath $(SAMPLE_BUILD)/$(2)/exporter/Module.symvers)) \
 	  modules
 $(SAMPLE_DIR)/$(1)-$(2).ko: $(SAMPLE_BUILD)/$(2)/$(1)/$(1).ko
 	$(CROSS)strip --strip-debug -o $$@ $$<
@@ -126,12 +126,48 @@ samples-ringdev: $(RINGDEV_KO)
 samples: samples-ringdev
 .PHONY: samples-ringdev
 
+# The device-I/O module (issue 29: the VFS, the QEMU oracle's device-I/O target): a misc device with
+# read/write/llseek/ioctl/poll/mmap, a runtime parameter, a device attribute, debugfs and /proc
+# files; unstripped, ARM only, kept out of SAMPLE_KOS like ringdev.
+VFSDEV_KO := $(SAMPLE_DIR)/devio/vfsdev-arm-debug.ko
+$(eval $(call sample_ko_rule,vfsdev,arm))
+$(VFSDEV_KO): $(SAMPLE_BUILD)/arm/vfsdev/vfsdev.ko
+	mkdir -p $(dir $@)
+	cp $< $@
+samples-vfsdev: $(VFSDEV_KO)
+samples: samples-vfsdev
+.PHONY: samples-vfsdev
+
 # The sanitizers' bug samples (issue 32): one module, `bug=N` picks the class; unstripped (its
 # DWARF gives file:line and the stack frames), ARM only, kept out of SAMPLE_KOS like ringdev.
-SANBUGS_KO := $(SAMPLE_DIR)/sanbugs-arm-debug.ko
+SANBUGS_KO := $(SAMPLE_DIR)/sanitize/sanbugs-arm-debug.ko
 $(eval $(call sample_ko_rule,sanbugs,arm))
 $(SANBUGS_KO): $(SAMPLE_BUILD)/arm/sanbugs/sanbugs.ko
+	mkdir -p $(dir $@)
 	cp $< $@
 samples-sanbugs: $(SANBUGS_KO)
 samples: samples-sanbugs
 .PHONY: samples-sanbugs
+
+# Hostile modules (issue 33): each attacks the kernel it runs in one way (spins, panic, BUG, writes
+# into read-only text, recursion, self-requeueing work, a timer every jiffy, restart and halt,
+# allocation until OOM, an exit that never returns, an init asleep forever). ARM only, stripped,
+# kept out of SAMPLE_KOS (and so out of the corpus baseline): sample_modules/hostile/, with a
+# Module.symvers trimmed to what they import (hostile_wmod imports the exporter's two symbols).
+HOSTILE_NAMES := spin_irqoff spin_irqon panic bug wtext wmod recurse requeue timer restart halt oom exit_hang wait
+HOSTILE_DIR   := $(SAMPLE_DIR)/hostile
+HOSTILE_KOS   := $(foreach n,$(HOSTILE_NAMES),$(HOSTILE_DIR)/hostile_$(n)-arm.ko)
+$(foreach n,$(HOSTILE_NAMES),$(eval $(call sample_ko_rule,hostile_$(n),arm)))
+define hostile_ko_rule
+$(HOSTILE_DIR)/hostile_$(1)-arm.ko: $(SAMPLE_BUILD)/arm/hostile_$(1)/hostile_$(1).ko
+	mkdir -p $(HOSTILE_DIR)
+	$(CROSS)strip --strip-debug -o $$@ $$<
+endef
+$(foreach n,$(HOSTILE_NAMES),$(eval $(call hostile_ko_rule,$(n))))
+$(HOSTILE_DIR)/Module.symvers: $(SAMPLE_DIR)/trim_symvers.py $(HOSTILE_KOS) $(SAMPLE_DIR)/exporter-arm.ko
+	python3 $(SAMPLE_DIR)/trim_symvers.py $(SAMPLE_FULL_SYMVERS) \
+	  $(SAMPLE_BUILD)/arm/exporter/Module.symvers:exporter -- $(HOSTILE_KOS) $(SAMPLE_DIR)/exporter-arm.ko > $@.tmp
+	mv $@.tmp $@
+samples-hostile: $(HOSTILE_KOS) $(HOSTILE_DIR)/Module.symvers
+samples: samples-hostile
+.PHONY: samples-hostile

@@ -1,5 +1,5 @@
-"""The seeds' models against the booted Debian kernel: kallsyms_lookup_name (seed 000) and the
-kprobe table (seed 004, probes/table.py), with the kernel's own code and data as the oracle."""
+"""Seed 004's kprobe table model (probes/table.py) against the booted Debian kernel's own
+kprobe_table and get_kprobe (bench/probes.py)."""
 import os
 import sys
 
@@ -9,8 +9,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from conftest import require_input, sample  # noqa: E402
 from emu_fixtures import DEBIAN_VMLINUZ  # noqa: E402
 
-from armload.bench import kallsyms_arm, kallsyms_booted  # noqa: E402
-from armload.bench import probes_booted as pb  # noqa: E402
+from armload.bench import probes as pb  # noqa: E402
 from armload.probes import table  # noqa: E402
 
 N_PROBES = 400
@@ -28,18 +27,6 @@ def registered(vmlinuz):
     k = BootedKernel.get(vmlinuz)
     probes, refused, costs = pb.register(k, pb.candidates(k.image), N_PROBES)
     return k, probes, refused, costs
-
-
-def test_kernel_kallsyms_agrees_with_every_strategy(vmlinuz):
-    model = kallsyms_arm.run_benchmark(vmlinuz, hits=("vsnprintf", "tcp_sendmsg", "_stext"),
-                                       misses=("no_such_symbol", "kmalloc_trac"))
-    res = kallsyms_booted.run_booted(vmlinuz, model)          # raises on any disagreement
-    assert res["agree"] and [r["address"] != 0 for r in res["rows"]] == [True] * 3 + [False] * 2
-    for r, m in zip(res["rows"], model["rows"]):
-        assert r["address"] == m["address"] == m["e_address"] == m["a_address"]
-    # the model machine runs the file's text: the only difference is __gnu_mcount_nc, NOPs once booted
-    assert res["explained"] and all(0 < r["model_a_mcount_insns"] < 200 for r in res["rows"])
-    assert res["hit"]["gain_e_vs_booted"] >= 10 and res["miss"]["gain_e_vs_booted"] >= 10
 
 
 def test_table_layout_is_mainline(registered):
@@ -97,8 +84,8 @@ def test_enabling_patches_and_counts(registered):
 
 
 def test_run_booted_is_deterministic(vmlinuz):
-    a = pb.run_booted(n_register=300, n_enable=60, step=30, n_hits=300, vmlinuz=vmlinuz, modules=())
-    b = pb.run_booted(n_register=300, n_enable=60, step=30, n_hits=300, vmlinuz=vmlinuz, modules=())
+    a = pb.run(n_register=300, n_enable=60, step=30, n_hits=300, vmlinuz=vmlinuz, modules=())
+    b = pb.run(n_register=300, n_enable=60, step=30, n_hits=300, vmlinuz=vmlinuz, modules=())
     for r in (a, b):
         r.pop("host_s")
         for s in r["enable"]["steps"]:
@@ -113,7 +100,7 @@ def test_probes_on_a_loaded_modules_functions(vmlinuz):
     """A module loaded by the kernel's load_module: its functions' entries from the kernel's
     kallsyms, hashed into the same 64 lists as the model says."""
     ko = sample("exporter-arm.ko")
-    res = pb.run_booted(n_register=200, n_enable=20, step=20, n_hits=50, vmlinuz=vmlinuz, modules=(ko,),
+    res = pb.run(n_register=200, n_enable=20, step=20, n_hits=50, vmlinuz=vmlinuz, modules=(ko,),
                         tree=os.path.dirname(ko))
     assert [(m["module"], m["status"], m["ret"]) for m in res["modules"]] == [("exporter-arm.ko", "returned", 0)]
     assert res["module_entries"] == res["module_probes"] == 1        # armload_sample_add: its one .text function

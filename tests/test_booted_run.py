@@ -88,8 +88,9 @@ def test_runtime_choice():
     assert rt == "models" and "--call" in why
     assert choose_runtime(_args(placement="vmalloc"))[0] == "models"
     assert choose_runtime(_args(runtime="models")) == ("models", "--runtime models")
-    with pytest.raises(ArmloadError, match="--trace: not available inside the booted kernel"):
-        choose_runtime(_args(runtime="booted", trace=True))
+    with pytest.raises(ArmloadError, match="--call: not available inside the booted kernel"):
+        choose_runtime(_args(runtime="booted", calls=[["f"]]))
+    assert choose_runtime(_args(trace=True, coverage="c.info")) == ("booted", "")   # observe_booted.py
     with pytest.raises(ArmloadError, match="needs the kernel image"):
         choose_runtime(_args(runtime="booted", kernel=[SYMVERS]))
 
@@ -234,6 +235,70 @@ def test_a_corpus_sample_loads_byte_for_byte_as_the_kernel_loads_it(booted_dir, 
         assert r.loader.agrees and (r.loader.identical or r.status == "refused"), (p, r.loader.to_dict())
         if not r.ok:
             break
+
+
+@pytest.mark.parametrize("name", ["mt7615_common", "mt76x02_lib", "libiscsi_tcp"])
+def test_a_key_in_a_dependency_is_read_from_its_core_not_from_freed_init_memory(booted_dir, name):
+    """Each of these has a jump-label site on a tracepoint key of a dependency (mt76, libiscsi),
+    whose core the kernel's module_alloc placed where an earlier dependency's freed init memory
+    was (cfg80211's, mac80211's, scsi_mod's). Reading the key's state from that stale init copy
+    made armload patch the site to `b` where the kernel kept its `nop` (one .text word each, and
+    in libiscsi for libiscsi_tcp's closure)."""
+    from armload.emu.booted.modload import load_order, tree_index
+    from armload.emu.booted.modrun import BootedRun
+    idx = tree_index(TREE)
+    run = BootedRun(BOOT_VMLINUZ, Kernel.from_files([SYMVERS, BOOT_VMLINUZ], DEBIAN_ARMMP), DEBIAN_ARMMP, tree=TREE)
+    order = load_order(idx[name], idx)
+    for p in order:
+        r = run.load(p)
+        assert r.ok and r.loader.identical, (p, r.loader.to_dict())
+    mods = run.session.modules
+    assert any(i.init and not c.init and i.base <= c.base < i.end
+               for k, a in enumerate(mods) for b in mods[k + 1:] for i in a.regions for c in b.regions), \
+        "no core was placed over an earlier module's freed init memory: the case is not exercised"
+    assert run.session.modules[-1].finalized.jump_entries > 0
+
+
+def test_a_module_whose_init_failed_is_gone_from_the_session(run):
+    """do_init_module frees a module whose init returned an error: its exports and memory are gone
+    from armload's session too (a later module must not resolve against it nor read its words)."""
+    r = run.load(sample("enodev-arm.ko"))
+    assert (r.status, r.ret) == ("returned", -19)
+    assert all(m.name != r.name for m in run.session.modules)
+    assert all(t.module != r.name for t in run.session.export_tables)
+    r = run.load(sample("exporter-arm.ko"))
+    assert r.ok and r.name in {m.name for m in run.session.modules}
+    assert run.unload(r.name)[0] == 0 and r.name not in {m.name for m in run.session.modules}
+
+
+def test_check_a_loader_difference_is_its_own_outcome_and_fails_by_default(booted_dir, tmp_path, monkeypatch):
+    """The kernel's verdict stays in the record's init; the outcome says armload's loader is wrong,
+    in --fail-on by default, a JUnit <error> on the load stage, its own baseline key."""
+    import shutil
+    from armload.ci.baseline import outcome_key
+    from armload.ci.corpus import DEFAULT_FAIL_ON, OUTCOMES
+    from armload.cli import main
+    from armload.loader import finalize
+    assert "loader-differs" in DEFAULT_FAIL_ON and OUTCOMES["loader-differs"][0] == "harness"
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    shutil.copy(sample("hello-arm.ko"), tree)
+    args = ["check", str(tree), "--kernel", SYMVERS, "--kernel", BOOT_VMLINUZ, "--runtime", "booted", "-q",
+            "--jobs", "1", "--no-timing"]
+    assert main(args + ["--json", str(tmp_path / "ok.json")]) == 0
+    assert json.loads((tmp_path / "ok.json").read_text())["modules"][0]["outcome"] == "ok"
+    monkeypatch.setattr(finalize, "ARM_FTRACE_NOP", 0xE8BD4000)       # the pre-5.17 NOP: a loader bug
+    rc = main(args + ["--json", str(tmp_path / "c.json"), "--junit", str(tmp_path / "j.xml")])
+    assert rc == 1
+    rec = json.loads((tmp_path / "c.json").read_text())["modules"][0]
+    assert rec["outcome"] == "loader-differs" and rec["stage"] == "compare"
+    assert rec["reason"] == "armload's image differs from the kernel's in 1 word(s) (.init.text: 1)"
+    assert rec["where"].endswith("armload 0040bde8, kernel 04d08de2")
+    assert (rec["init"]["status"], rec["init"]["retval"]) == ("returned", 0)        # the kernel's verdict
+    assert outcome_key(rec) == "loader-differs"
+    xml = (tmp_path / "j.xml").read_text()
+    assert '<error message="loader-differs: armload' in xml and 'type="loader-differs"' in xml
+    assert main(args + ["--fail-on", "none"]) == 0
 
 
 def test_request_module_from_a_kernel_thread_and_without_waiting(booted_dir):

@@ -207,7 +207,7 @@ def test_cli_run_with_the_image(kernel):
     import subprocess
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     p = subprocess.run([sys.executable, "-m", "armload", "run", sample("hello-arm.ko"), "--kernel", DEBIAN_SYMVERS,
-                        "--kernel", DEBIAN_VMLINUZ, "--trace"], cwd=root, capture_output=True, text=True,
+                        "--kernel", DEBIAN_VMLINUZ, "--trace", "--runtime", "models"], cwd=root, capture_output=True, text=True,
                        timeout=300)
     assert p.returncode == 0, p.stderr
     assert "no kernel image" not in p.stdout

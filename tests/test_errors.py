@@ -1,6 +1,7 @@
 """Bad input: one clear kernel-style error naming file, section, index and symbol; no traceback;
 non-zero exit; the input file untouched."""
 import hashlib
+import os
 import struct
 import subprocess
 import sys
@@ -345,11 +346,17 @@ def test_ko_without_this_module(tmp_path):
 
 
 def test_this_module_smaller_than_struct_module_names_linux_6_4(tmp_path):
+    from armload.loader.this_module import of_tree
+    sm = of_tree(os.path.dirname(HELLO))                  # the kernel's layout, as its modules carry it
+    assert (sm.size, sm.name, sm.init, sm.exit) == (0x240, 0x0C, 0xCC, 0x230)
+    cfg = KernelConfig(struct_module=sm)
     p = hostile(tmp_path, (".gnu.linkonce.this_module", "sh_size", 0x200))
     with pytest.raises(ElfFormatError, match=r"struct module size .*check added in Linux 6.4"):
-        load_module(p)
+        load_module(p, config=cfg)
+    with pytest.raises(RelocationError, match="cleanup_module': out of bounds relocation, offset 560 size 512"):
+        load_module(p)                                    # the kernel's size unknown: the relocation refuses it
     # larger than struct module: 6.1 does not mind
-    load_module(hostile(tmp_path, (".gnu.linkonce.this_module", "sh_size", 0x244)), kernel=kernel())
+    load_module(hostile(tmp_path, (".gnu.linkonce.this_module", "sh_size", 0x244)), kernel=kernel(), config=cfg)
 
 
 def test_two_plt_sections_the_last_wins(tmp_path):
@@ -396,10 +403,14 @@ def test_init_comes_from_struct_module_not_the_symbol_name(tmp_path):
     b = bytearray(HELLO_BYTES)
     k = next(k for k in range(2) if struct.unpack_from("<I", b, off + 8 * k)[0] == 0xCC)
     struct.pack_into("<I", b, off + 8 * k, 0xD0)
-    moved = load_module(patched(tmp_path, data=bytes(b)), kernel=kernel())
+    from armload.loader.this_module import of_object, of_tree
+    cfg = KernelConfig(struct_module=of_tree(os.path.dirname(HELLO)))   # the kernel reads init at its 0xcc
+    moved = load_module(patched(tmp_path, data=bytes(b)), kernel=kernel(), config=cfg)
     assert moved.init_addr is None and moved.exit_addr == exit_
-    r = cli("run", patched(tmp_path, data=bytes(b)), "--kernel", SYMVERS, "--json")
-    assert '"status": "no-function"' in r.stdout or "no init" in (r.stdout + r.stderr).lower(), r.stdout[-800:]
+    # without the kernel's layout the module's own relocations say where its init is
+    assert of_object(read_object("m.ko", bytes(b))).init == 0xD0
+    own = load_module(patched(tmp_path, data=bytes(b)), kernel=kernel())
+    assert (own.init_addr, own.exit_addr) == (init, exit_)
 
 
 def test_checks_6_1_does_not_have_are_gone(tmp_path):

@@ -23,8 +23,7 @@ FILES = sorted(p for p in glob.glob(os.path.join(SEEDS, "*")) + glob.glob(os.pat
 
 def _budget(data: bytes) -> int:
     flags, _ = target.split(data)
-    return fuzz.OPS_BASE + fuzz.OPS_PER_BYTE * len(data) + (8 * target.RUN_BUDGET if flags & 2 else 0) + \
-        (400_000 if flags & 32 else 0)
+    return fuzz.OPS_BASE + fuzz.OPS_PER_BYTE * len(data) + (400_000 if flags & 32 else 0)
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: os.path.relpath(p, ROOT))

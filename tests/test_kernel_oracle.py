@@ -1,4 +1,5 @@
-"""armload's PLT counts and lib/sort.c order against the real kernel's own code.
+"""armload's PLT counts and lib/sort.c order against the real kernel's own code, called in the
+booted Debian kernel.
 
 The Debian Image's module_frob_arch_sections sorts every exec REL table of a module in place
 (lib/sort.c with cmp_rel) and sizes .plt/.init.plt; its count_plts counts each sorted table.
@@ -12,9 +13,6 @@ import pytest
 
 from armload.kernel.config import KernelConfig
 from armload.loader.elf import read_object
-from armload.emu import Machine
-from armload.kernel.provider import Kernel
-from armload.loader.session import Session
 from armload.loader.plt import count_plts, exec_rel_tables
 from oracles.kernel_frob import kernel_frob
 
@@ -26,12 +24,12 @@ SAMPLES = os.path.join(ROOT, "sample_modules")
 PLT_ENT_SIZE, PLT_ENTRIES = 8, 128          # sizeof(struct plt_entries) / PLT_ENT_COUNT, sizeof(plt_entries)
 
 
-@pytest.fixture(scope="module")
-def machine():
+@pytest.fixture
+def machine(booted_dir):
+    """A fresh restore of the booted kernel per test (the calls write into its memory)."""
+    from armload.emu.booted.kernel import BootedKernel
     assert os.path.exists(VMLINUZ), "the Debian kernel image is an oracle input: make test-inputs"
-    k = Kernel.from_files([os.path.join(SAMPLES, "Module.symvers"), VMLINUZ], KernelConfig())
-    mod = Session(k, k.config, "window").load(os.path.join(SAMPLES, "hello-arm.ko"))
-    return Machine(mod, k, budget=2_000_000_000)
+    return BootedKernel.get(VMLINUZ)
 
 
 def _round_up(n, m):

@@ -86,7 +86,8 @@ def test_tree_matrix_names_crc_changes_and_removed_symbols(cache, tmp_path, caps
     assert d["6.1.0-52-armmp"] == {"outcome": "load symbol ENOENT", "loaded": False,
                                    "resolve": {"missing": ["wake_up_process"]}}
     assert all(v == {"outcome": "ok", "loaded": True} for v in m["drivers/misc/importer-arm.ko"].values())
-    assert all(c["init"] == "run" and c["struct_module"] == {"init": 0xCC, "exit": 0x230} for c in doc["cells"])
+    assert all(c["init"] == "run" and c["struct_module"] == {"size": 0x240, "name": 0x0C, "init": 0xCC, "exit": 0x230}
+               for c in doc["cells"])
     assert {c["module"]: c["kind"] for c in doc["changes"]} == {
         "drivers/misc/kalloc-arm.ko": "CRC change", "drivers/misc/deferred-arm.ko": "symbol removed"}
     assert doc["summary"] == {"modules": 6, "changing": 2, "kinds": {"CRC change": 1, "symbol removed": 1}}
@@ -106,27 +107,24 @@ def test_out_of_tree_modules_on_another_flavour(cache, tmp_path):
     rt = m["enodev-arm.ko"]["6.1.0-50-rt-armmp"]
     assert rt["outcome"] == "load ENOEXEC"
     assert rt["resolve"]["vermagic"]["kernel"].startswith("6.1.0-50-rt-armmp SMP preempt_rt")
-    assert m["importer-arm.ko"]["6.1.0-50-rt-armmp"] == {"outcome": "dependency-failed exporter", "loaded": False,
-                                                         "init": "not run"}
+    assert m["importer-arm.ko"]["6.1.0-50-rt-armmp"] == {"outcome": "dependency-failed exporter", "loaded": False}
     kinds = {c["module"]: c["kind"] for c in doc["changes"]}
     assert kinds["enodev-arm.ko"] == "version magic" and kinds["importer-arm.ko"] == "dependency"
 
 
-def test_a_cell_whose_struct_module_differs_runs_no_init(cache, tmp_path, capsys):
+def test_a_cell_whose_struct_module_differs_runs_init_at_its_own_offsets(cache, tmp_path, capsys):
     """rt-armmp's struct module puts init at 0xc8: read at armmp's 0xcc every module would seem to
-    have no init (and pass). The cell is checked without init, says so, and its results are
-    compared with the others' on loading only."""
+    have no init (and pass). Each cell's layout is its own modules' (loader/this_module.py), so
+    init runs in both and its verdicts are compared."""
     rc, doc = matrix(cache, tmp_path, cells=["6.1.0-50-armmp", "6.1.0-50-rt-armmp"])
     rt = doc["cells"][1]
-    assert rt["struct_module"] == {"init": 0xC8, "exit": 0x22C}
-    assert rt["init"].startswith("init not run: this kernel's struct module has init at 0xc8 and exit at 0x22c")
-    assert doc["cells"][0]["init"] == "run"
+    assert rt["struct_module"] == {"size": 0x240, "name": 0x0C, "init": 0xC8, "exit": 0x22C}
+    assert rt["init"] == "run" and doc["cells"][0]["init"] == "run"
     m = doc["modules"]
     assert m["drivers/misc/enodev-arm.ko"] == {"6.1.0-50-armmp": {"outcome": "error -ENODEV", "loaded": True},
-                                               "6.1.0-50-rt-armmp": {"outcome": "ok", "loaded": True,
-                                                                     "init": "not run"}}
-    assert doc["changes"] == []                 # nothing differs in what both cells ran
-    assert "6.1.0-50-rt-armmp: init not run: this kernel's struct module" in capsys.readouterr().out
+                                               "6.1.0-50-rt-armmp": {"outcome": "error -ENODEV", "loaded": True}}
+    assert doc["changes"] == []
+    assert "init not run" not in capsys.readouterr().out
 
 
 def test_matrix_refusals(cache, tmp_path, capsys):
@@ -156,3 +154,18 @@ def test_change_kind_rules():
     assert change_kind({"a": ok, "b": {"outcome": "load symbol ENOENT", "resolve": {"missing": ["f"]}}}) == \
         "symbol removed"
     assert change_kind({"a": ok, "b": {"outcome": "load format ENOEXEC"}}) == "load"
+
+
+def test_the_same_module_across_cells_and_why_its_verdict_changes():
+    from armload.ci.matrix import evidence, first_difference, same_module
+    assert same_module("fs/nls/nls_cp437.ko.xz") == same_module("fs/nls/nls_cp437.ko") == "fs/nls/nls_cp437.ko"
+    a = evidence({"outcome": "ok", "init": {"status": "returned", "retval": 0,
+                                            "console": ["[    1.5] x: probing", "[    1.6] x: ready"]}})
+    b = evidence({"outcome": "error", "reason": "init returned -19 (-ENODEV)",
+                  "init": {"status": "returned", "retval": -19, "console": ["[    2.5] x: probing"]}})
+    c = evidence({"outcome": "ok", "init": {"status": "returned", "retval": 0,
+                                            "console": ["[    3.5] x: probing", "[    3.7] x: ready at 2"]}})
+    assert first_difference({"6.1": a, "6.12": b}, ["6.1", "6.12"]) == "6.1: returned; 6.12: init returned -19 (-ENODEV)"
+    assert first_difference({"6.1": a, "6.12": c}, ["6.1", "6.12"]) == "6.1: 'x: ready'; 6.12: 'x: ready at 2'"
+    assert first_difference({"6.1": a, "6.12": a}, ["6.1", "6.12"]) is None
+    assert first_difference({"6.1": a}, ["6.1", "6.12"]) is None

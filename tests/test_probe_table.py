@@ -61,3 +61,32 @@ def test_table_feeds_the_line_model_one_line_per_node():
     c.reset_counts()
     c.get(same[0])                                       # per-cpu cache hit: slot line + the probe's line
     assert (c.cache_hits, c.nodes, c.lines.accesses) == (1, 0, 2)
+
+
+def test_kprobe_table_is_the_kernels_hash_of_hlists():
+    from armload.probes.table import KPROBE_TABLE_SIZE, KprobeTable, hash_ptr
+
+    class P:
+        def __init__(self, addr):
+            self.addr = addr
+    # hash_32 of a 32-bit kernel: the top 6 bits of addr * GOLDEN_RATIO_32 (mod 2^32)
+    for a in (0, 1, 0xBF000000, 0xFFFFFFFF, 0xC0008000):
+        assert hash_ptr(a) == ((a * 0x61C88647) % (1 << 32)) // (1 << 26)
+    assert KPROBE_TABLE_SIZE == 64
+    same = [a for a in range(0xBF000000, 0xBF100000, 4) if hash_ptr(a) == hash_ptr(0xBF000000)][:10]
+    for cache in (False, True):
+        t = KprobeTable(cache=cache)
+        probes = [P(a) for a in same]
+        for p in probes:
+            t.add(p)
+        assert t.walk(same[-1]) == (probes[-1], 1)           # hlist_add_head: the newest first
+        assert t.walk(same[0]) == (probes[0], 10)
+        assert t.walk(same[-1] + 0x100000) == (None, len(t.heads[hash_ptr(same[-1] + 0x100000)]))
+        t.reset_counts()
+        for _ in range(3):
+            assert t.get(same[0]) is probes[0]
+        assert t.nodes == (10 if cache else 30)              # the cache saves the second and third walk
+        assert t.cache_hits == (2 if cache else 0)
+        t.remove(probes[0])
+        assert t.get(same[0]) is None
+

@@ -247,9 +247,12 @@ def test_cli_refusal_is_the_kernels_and_fails_the_run(booted_dir):
     assert "register_kprobe(do_undefinstr) failed, returned -22 (-EINVAL)" in p.stdout
 
 
-def test_cli_fentry_runs_on_the_models_and_says_why(booted_dir):
-    p = _run(sample("hello-arm.ko"), "--kernel", BOOT_VMLINUZ, "--kernel", SYMVERS, "--probe", "fentry:hello_init")
-    assert "armload's own trampoline: 32-bit ARM 6.1 has none" in p.stdout
+@pytest.mark.parametrize("kind", ["fentry", "fexit"])
+def test_cli_fentry_fexit_are_refused_with_the_kernels_enotsupp(booted_dir, kind):
+    p = _run(sample("hello-arm.ko"), "--kernel", BOOT_VMLINUZ, "--kernel", SYMVERS, "--probe", f"{kind}:hello_init")
+    assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr
+    assert f"--probe {kind}:hello_init: 32-bit ARM 6.1 has no BPF trampoline" in p.stderr
+    assert "arch_prepare_bpf_trampoline returns -ENOTSUPP, 524" in p.stderr
 
 
 def test_the_models_kprobe_object_size_is_the_kernels_slab(booted):

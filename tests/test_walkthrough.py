@@ -159,28 +159,29 @@ def test_plugin_outside_the_repository_finds_the_kernel(tmp_path):
 
 
 def test_device_io_from_the_cli(capsys):
+    """Real system calls inside the booted kernel (ringdev has no poll: the VFS's DEFAULT_POLLMASK)."""
     rc, out, err = run(capsys, RINGDEV, "--kernel", DEBIAN_SYMVERS, "--kernel", DEBIAN_VMLINUZ, "--open", "/dev/ringdev",
                        "--write", "s:abc", "--read", "2", "--ioctl", "0x80047201", "buf:4", "--read", "16",
                        "--ioctl", "5", "0", "--poll", "--close")
     assert rc == 0, err
-    assert "through the module's file_operations directly (not the kernel's VFS)" in out
+    assert "real system calls from pid 1's user mode through the kernel's VFS" in out
     got = [ln for ln in out.splitlines() if ln.startswith("/dev/ringdev:")]
-    assert got == ["/dev/ringdev: open = 0", "/dev/ringdev: write(s:abc) = 3",
+    assert got == ["/dev/ringdev: open = 3", "/dev/ringdev: write(s:abc) = 3",
                    "/dev/ringdev: read(2) = 2  6162  'ab'",
                    "/dev/ringdev: ioctl(0x80047201, buf:4) = 0  buffer 01000000",     # RINGDEV_IOC_COUNT: 1 left
                    "/dev/ringdev: read(16) = 1  63  'c'",
                    "/dev/ringdev: ioctl(5, 0) = -25 (-ENOTTY)",
-                   "/dev/ringdev: poll = no poll (DEFAULT_POLLMASK)", "/dev/ringdev: close = 0"]
+                   "/dev/ringdev: poll(POLLIN|POLLPRI|POLLOUT, timeout 0): revents 0x5 (POLLIN|POLLOUT)",
+                   "/dev/ringdev: close = 0"]
     rc, out, err = run(capsys, RINGDEV, "--kernel", DEBIAN_SYMVERS, "--kernel", DEBIAN_VMLINUZ, "--open", "/dev/ringdev",
                        "--write", "b:00ff", "--read", "4", "--json")
     import json
     doc = json.loads(out)
     dev = doc["devio"]
-    assert doc["devio_via"] == "through the module's file_operations directly (not the kernel's VFS)"
-    assert rc == 0 and [(d["op"], d["result"]) for d in dev] == [("open", 0), ("write", 2), ("read", 2)]
+    assert rc == 0 and [(d["op"], d["result"]) for d in dev] == [("open", 3), ("write", 2), ("read", 2)]
     assert dev[2]["hex"] == "00ff"
     rc, out, err = run(capsys, RINGDEV, "--kernel", DEBIAN_SYMVERS, "--kernel", DEBIAN_VMLINUZ, "--read", "3")
-    assert rc == 1 and "--read needs an --open /dev/NAME before it" in err and "init_module" not in out
+    assert rc == 1 and "--read needs an --open PATH before it" in err and "ringdev" not in out
 
 
 def test_device_file_in_pytest_copies_through_user_memory():

@@ -1,2 +1,2 @@
-"""Every benchmark, run by `armload bench WHAT`: loader, plt, emulate, coverage, kallsyms,
-kallsyms-arm, probes. Targets live here, never in timed unit tests."""
+"""Every benchmark, run by `armload bench WHAT`: loader, plt, emulate, kallsyms, kallsyms-arm,
+probes, task-rename (attach). Targets live here, never in timed unit tests."""

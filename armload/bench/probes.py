@@ -1,352 +1,60 @@
-"""`armload bench probes`: the attach benchmark on a module function, and seed 004 (--many).
+"""Seed 004 in the booted Debian kernel: armload's kprobe-table model (probes/table.py) against
+the kernel's own register_kprobe, enable_kprobe and get_kprobe (armload/emu/booted).
 
-Seed 003 itself (task_rename on the Image's __set_task_comm) is bench/attach.py.
+    k = BootedKernel.get(VMLINUZ)
+    table, bits = table_layout(k)          # kprobe_table, KPROBE_HASH_BITS: read from get_kprobe's code
+    probes, refused, costs = register(k, candidates(k.image), 5000)     # disabled: no text patch
+    addrs = [p.addr for p in probes]
+    kernel_lists(k, table, bits) == model_lists(addrs, bits)  # the kernel's hlists are the oracle
+    lookup_insns(k, addrs[0])              # (instructions of one get_kprobe, its return), no interrupt inside
+    res = run(); print_result(res)        # the benchmark (`bench probes --many`; smaller without --many)
 
-Attach: exporter's armload_sample_add(a, b) is called in a loop by an emitted driver routine,
-with nothing, a kprobe, a kretprobe, ftrace, armload's own direct trampoline (fentry: an
-extension, 32-bit ARM 6.1 has none) and fentry+fexit on it, each running the same tiny handler.
-The verdict on the ordering is decided on emulated + modelled instructions (probes/cost.py). Two handler flavours: a Python callable (the library
-API: every handler is reached through a trap) and an emulated ARM handler that increments a
-counter in memory (trampolines and ftrace_call reach it with `bl`, without a trap; kprobes and
-kretprobes still trap, then call it). Emulated instructions per event are deterministic
-(Machine.clock); host events per second are this host's, shown for the ordering only.
+The probes are on the Image's own text: every function's entry first, then the instructions on
+the straight path from the entry up to its first branch (never a literal pool: a breakpoint
+there would corrupt data), the `bl __gnu_mcount_nc` (the ftrace site) skipped; the kernel refuses
+what it refuses (-EINVAL: its blacklist, its instruction decoder); and, by default, on the
+entries of btrfs's functions (btrfs and its dependencies loaded by the kernel's load_module,
+the addresses from the kernel's kallsyms), spread among them. They are registered disabled
+(KPROBE_FLAG_DISABLED: no patch_text), then a share is enabled with enable_kprobe in steps: the
+kernel's arm_kprobe -> patch_text -> stop_machine path, the kprobe_optimizer it kicks, and the
+breakpoints the running kernel hits meanwhile all count, as on the seed's machine.
 
-Many (seed 004): 300 Debian modules and the Image in one machine, 40,000 kprobes registered on
-module and kernel functions (entries and offsets), 20,000 enabled in steps of 2,000 with hits
-after each step, hits at probed addresses driven through the kprobe table with 64 (mainline)
-and 4,096 (the seed's) lists, without and with a per-cpu cache; list nodes walked, cache hits
-and a cache-line model of get_kprobe's misses (table.LineModel) are the deterministic measures.
+The kernel's table is mainline's: 64 lists (get_kprobe shifts the hash right by 26). The seed's
+4,096 lists and its per-cpu cache are not in this kernel; 4,096 lists cannot be had without
+rebuilding it (every loop over KPROBE_TABLE_SIZE and the static array are compiled in). The
+measured line instructions = a + b * nodes is what predicts the kernel's cost for the model's
+nodes at 4,096 lists: an extrapolation, said so where printed.
+
+Every count is an instruction count of the emulated kernel (deterministic: the booted state is
+restored from the same snapshot); host seconds are shown beside them.
 """
 from __future__ import annotations
 
 import os
 import random
-import struct
+import statistics
 import time
 
 from ..probes.base import ProbeError
-from ..probes.core import Probes
-from ..probes.ftrace import assemble
-from .inputs import DEBIAN, DEBIAN_SYMVERS, SAMPLES, VMLINUZ, X86
+from ..probes.table import GOLDEN_RATIO_32, KprobeTable
+from .inputs import DEBIAN, DEBIAN_SYMVERS, VMLINUZ
 
-MODES = ("base", "kprobe", "kretprobe", "ftrace", "fentry", "fentry+fexit")
-X86_ROW = {"base": "base", "kprobe": "kprobe", "kretprobe": "kretprobe", "ftrace": None, "fentry": "fentry",
-           "fentry+fexit": "fexit"}
-
-_DRIVER = """
-    push {r4, lr}
-    movw r4, #NLO
-    movt r4, #NHI
-loop:
-    mov r0, r4
-    mov r1, #1
-    movw ip, #TLO
-    movt ip, #THI
-    blx ip
-    subs r4, r4, #1
-    bne loop
-    pop {r4, pc}
-"""
-# the emulated tiny handler: ldr r0, [pc, #12]; ldr r1, [r0]; add r1, r1, #1; str r1, [r0]; bx lr;
-# .word counter -- (*counter)++, the counter's address the literal after bx lr
-_COUNTER_HANDLER = (0xE59F000C, 0xE5901000, 0xE2811001, 0xE5801000, 0xE12FFF1E)
+KP_NEXT, KP_ADDR = 0, 20                 # struct kprobe: hlist.next, addr (include/linux/kprobes.h, 32-bit)
+MODULES_VADDR, PAGE_OFFSET = 0xBF000000, 0xC0000000     # arch/arm/include/asm/memory.h (16 MiB)
+TREE = DEBIAN
+MODULES = ("fs/btrfs/btrfs.ko",)         # 2,269 functions; its dependencies are loaded first
+MAX_DEPTH = 8                            # instructions per function at most (entry and its straight path)
 
 
-def counter_handler(counter: int) -> bytes:
-    """The handler's code for one counter (also the attach benchmark's program)."""
-    return struct.pack("<6I", *_COUNTER_HANDLER, counter)
+class _P:
+    """A probe as the model sees it: an address (table.KprobeTable keys lists by .addr)."""
+    __slots__ = ("addr",)
+
+    def __init__(self, addr: int):
+        self.addr = addr
 
 
-def count_traps(m) -> list:
-    """Count breakpoint dispatches on `m` (the returned one-item list); uncount_traps undoes it."""
-    traps = [0]
-    dispatch = m._breakpoint
-
-    def counting(addr):
-        traps[0] += 1
-        return dispatch(addr)
-    m._breakpoint = counting
-    m._bench_dispatch = dispatch
-    return traps
-
-
-def uncount_traps(m) -> None:
-    m._breakpoint = m._bench_dispatch
-
-
-def host_rate(m, driver: int, events: int, min_time: float) -> float:
-    """Host events per second: the driver run again for at least min_time (beside, never deciding)."""
-    runs, t0 = 0, time.perf_counter()
-    while True:
-        m.call(driver, budget=0)
-        runs += 1
-        dt = time.perf_counter() - t0
-        if dt >= min_time:
-            return runs * events / dt
-
-
-def _machine(placement="window"):
-    from ..kernel.config import DEBIAN_ARMMP
-    from ..emu import Machine
-    from ..kernel.provider import Kernel
-    from ..loader.session import Session
-    path = os.path.join(SAMPLES, "exporter-arm.ko")
-    symvers = os.path.join(SAMPLES, "Module.symvers")
-    for f in (path, symvers):
-        if not os.path.exists(f):
-            raise ProbeError(f"bench probes: {f} missing (make samples)")
-    kernel = Kernel.from_files([symvers], DEBIAN_ARMMP)
-    mod = Session(kernel, DEBIAN_ARMMP, placement).load(path)
-    m = Machine(mod, kernel, budget=0)
-    return m, mod
-
-
-def run_attach(events: int = 5000, min_time: float = 0.3) -> dict:
-    m, mod = _machine()
-    pr = Probes(m, record=False)
-    func = pr.function("armload_sample_add")
-    drv = pr.alloc_text(64)
-    n_lo, n_hi, t_lo, t_hi = events & 0xFFFF, events >> 16, func.start & 0xFFFF, func.start >> 16
-    pr.write_code(drv, assemble(_DRIVER, drv, False, NLO=n_lo, NHI=n_hi, TLO=t_lo, THI=t_hi))
-    counter = m.heap.alloc(4, zero=True, kind="bench counter")
-    hcode = pr.alloc_near(mod, 32)
-    pr.write_code(hcode, counter_handler(counter))
-    hcode_ft = pr.alloc_text(32)                 # the same handler within bl range of ftrace_call
-    pr.write_code(hcode_ft, counter_handler(counter))
-    traps = count_traps(m)
-    py_count = [0]
-
-    def tiny(_hit):                       # the Python handler: count the event
-        py_count[0] += 1
-
-    def emulated(_hit):                   # a trap calls the emulated handler
-        m.invoke(hcode)
-
-    def read_counter():
-        return struct.unpack("<I", m.read(counter, 4))[0]
-
-    rows = []
-    for flavour in ("python", "emulated"):
-        for mode in MODES:
-            h = tiny if flavour == "python" else emulated
-            attached = []
-            if mode == "kprobe":
-                attached.append(pr.kprobe(func, 0, pre=h))
-            elif mode == "kretprobe":
-                attached.append(pr.kretprobe(func, h))
-            elif mode == "ftrace":
-                attached.append(pr.ftrace_function(func, tiny if flavour == "python" else None))
-                pr.ftrace.set_tracer(hcode_ft if flavour == "emulated" else None)
-            elif mode == "fentry":
-                attached.append(pr.direct(func, entry=tiny, entry_code=hcode if flavour == "emulated" else None)
-                                if flavour == "python" else pr.direct(func, entry_code=hcode))
-            elif mode == "fentry+fexit":
-                attached.append(pr.direct(func, entry=h, exit=h))
-            m.call(drv, budget=0)                        # warm the translation cache
-            py_count[0] = 0
-            m.write(counter, b"\0\0\0\0")
-            traps[0] = 0
-            model0 = pr.model_insns
-            r = m.call(drv, budget=0)                    # the measured run: counts are deterministic
-            model = pr.model_insns - model0
-            if r.status != "returned":
-                raise ProbeError(f"bench probes: {mode}: {r.summary()}")
-            handled = py_count[0] + read_counter()
-            n_traps = traps[0]
-            eps = host_rate(m, drv, events, min_time)
-            per = {"base": 0, "fentry+fexit": 2}.get(mode, 1)
-            if handled != per * events:
-                raise ProbeError(f"bench probes: {mode} ({flavour}): the handler ran {handled} times "
-                                 f"for {events} events (expected {per * events})")
-            rows.append({"flavour": flavour, "mode": mode, "events": events,
-                         "insns_per_event": r.instructions / events, "traps_per_event": n_traps / events,
-                         "modelled_per_event": model / events, "cost_per_event": (r.instructions + model) / events,
-                         "handler_runs_per_event": per, "events_per_s": eps})
-            for a in attached:
-                for x in (a,):
-                    if hasattr(x, "unregister"):
-                        x.unregister()
-                    else:
-                        x.disable()
-            if mode == "ftrace":
-                pr.ftrace.set_tracer(None)
-            if mode in ("fentry", "fentry+fexit"):
-                pr.probes = [p for p in pr.probes if p not in attached]
-    uncount_traps(m)
-    base = {f: next(r for r in rows if r["flavour"] == f and r["mode"] == "base") for f in ("python", "emulated")}
-    for r in rows:
-        b = base[r["flavour"]]
-        r["extra_insns"] = r["insns_per_event"] - b["insns_per_event"]
-        r["host_ratio"] = r["events_per_s"] / b["events_per_s"]
-        x = X86_ROW[r["mode"]]
-        r["x86_k_per_s"] = X86[x][0] if x else None
-        r["x86_ratio"] = X86[x][0] / X86["base"][0] if x else None
-    return {"events": events, "rows": rows, "ordering": _ordering(rows)}
-
-
-def _ordering(rows) -> dict:
-    """The seed's ordering, decided on deterministic per-event costs (emulated + modelled
-    instructions, probes/cost.py), never on host time: two runs give the same verdict."""
-    out = {}
-    for f in ("python", "emulated"):
-        r = {x["mode"]: x for x in rows if x["flavour"] == f}
-        c = {k: v["cost_per_event"] for k, v in r.items()}
-        tramp_near_base = c["fentry"] <= 1.2 * c["base"]
-        out[f] = {"fentry_vs_base": c["base"] / c["fentry"],
-                  "trampoline ~ base": tramp_near_base, "base > kprobe": c["base"] < c["kprobe"],
-                  "kprobe > kretprobe": c["kprobe"] < c["kretprobe"],
-                  "reproduced": tramp_near_base and c["base"] < c["kprobe"] < c["kretprobe"]}
-    return out
-
-
-def print_attach(res: dict) -> None:
-    print(f"probes attach benchmark: armload_sample_add called {res['events']:,} times by a driver loop "
-          f"(exporter-arm.ko); seed 003 itself is `armload bench task-rename`")
-    print("fentry/fentry+fexit rows are armload's own trampolines, an extension: 32-bit ARM 6.1 has no BPF "
-          "trampoline (arch_prepare_bpf_trampoline: -ENOTSUPP)")
-    print("emulated insns/event: deterministic (Machine.clock), including the driver loop; traps: breakpoint "
-          "dispatches to Python per event;")
-    print("host events/s: this host (ordering only); x86: the issue's test_progs figures (2.4 GHz, no retpoline)")
-    for f, title in (("python", "handler = a Python callable (reached through a trap in every mode)"),
-                     ("emulated", "handler = emulated ARM code (bl from ftrace_call / trampolines; kprobes trap, "
-                                  "then call it)")):
-        print(f"\n{title}")
-        print(f"  {'mode':<14}{'insns/event':>12}{'+modelled':>10}{'+insns':>8}{'traps/ev':>9}{'host ev/s':>12}"
-              f"{'vs base':>8}{'x86 K/s':>9}{'x86 vs base':>12}")
-        for r in res["rows"]:
-            if r["flavour"] != f:
-                continue
-            x86 = f"{r['x86_k_per_s']:,}" if r["x86_k_per_s"] else "-"
-            xr = f"{r['x86_ratio']:.2f}" if r["x86_ratio"] else "-"
-            print(f"  {r['mode']:<14}{r['insns_per_event']:>12.1f}{r['modelled_per_event']:>10.1f}"
-                  f"{r['extra_insns']:>8.1f}{r['traps_per_event']:>9.1f}"
-                  f"{r['events_per_s']:>12,.0f}{r['host_ratio']:>8.2f}{x86:>9}{xr:>12}")
-        o = res["ordering"][f]
-        print(f"  ordering trampoline ~ base > kprobe > kretprobe, from deterministic costs (emulated + modelled "
-              f"instructions): {'reproduced' if o['reproduced'] else 'NOT reproduced'}: base/fentry cost = "
-              f"{o['fentry_vs_base']:.2f} ({'~' if o['trampoline ~ base'] else 'not ~'} base, within 20%), base > "
-              f"kprobe: {o['base > kprobe']}, kprobe > kretprobe: {o['kprobe > kretprobe']}")
-    print("\nwhy: a kprobe costs one trap (breakpoint -> kprobe_handler -> out-of-line slot), a kretprobe two "
-          "(entry kprobe + trampoline),")
-    print("fentry+fexit two (entry and exit traps). The kernel's exception entry and kprobe_handler are "
-          "Python here; +modelled charges")
-    print("them by the Image's function sizes (probes/cost.py) and the verdict uses both; host time is dominated "
-          "by leaving the emulator for each trap,")
-    py = {r["mode"]: r for r in res["rows"] if r["flavour"] == "python"}
-    per_insn = 1 / py["base"]["events_per_s"] / py["base"]["insns_per_event"]
-    per_trap = (1 / py["kprobe"]["events_per_s"] - 1 / py["base"]["events_per_s"]) / py["kprobe"]["traps_per_event"]
-    print(f"which plays the role of the x86 trap cost: here one trap costs ~{per_trap * 1e6:.0f} us of host time, "
-          f"~{per_trap / per_insn:,.0f} emulated instructions")
-    print("(on x86 a kprobe costs ~0.14 us more than base). A trap that calls the emulated handler starts a nested "
-          "emulation, dearer still.")
-    print("With an emulated handler ftrace and fentry need no trap at all and are the cheapest probes, as on x86;")
-    print("they are still not ~ base because the probed function is 9 instructions and the trampoline adds ~11, "
-          "where the x86")
-    print("bench probes a whole syscall (hundreds of cycles per event).")
-    em = {r["mode"]: r for r in res["rows"] if r["flavour"] == "emulated"}
-    cyc = 2.4e9 / (X86["base"][0] * 1000)               # x86 cycles per base event
-    base_cost = em["base"]["cost_per_event"]
-    proj = ", ".join(f"{k} {cyc / (cyc + em[k]['cost_per_event'] - base_cost):.3f}"
-                     for k in ("ftrace", "fentry", "kprobe", "kretprobe"))
-    print(f"projection (deterministic counts only): with x86's ~{cyc:.0f} cycles per base event and one cycle per "
-          f"added emulated or modelled")
-    print(f"instruction: {proj} of base (x86 measured: fentry {X86['fentry'][0] / X86['base'][0]:.3f}, kprobe "
-          f"{X86['kprobe'][0] / X86['base'][0]:.3f}, kretprobe {X86['kretprobe'][0] / X86['base'][0]:.3f}).")
-
-
-# --- many probes ---------------------------------------------------------------------------------
-def _debian_machine(n_modules: int, vmlinuz: str | None = None):
-    from ..kernel.config import DEBIAN_ARMMP
-    from ..ci.corpus import plan_order, scan_tree
-    from ..emu import Machine
-    from ..errors import ArmloadError
-    from ..kernel.provider import Kernel
-    from ..loader.session import Session
-    if not os.path.isdir(DEBIAN) or not os.path.exists(DEBIAN_SYMVERS):
-        raise ProbeError(f"bench probes --many: the Debian corpus is missing ({DEBIAN}; make corpus)")
-    kernel = Kernel.from_files([DEBIAN_SYMVERS] + ([vmlinuz] if vmlinuz else []), DEBIAN_ARMMP)
-    plan = plan_order(scan_tree(DEBIAN))
-    s = Session(kernel, DEBIAN_ARMMP, "vmalloc")
-    loaded, failed = [], set()
-    t0 = time.perf_counter()
-    for name in plan.order:
-        if len(loaded) >= n_modules:
-            break
-        info = plan.modules[name]
-        if any(d in failed or d not in {m.name for m in loaded} for d in plan.closure.get(name, [])):
-            failed.add(name)
-            continue
-        try:
-            loaded.append(s.load(info.path))
-        except ArmloadError:
-            failed.add(name)
-    m = Machine(loaded, kernel, budget=0)
-    for mod in loaded:                     # as after each init: the next module reuses init memory
-        m.free_init_memory(mod)
-    t_load = time.perf_counter() - t0
-    return m, loaded, t_load
-
-
-def _candidates(pr, mods, max_depth: int = 64):
-    """(function, offset) pairs: each function's entry first, then its other ARM instructions."""
-    import bisect
-    per_func = []
-    for mod in mods:
-        marks = sorted((s.addr & ~1, s.name[:2]) for s in mod.symbols
-                       if s.stype == "notype" and s.name[:2] in ("$a", "$t", "$d"))
-        starts = [a for a, _ in marks]
-        for s in mod.symbols:
-            if s.stype != "func" or not s.section or s.size < 4 or s.addr & 1 or not mod.region_of(s.addr):
-                continue
-            sec = mod.section_at(s.addr)
-            if sec is None or not sec.flags & 0x4 or sec.mem.startswith("init"):
-                continue
-            offs = []
-            for o in range(0, min(s.size, 4 * max_depth), 4):
-                i = bisect.bisect_right(starts, s.addr + o) - 1
-                if (i < 0 or marks[i][1] != "$d") and not pr.ftrace.is_site(s.addr + o):
-                    offs.append(o)
-            per_func.append((mod, s, offs))
-    out, depth, seen = [], 0, set()
-    while True:                            # round robin: entries of all functions, then +4, ...
-        added = False
-        for mod, s, offs in per_func:
-            if depth < len(offs):
-                added = True
-                if s.addr + offs[depth] not in seen:       # aliases share their code
-                    seen.add(s.addr + offs[depth])
-                    out.append((mod, s, offs[depth]))
-        if not added:
-            return out
-        depth += 1
-
-
-def _kernel_candidates(pr, max_depth: int = 64):
-    """(function, offset) pairs on the Image's text, round robin like _candidates; mcount sites
-    skipped (blacklisted and modelled functions are left to register_kprobe to refuse)."""
-    from ..probes.base import Function
-    kt = pr.ktext
-    if kt is None:
-        return []
-    per = []
-    for a in kt.starts:
-        size = kt.size_of(a)
-        if size < 4:
-            continue
-        f = Function(kt, kt.names[a][0], a, size, False)
-        per.append((f, [o for o in range(0, min(size, 4 * max_depth), 4) if not kt.is_mcount_site(a + o)]))
-    out, depth = [], 0
-    while True:
-        added = False
-        for f, offs in per:
-            if depth < len(offs):
-                added = True
-                out.append((f, offs[depth]))
-        if not added:
-            return out
-        depth += 1
-
-
+# --- the kernel's table ----------------------------------------------------------------------------
 def _zipf(rng, addrs, k):
     """k hit addresses over `addrs`: a few hot probes and a long tail (deterministic)."""
     if not addrs:
@@ -357,168 +65,419 @@ def _zipf(rng, addrs, k):
     return rng.choices([addrs[i] for i in order], weights=weights, k=k)
 
 
-BUCKETS = {"mainline": 6, "seed": 12}      # KPROBE_HASH_BITS: 64 lists, the seed's 4,096
+def table_layout(k) -> tuple[int, int]:
+    """(kprobe_table, KPROBE_HASH_BITS) from get_kprobe's code: the movw/movt pair that is not
+    GOLDEN_RATIO_32 is the table; `lsr #(32 - bits)` is the hash. Debian has no KALLSYMS_ALL, so
+    kallsyms does not name the static array."""
+    a = k.image.symbols["get_kprobe"]
+    regs: dict[int, int] = {}
+    table = shift = None
+    for i in range(24):
+        w = k.image.word(a + 4 * i)
+        rd, imm = (w >> 12) & 0xF, ((w >> 4) & 0xF000) | (w & 0xFFF)
+        if (w & 0x0FF00000) == 0x03000000:                       # movw rd, #imm16
+            regs[rd] = imm
+        elif (w & 0x0FF00000) == 0x03400000:                     # movt rd, #imm16
+            regs[rd] = regs.get(rd, 0) | imm << 16
+            if regs[rd] != GOLDEN_RATIO_32:
+                table = regs[rd]
+        elif (w & 0x0FEF0070) == 0x01A00020 and shift is None:   # mov rd, rm, lsr #imm5
+            shift = (w >> 7) & 0x1F
+        if table is not None and shift is not None:
+            return table, 32 - shift
+    raise ProbeError("get_kprobe: kprobe_table or the hash shift not found in its code")
 
 
-def run_many(n_modules: int = 300, n_register: int = 40000, n_enable: int = 20000, n_lookups: int = 200000,
-             seed: int = 12, cache_slots: int = 256, step: int = 2000, hits_per_step: int = 10000,
-             n_kernel: int = 10000, vmlinuz: str | None = None) -> dict:
-    """Seed 004: 40k kprobes registered, 20k enabled in steps of `step`, each step followed by
-    `hits_per_step` hits; 64 and 4,096 lists, without and with the per-cpu cache. Deterministic
-    measures: list nodes walked per lookup, cache hits, modelled data-cache misses in get_kprobe
-    (table.LineModel); host seconds beside them."""
-    from ..probes.base import Function
-    from ..probes.kprobe import Kprobe
-    from ..probes.table import KprobeTable, LineModel
-    if vmlinuz is None and n_kernel:
-        vmlinuz = VMLINUZ
-    m, mods, t_load = _debian_machine(n_modules, vmlinuz if n_kernel else None)
-    t0 = time.perf_counter()
-    pr = Probes(m, record=False)
-    t_ftrace = time.perf_counter() - t0
-    kcands = _kernel_candidates(pr) if n_kernel else []
-    cands = [(mod, Function(mod, s.name, s.addr, s.size, False), off) for mod, s, off in _candidates(pr, mods)]
-    refused: dict[str, int] = {}
-    probes = []
-    n_kernel_probes = 0
-    t0 = time.perf_counter()
-    with pr.batch():
-        ki = iter(kcands)
-        queue, k_added = [], 0
-        for k in range(len(cands)):          # a kernel candidate every 3rd place (refusals allowed for)
-            if k % 3 == 0 and k_added < 2 * n_kernel:
-                kc = next(ki, None)
-                if kc is not None:
-                    queue.append((pr.ktext, kc[0], kc[1]))
-                    k_added += 1
-            queue.append(cands[k])
-        for mod, fn, off in queue:
-            if len(probes) >= n_register:
+def kernel_lists(k, table: int, bits: int) -> list[list[int]]:
+    """kprobe_table's hlists as the kernel holds them: the addresses, head first."""
+    out = []
+    for h in range(1 << bits):
+        lst, p = [], k.u32(table + 4 * h)
+        while p:
+            lst.append(k.u32(p + KP_ADDR))
+            p = k.u32(p + KP_NEXT)
+        out.append(lst)
+    return out
+
+
+def model_table(addrs, bits: int) -> KprobeTable:
+    """table.KprobeTable with probes added in the kernel's registration order."""
+    tab = KprobeTable(bits=bits)
+    for a in addrs:
+        tab.add(_P(a))
+    return tab
+
+
+def model_lists(addrs, bits: int) -> list[list[int]]:
+    return [list(x) for x in model_table(addrs, bits).addrs]
+
+
+# --- where to probe --------------------------------------------------------------------------------
+def _writes_pc(insn) -> bool:
+    from capstone.arm import ARM_REG_PC
+    try:
+        return ARM_REG_PC in insn.regs_access()[1]
+    except Exception:                                            # capstone without details: be safe
+        return True
+
+
+def candidates(image, max_depth: int = MAX_DEPTH) -> list[int]:
+    """Instruction addresses of the Image's text, round robin: every function's entry, then each
+    function's +4, +8, ... while on the straight path from the entry (up to and including the
+    first instruction that writes pc); mcount sites skipped. Computed once per Image and process."""
+    key = (image.path, len(image.data), max_depth)
+    if key not in _CANDIDATES:
+        _CANDIDATES[key] = _candidates(image, max_depth)
+    return list(_CANDIDATES[key])
+
+
+_CANDIDATES: dict = {}
+
+
+def _candidates(image, max_depth: int) -> list[int]:
+    import capstone
+    from ..probes.ktext import KernelText
+    kt = KernelText(image)
+    md = capstone.Cs(capstone.CS_ARCH_ARM, capstone.CS_MODE_ARM)
+    md.detail = True
+    per = []
+    for a in kt.starts:
+        n = min(kt.size_of(a), 4 * max_depth) // 4
+        offs = []
+        for insn in md.disasm(bytes(image.data[a - image.base: a - image.base + 4 * n]), a):
+            if kt.is_mcount_site(insn.address):
+                continue
+            offs.append(insn.address)
+            if _writes_pc(insn):
                 break
-            if mod is pr.ktext and n_kernel_probes >= n_kernel:
+        if offs and offs[0] == a:
+            per.append(offs)
+    return [p[d] for d in range(max_depth) for p in per if d < len(p)]
+
+
+def load_modules(vmlinuz: str, paths, tree: str):
+    """A BootedRun (a restored booted kernel) with each of `paths` loaded after its dependencies
+    by the kernel's own load_module (modprobe's part done from `tree`): (run, [(module, status, ret)])."""
+    from ..emu.booted.modload import load_order, tree_index
+    from ..emu.booted.modrun import BootedRun
+    from ..kernel.config import DEBIAN_ARMMP
+    from ..kernel.provider import Kernel
+    run = BootedRun(vmlinuz, Kernel.from_files([DEBIAN_SYMVERS, vmlinuz], DEBIAN_ARMMP), DEBIAN_ARMMP, tree=tree)
+    loaded, index = [], tree_index(tree)
+    for path in paths:
+        for p in load_order(path, index):
+            if any(os.path.basename(p) == x for x, _, _ in loaded):
                 continue
-            kp = Kprobe(pr, fn, off, pre=None)
-            try:
-                kp.register()
-            except ProbeError as e:
-                import re
-                hit = (re.search(r"instruction [0-9a-f]+ \((.*)\) is rejected", str(e))
-                       or re.search(r"instruction [0-9a-f]+ \((.*)\):", str(e)))
-                key = f"{e.errno}: " + re.sub(r"0x[0-9a-f]+ ", "", hit.group(1) if hit else str(e).split(": ")[-1])[:100]
-                refused[key] = refused.get(key, 0) + 1
-                continue
-            probes.append(kp)
-            n_kernel_probes += mod is pr.ktext
-    t_register = time.perf_counter() - t0
-    enabled = probes[::max(1, len(probes) // n_enable)][:n_enable]
-    configs = []
-    for label, bits in BUCKETS.items():
-        for cache in (False, True):
-            rng = random.Random(seed)
-            lines = LineModel()
-            tab = KprobeTable(cache=cache, cache_slots=cache_slots, bits=bits, lines=lines)
-            for kp in probes:
-                tab.add(kp)
-            pr.table = tab
-            chains = [len(h) for h in tab.heads]
-            steps = []
-            t_enable = 0.0
-            for k in range(0, len(enabled), step):
-                chunk = enabled[k:k + step]
-                tab.reset_counts()
-                t0 = time.perf_counter()
-                with pr.batch():
-                    for kp in chunk:               # enable_kprobe: __get_valid_kprobe (get_kprobe) ...
-                        if tab.get(kp.addr) is not kp:
-                            raise ProbeError("bench probes --many: kprobe table lookup failed")
-                        kp.enable()                # ... then arm_kprobe (patch_text)
-                dt = time.perf_counter() - t0
-                t_enable += dt
-                en_nodes, en_miss = tab.nodes, lines.misses
-                tab.reset_counts()
-                for a in _zipf(rng, [x.addr for x in enabled[:k + step]], hits_per_step):
-                    tab.get(a)
-                steps.append({"enabled": k + len(chunk), "enable_s": dt,
-                              "enable_nodes_per_lookup": en_nodes / len(chunk),
-                              "enable_misses_per_lookup": en_miss / len(chunk),
-                              "hit_nodes_per_lookup": tab.nodes / hits_per_step,
-                              "hit_misses_per_lookup": lines.misses / hits_per_step,
-                              "cache_hit_rate": tab.cache_hits / hits_per_step if cache else None})
-            hits = _zipf(random.Random(seed + 1), [x.addr for x in enabled], n_lookups)
-            tab.reset_counts()
-            get = tab.get
-            t0 = time.perf_counter()
-            for a in hits:
-                get(a)
-            t_look = time.perf_counter() - t0
-            configs.append({"buckets": tab.size, "label": label, "cache": cache, "steps": steps,
-                            "enable_s": t_enable, "chain_min": min(chains), "chain_max": max(chains),
-                            "chain_mean": sum(chains) / len(chains), "lookups": n_lookups,
-                            "lookups_per_s": n_lookups / t_look, "nodes_per_lookup": tab.nodes / n_lookups,
-                            "misses_per_lookup": lines.misses / n_lookups,
-                            "lines_per_lookup": lines.accesses / n_lookups,
-                            "cache_hit_rate": tab.cache_hits / n_lookups if cache else None})
-            with pr.batch():
-                for kp in enabled:
-                    kp.disable()
-    return {"modules": len(mods), "load_s": t_load, "ftrace_init_s": t_ftrace, "ftrace_sites": len(pr.ftrace.sites),
-            "candidates": len(cands) + len(kcands), "registered": len(probes), "kernel_probes": n_kernel_probes,
-            "refused": refused, "register_s": t_register,
-            "enabled": len(enabled), "configs": configs, "seed": seed, "cache_slots": cache_slots, "step": step,
-            "hits_per_step": hits_per_step}
+            r = run.load(p)
+            loaded.append((os.path.basename(p), r.status, r.ret))
+    return run, loaded
 
 
-# the seed (kprobe cache patch): 40k registered, 20k enabled, 4,096 lists
-SEED_004 = {"miss_share_get_kprobe": (0.68, 0.05), "enable_s": (2934, 2025)}
+def module_entries(k, path: str) -> list[int]:
+    """The entries of a loaded module's functions (its .symtab's STT_FUNC in .text*, not init or
+    exit text), where the kernel's kallsyms puts them ("module:function")."""
+    from elftools.elf.elffile import ELFFile
+    from ..emu.booted.modload import modinfo
+    with open(path, "rb") as f:
+        ko = f.read()
+    name = modinfo(ko).get("name", [os.path.basename(path)[:-3].replace("-", "_")])[0]
+    with open(path, "rb") as f:
+        elf = ELFFile(f)
+        syms = [(sym.name, elf.get_section(sym["st_shndx"]).name)
+                for sym in elf.get_section_by_name(".symtab").iter_symbols()
+                if sym["st_info"]["type"] == "STT_FUNC" and sym["st_size"] >= 4 and isinstance(sym["st_shndx"], int)]
+    buf, out = k.kmalloc(512), []
+    for fn, sec in syms:
+        if sec.startswith(".text") and fn:
+            k.write(buf, f"{name}:{fn}".encode() + b"\0")
+            a = k.call("kallsyms_lookup_name", buf)
+            if a and not a & 3 and a not in out:
+                out.append(a)
+    k.kfree(buf)
+    return out
 
 
-def print_many(res: dict) -> None:
-    print(f"\nmany probes (seed 004): {res['modules']} Debian modules in one machine (loaded in {res['load_s']:.1f} s; "
-          f"{res['ftrace_sites']:,} mcount sites made NOPs)")
-    print(f"  registered {res['registered']:,} kprobes on function entries and offsets, "
-          f"{res.get('kernel_probes', 0):,} of them in the kernel Image's text ({res['candidates']:,} candidates, "
-          f"{res['register_s']:.1f} s); refused (-22: the kernel's rules, -95: armload's limits):")
-    import re
-    groups: dict[str, int] = {}
-    for k, v in res["refused"].items():
-        k = re.sub(r"armload (models|traps calls to) \S+ .*", "armload traps calls to the function (a model, or a "
-                   "stop at an unmodelled call)", k)
-        k = re.sub(r"NOKPROBE_SYMBOL\(\S+?\).*", "NOKPROBE_SYMBOL: the Image's _kprobe_blacklist)", k)
-        groups[k] = groups.get(k, 0) + v
-    for k, v in sorted(groups.items(), key=lambda kv: -kv[1])[:9]:
-        print(f"    {v:>6,}  {k}")
-    print(f"  {res['enabled']:,} enabled in steps of {res['step']:,}, {res['hits_per_step']:,} Zipf-like hits after "
-          f"each step; then {res['configs'][0]['lookups']:,} hits over all enabled probes")
-    print(f"  deterministic: list nodes walked, per-cpu cache hits ({res['cache_slots']} slots), modelled L1D "
-          f"misses in get_kprobe (32 KiB, 4-way, 64 B lines; no other traffic)")
-    hdr = f"  {'lists':>6} {'cache':>5} {'probes/list':>12} {'nodes/hit':>10} {'L1D miss/hit':>13} {'cache hits':>10} " \
-          f"{'nodes/enable':>13} {'miss/enable':>12} {'enable s':>9} {'host hits/s':>12}"
-    print(hdr)
-    for c in res["configs"]:
-        en_nodes = sum(s["enable_nodes_per_lookup"] for s in c["steps"]) / len(c["steps"])
-        en_miss = sum(s["enable_misses_per_lookup"] for s in c["steps"]) / len(c["steps"])
-        ch = f"{c['cache_hit_rate']:.1%}" if c["cache"] else "-"
-        print(f"  {c['buckets']:>6,} {'on' if c['cache'] else 'off':>5} {c['chain_mean']:>12.1f} "
-              f"{c['nodes_per_lookup']:>10.2f} {c['misses_per_lookup']:>13.3f} {ch:>10} {en_nodes:>13.2f} "
-              f"{en_miss:>12.3f} {c['enable_s']:>9.2f} {c['lookups_per_s']:>12,.0f}")
-    print(f"  enabling, per step of {res['step']:,} (list nodes walked per enable lookup / modelled L1D misses per "
-          f"hit after the step):")
-    for c in res["configs"]:
-        row = " ".join(f"{s['enable_nodes_per_lookup']:.0f}/{s['hit_misses_per_lookup']:.2f}" for s in c["steps"])
-        print(f"    {c['buckets']:>5} lists, cache {'on ' if c['cache'] else 'off'}: {row}")
-    by = {(c["buckets"], c["cache"]): c for c in res["configs"]}
-    small, big = min(b for b, _ in by), max(b for b, _ in by)
-    print("  the seed: 68% -> 5% of a workload's hardware cache misses were in get_kprobe with the cache; enabling "
-          "2,934 -> 2,025 s.")
-    print(f"  here: modelled misses per get_kprobe, {small} lists {by[small, False]['misses_per_lookup']:.2f} -> "
-          f"{by[small, True]['misses_per_lookup']:.2f} with the cache, {big:,} lists "
-          f"{by[big, False]['misses_per_lookup']:.2f} -> {by[big, True]['misses_per_lookup']:.2f}: at the seed's "
-          f"table size a walk is {by[big, False]['nodes_per_lookup']:.1f} nodes")
-    print("  and the cache saves little; the seed's large gain is a share of all misses with the whole workload "
-          "running, which this model")
-    print("  does not have (no other traffic). Enabling looks each probe up once, a cold address: the cache cannot "
-          "help it and")
-    e_off, e_on = by[big, False]["enable_s"], by[big, True]["enable_s"]
-    print(f"  adds a slot fill; host seconds to enable ({big:,} lists): {e_off:.2f} without, {e_on:.2f} with the "
-          f"cache ({'slower' if e_on > e_off else 'faster'} with it) - Python time, shown beside the counts, never "
-          f"deciding.")
+# --- the kernel doing it ---------------------------------------------------------------------------
+def register(k, addrs, n: int, disabled: bool = True, kp=None) -> tuple[list, dict, list[int]]:
+    """register_kprobe on `addrs` in order until n are registered: (probes, refused {errno: count},
+    instructions of each registration that succeeded)."""
+    from ..probes.booted import KernelProbes
+    kp = kp or KernelProbes(k)
+    probes, refused, costs = [], {}, []
+    for a in addrs:
+        if len(probes) >= n:
+            break
+        i0 = k.insns
+        try:
+            probes.append(kp.kprobe(a, disabled=disabled, count=False))
+        except ProbeError as e:
+            refused[e.errno] = refused.get(e.errno, 0) + 1
+            continue
+        costs.append(k.insns - i0)
+    return probes, refused, costs
+
+
+def lookup_insns(k, addr: int) -> tuple[int, int]:
+    """(instructions of get_kprobe(addr) called from pid 1, its return value); repeated when a
+    timer interrupt fell inside it (the lookup changes nothing), so the count is the lookup's."""
+    while True:
+        q0, i0 = k.m.hw.irqs_taken, k.insns
+        r = k.call("get_kprobe", addr)
+        if k.m.hw.irqs_taken == q0:
+            return k.insns - i0, r
+
+
+def fit(xs, ys) -> dict:
+    """Least squares ys = a + b * xs: a, b, r2, the largest |residual|."""
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx else 0.0
+    a = my - b * mx
+    res = [y - (a + b * x) for x, y in zip(xs, ys)]
+    syy = sum((y - my) ** 2 for y in ys)
+    return {"a": a, "b": b, "r2": 1 - sum(r * r for r in res) / syy if syy else 1.0,
+            "max_abs_residual": max(abs(r) for r in res), "n": n}
+
+
+def _settle(kp, enabled, rounds: int = 40) -> dict:
+    """Let the kernel's kprobe_optimizer run (OPTIMIZE_DELAY, MAX_OPTIMIZE_PROBES a round) until a
+    round changes nothing: the instructions that took (everything the kernel ran meanwhile)."""
+    k = kp.k
+    i0, before = k.insns, None
+    for r in range(rounds):
+        kp.wait_optimizer()
+        now = sum(1 for p in enabled if p.state() == "optimized")
+        if now == before:
+            return {"insns": k.insns - i0, "rounds": r + 1}
+        before = now
+    return {"insns": k.insns - i0, "rounds": rounds}
+
+
+def _undefs(k) -> int:
+    return k.m.exception_counts.get("undef", 0)
+
+
+# --- the benchmark ---------------------------------------------------------------------------------
+def spread(main: list, extra: list, n: int) -> list:
+    """`extra` placed at even intervals among the first n items of `main`, then the rest of `main`."""
+    if not extra:
+        return list(main)
+    every = max(1, n // len(extra))
+    out, it = [], iter(extra)
+    for i, a in enumerate(main):
+        if i % every == 0:
+            out.extend(x for x in [next(it, None)] if x is not None)
+        out.append(a)
+    return out + list(it)
+
+
+def run(n_register: int = 40000, n_enable: int = 20000, step: int = 2000, n_hits: int = 20000,
+               seed: int = 12, vmlinuz: str = VMLINUZ, modules=MODULES, tree: str = TREE) -> dict:
+    """Register n_register disabled kprobes on the Image's text, check the kernel's 64 hlists
+    against the model's, time get_kprobe on hits and misses against the model's nodes, then
+    enable n_enable of them in steps of `step` (every other one at 40k/20k, as the seed). `modules`
+    (paths under `tree`) are loaded first by the kernel's load_module; their functions' entries are
+    spread among the Image's candidates."""
+    from ..emu.booted.kernel import BootedKernel
+    from ..probes.booted import KernelProbes
+    from ..probes.ktext import KernelText
+    loaded, mod_addrs = [], []
+    if modules and os.path.isdir(tree):
+        run, loaded = load_modules(vmlinuz, [os.path.join(tree, m) for m in modules], tree)
+        k = run.bk
+        for m in modules:
+            mod_addrs += module_entries(k, os.path.join(tree, m))
+    else:
+        k = BootedKernel.get(vmlinuz)
+    table, bits = table_layout(k)
+    empty_before = not any(kernel_lists(k, table, bits))
+    cands = spread(candidates(k.image), mod_addrs, n_register)
+    kp = KernelProbes(k)
+    t0 = time.perf_counter()
+    probes, refused, reg_costs = register(k, cands, n_register, kp=kp)
+    t_reg = time.perf_counter() - t0
+    addrs = [p.addr for p in probes]
+    tab = model_table(addrs, bits)
+    lists_equal = kernel_lists(k, table, bits) == [list(x) for x in tab.addrs]
+    # get_kprobe: every registered address (hits), as many unregistered text addresses (misses)
+    taken = set(addrs)
+    misses = [a for a in cands if a not in taken][:len(addrs)]
+    t0 = time.perf_counter()
+    look, found = {}, []
+    for kind, sample in (("hit", addrs), ("miss", misses)):
+        nodes, insns = [], []
+        for a in sample:
+            n = tab.walk(a)[1]
+            c, r = lookup_insns(k, a)
+            if (r != 0) != (kind == "hit") or r and k.u32(r + KP_ADDR) != a:
+                raise ProbeError(f"get_kprobe({a:#x}) returned {r:#x}: expected a {kind}")
+            nodes.append(n)
+            insns.append(c)
+            if kind == "hit":
+                found.append(r)
+        look[kind] = {"n": len(sample), "fit": fit(nodes, insns), "nodes_mean": statistics.mean(nodes),
+                      "insns_mean": statistics.mean(insns), "nodes_max": max(nodes), "insns_max": max(insns)}
+    t_look = time.perf_counter() - t0
+    # enabling in steps (every other probe at the seed's 40k/20k), then the seed's Zipf-like hits
+    hf = look["hit"]["fit"]
+    every = max(1, len(probes) // max(1, n_enable))
+    enabled = probes[::every][:n_enable]
+    steps, t_en = [], 0.0
+    k.m.exception_log = log = []
+    for s in range(0, len(enabled), step):
+        chunk = enabled[s:s + step]
+        i0, u0, q0 = k.insns, _undefs(k), k.m.hw.irqs_taken
+        t0 = time.perf_counter()
+        per = []
+        for p in chunk:
+            c0 = k.insns
+            r = p.enable()
+            if r:
+                raise ProbeError(f"enable_kprobe({p.target}) returned {r}")
+            per.append(k.insns - c0)
+        dt = time.perf_counter() - t0
+        t_en += dt
+        nodes = statistics.mean(tab.walk(p.addr)[1] for p in chunk)
+        steps.append({"enabled": s + len(chunk), "insns": k.insns - i0, "insns_per_enable": (k.insns - i0) / len(chunk),
+                      "median_per_enable": statistics.median(per), "traps": _undefs(k) - u0,
+                      "irqs": k.m.hw.irqs_taken - q0, "model_nodes_per_enable": nodes,
+                      "predicted_get_kprobe_insns": hf["a"] + hf["b"] * nodes, "host_s": dt})
+    trapped, kt = {}, KernelText(k.image)
+    k.m.exception_log = None
+    for kind, pc in log:
+        if kind == "undef":
+            f = kt.function_at(pc)
+            name = f.name if f else f"{pc:#x}"
+            trapped[name] = trapped.get(name, 0) + 1
+    opt = _settle(kp, enabled)
+    states = {}
+    for p in enabled:
+        st = p.state()
+        states[st] = states.get(st, 0) + 1
+    plain = [i for i, (p, r) in enumerate(zip(probes, found)) if r == p.struct]
+    page = k.call("module_alloc", 4096)          # where the next detour buffer page would come from
+    k.call("vfree", page)
+    hits = _zipf(random.Random(seed + 1), [p.addr for p in enabled], n_hits)
+    zipf_nodes, zipf_insns = [], []
+    for a in hits:
+        zipf_nodes.append(tab.walk(a)[1])
+        zipf_insns.append(lookup_insns(k, a)[0])
+    out = {"vmlinuz": os.path.basename(vmlinuz), "kprobe_table": table, "bits": bits, "lists": 1 << bits,
+           "table_empty_before": empty_before, "candidates": len(cands), "registered": len(probes),
+           "modules": [{"module": m, "status": st, "ret": r} for m, st, r in loaded],
+           "module_entries": len(mod_addrs),
+           "module_probes": sum(1 for a in addrs if MODULES_VADDR <= a < PAGE_OFFSET),
+           "refused": {str(e): c for e, c in sorted(refused.items())},
+           "register_insns_mean": statistics.mean(reg_costs) if reg_costs else 0,
+           "register_insns_module": statistics.mean(c for a, c in zip(addrs, reg_costs)
+                                                    if MODULES_VADDR <= a < PAGE_OFFSET) if mod_addrs else None,
+           "register_insns_image": statistics.mean(c for a, c in zip(addrs, reg_costs)
+                                                   if not MODULES_VADDR <= a < PAGE_OFFSET),
+           "register_insns_first_1000": statistics.mean(reg_costs[:1000]) if reg_costs else 0,
+           "register_insns_last_1000": statistics.mean(reg_costs[-1000:]) if reg_costs else 0,
+           "aggregated": len(probes) - len(plain), "first_plain": plain[0] if plain else None,
+           "module_alloc_after": page,
+           "lists_equal_model": lists_equal, "chain_min": min(len(x) for x in tab.addrs),
+           "chain_max": max(len(x) for x in tab.addrs), "chain_mean": len(probes) / (1 << bits),
+           "lookup": look,
+           "enable": {"n": len(enabled), "every": every, "step": step, "steps": steps, "states_after": states,
+                      "optimizer_insns": opt["insns"], "optimizer_rounds": opt["rounds"],
+                      "trapped_top": sorted(trapped.items(), key=lambda kv: (-kv[1], kv[0]))[:8],
+                      "traps": sum(trapped.values())},
+           "zipf": {"n": n_hits, "model_nodes_mean": statistics.mean(zipf_nodes),
+                    "insns_mean": statistics.mean(zipf_insns),
+                    "predicted_insns_mean": hf["a"] + hf["b"] * statistics.mean(zipf_nodes)},
+           "host_s": {"register": t_reg, "lookups": t_look, "enable": t_en}}
+    # the seed's 4,096 lists: the model's nodes for the same probes and hits, priced by the measured line
+    big = model_table(addrs, 12)
+    zn = statistics.mean(big.walk(a)[1] for a in hits)
+    out["extrapolated_4096"] = {"model_nodes_per_hit": zn, "predicted_insns_per_hit": hf["a"] + hf["b"] * zn,
+                                "chain_mean": len(probes) / 4096}
+    # the seed's per-cpu cache (a patch this kernel has not): the model's nodes for the same hits
+    out["cache"] = []
+    for b in (bits, 12):
+        t = KprobeTable(bits=b, cache=True)
+        for a in addrs:
+            t.add(_P(a))
+        t.reset_counts()
+        for a in hits:
+            t.get(a)
+        out["cache"].append({"lists": 1 << b, "model_nodes_per_hit": t.nodes / max(1, len(hits)),
+                             "cache_hit_share": t.cache_hits / max(1, len(hits))})
+    kp.close()
+    return out
+
+
+def print_result(res: dict) -> None:
+    """The booted kernel's numbers, beside the table model's (probes/table.py) for the same probes."""
+    print(f"\nseed 004 in the booted kernel ({res['vmlinuz']}): the Image's own register_kprobe, enable_kprobe, "
+          f"get_kprobe")
+    print(f"  kprobe_table at {res['kprobe_table']:#x}, {res['lists']} lists (get_kprobe: lsr #{32 - res['bits']}, "
+          f"KPROBE_HASH_BITS {res['bits']}); the seed's 4,096 lists need a rebuilt kernel, its per-cpu cache is "
+          f"a patch this kernel has not")
+    ref = ", ".join(f"{c:,} ({e})" for e, c in res["refused"].items()) or "none"
+    if res.get("modules"):
+        mods = ", ".join(f"{m['module']} ({m['status']} {m['ret']})" for m in res["modules"])
+        print(f"  modules loaded by the kernel's load_module first: {mods}")
+    print(f"  registered {res['registered']:,} disabled kprobes: {res.get('module_probes', 0):,} on module "
+          f"function entries ({res.get('module_entries', 0):,} resolved by the kernel's kallsyms), the rest on the "
+          f"Image's text (entries, then straight-line offsets; {res['candidates']:,} candidates); refused by the "
+          f"kernel: {ref}")
+    print(f"  register_kprobe: {res['register_insns_mean']:,.0f} instructions each (first 1,000: "
+          f"{res['register_insns_first_1000']:,.0f}, last 1,000: {res['register_insns_last_1000']:,.0f}"
+          + (f"; on the Image {res['register_insns_image']:,.0f}, on a module {res['register_insns_module']:,.0f}"
+             if res.get("register_insns_module") else "") + "); "
+          f"{res['aggregated']:,} hashed as an optimized_kprobe aggregate (a detour buffer was had)")
+    if res["first_plain"] is not None:
+        a = res["module_alloc_after"]
+        why = ("in the module area: not the reason" if MODULES_VADDR <= a < PAGE_OFFSET else
+               "vmalloc: the 16 MiB module area is full of instruction slots and detour buffers, and a detour "
+               "buffer must be within b range of the probe")
+        print(f"    from probe {res['first_plain']:,} on none: module_alloc(4096) now returns {a:#x} ({why}); "
+              f"these stay breakpoint probes")
+    print(f"  the kernel's {res['lists']} hlists == the model's (table.KprobeTable, same order): "
+          f"{'yes' if res['lists_equal_model'] else 'NO'}; probes per list {res['chain_min']}-{res['chain_max']}, "
+          f"mean {res['chain_mean']:.1f}")
+    print("  get_kprobe called directly, instructions vs the model's list nodes (fit insns = a + b*nodes):")
+    print(f"    {'':5} {'lookups':>8} {'nodes/lookup':>13} {'insns/lookup':>13} {'a':>6} {'b':>6} {'R^2':>9} "
+          f"{'max |res|':>10}")
+    for kind, d in res["lookup"].items():
+        f = d["fit"]
+        print(f"    {kind:5} {d['n']:>8,} {d['nodes_mean']:>13.1f} {d['insns_mean']:>13.1f} {f['a']:>6.1f} "
+              f"{f['b']:>6.2f} {f['r2']:>9.6f} {f['max_abs_residual']:>10.2f}")
+    z, x = res["zipf"], res["extrapolated_4096"]
+    print(f"    the seed's Zipf-like hits over the enabled probes ({z['n']:,}): model {z['model_nodes_mean']:.1f} "
+          f"nodes -> predicted {z['predicted_insns_mean']:,.1f}, kernel {z['insns_mean']:,.1f} instructions")
+    hf = res["lookup"]["hit"]["fit"]
+
+    def price(nodes: float) -> str:
+        return f"{nodes:8.2f} -> {hf['a'] + hf['b'] * nodes:8,.1f}"
+    print("  side by side, Zipf-like hits: the model's list nodes per hit -> this kernel's get_kprobe instructions "
+          "(a + b*nodes;")
+    print("    4,096 lists and the per-cpu cache are not in this kernel: extrapolated, the cache's own instructions "
+          "not counted)")
+    print(f"    {'lists':>6} {'cache':>5} {'model nodes -> insns':>22} {'kernel measured':>16}")
+    rows = [(64, False, z["model_nodes_mean"], f"{z['insns_mean']:16,.1f}"),
+            (4096, False, x["model_nodes_per_hit"], f"{'-':>16}")]
+    rows += [(c["lists"], True, c["model_nodes_per_hit"], f"{'-':>16}") for c in res.get("cache", ())]
+    for lists, cache, nodes, meas in rows:
+        print(f"    {lists:>6,} {'on' if cache else 'off':>5}   {price(nodes)} {meas}")
+    e = res["enable"]
+    nth = {1: "every probe", 2: "every other probe"}.get(e["every"], f"one probe in {e['every']}")
+    print(f"  enabling {e['n']:,} ({nth}) in steps of {e['step']:,}: enable_kprobe -> arm_kprobe -> "
+          f"patch_text -> stop_machine; everything the kernel ran meanwhile counts")
+    print(f"    {'enabled':>8} {'insns/enable':>13} {'median':>8} {'model nodes':>12} {'get_kprobe':>11} {'traps':>7} "
+          f"{'irqs':>5} {'host s':>7}")
+    for s in e["steps"]:
+        print(f"    {s['enabled']:>8,} {s['insns_per_enable']:>13,.0f} {s['median_per_enable']:>8,.0f} "
+              f"{s['model_nodes_per_enable']:>12.1f} {s['predicted_get_kprobe_insns']:>11,.0f} {s['traps']:>7,} "
+              f"{s['irqs']:>5} {s['host_s']:>7.2f}")
+    print(f"    get_kprobe: the model's nodes priced by the fitted line (enable_kprobe looks the probe up once); "
+          f"traps: breakpoints of enabled probes the kernel hit, {e['traps']:,} in all, most in: "
+          + ", ".join(f"{n} {c:,}" for n, c in e["trapped_top"][:5]))
+    print(f"    then kprobe_optimizer until a round changes nothing: {e['optimizer_insns']:,} instructions, "
+          f"{e['optimizer_rounds']} sleeps of 100 ms; the enabled probes after: "
+          + ", ".join(f"{v:,} {k}" for k, v in sorted(e["states_after"].items())))
+    h = res["host_s"]
+    print(f"  host: register {h['register']:.1f} s, lookups {h['lookups']:.1f} s, enable {h['enable']:.1f} s")

@@ -41,7 +41,12 @@ def connect(address: str, cpus: int | None = None):
         if address == "local":
             ray.init(num_cpus=cpus, **kw)
         else:
-            ray.init(address=address, **kw)
+            try:
+                ray.init(address=address, **kw)
+            except ConnectionError as e:       # no head at `address`: ray.init's own wording, then the way out
+                from ..errors import ArmloadError
+                raise ArmloadError(f"--ray {address}: no running Ray cluster ({e}); start one with "
+                                   f"`ray start --head` (then --ray auto), or use --ray local") from None
     return ray
 
 

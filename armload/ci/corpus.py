@@ -32,10 +32,18 @@ OUTCOMES = {
     "budget":            ("module", "init ran out of its instruction / simulated-time budget"),
     "error":             ("module", "init returned a negative errno"),
     "unmodelled":        ("module", "init called a kernel function that has no model"),
+    "panic":             ("module", "the kernel panicked (its own report)"),
+    "soft-lockup":       ("module", "init spun until the kernel's soft-lockup watchdog reported it"),
+    "hung-task":         ("module", "init slept until the kernel's hung-task detector reported it"),
+    "reboot":            ("module", "init restarted, halted or powered off the machine"),
+    "hang":              ("module", "init spins with interrupts off: the kernel would hang silently (armload's stop)"),
+    "loader-differs":    ("harness", "armload's loaded image differs from the booted kernel's load_module, "
+                                     "or one refused what the other loaded (a bug in armload)"),
     "timeout":           ("harness", "the wall-clock safety net stopped init (machine load, not the module)"),
     "internal":          ("harness", "armload could not run a stage (a bug in armload)"),
 }
-DEFAULT_FAIL_ON = ("load", "verify", "fault", "timeout", "internal")
+DEFAULT_FAIL_ON = ("load", "verify", "fault", "panic", "soft-lockup", "hung-task", "reboot", "hang", "loader-differs",
+                   "timeout", "internal")
 
 # The emulator's init status string -> outcome class. "returned" with a negative value is
 # "error" (do_init_module fails on ret < 0 and only warns on ret > 0). A status not listed here
@@ -51,7 +59,11 @@ INIT_STATUS = {
     "refused": "error",              # booted runtime: the kernel's load_module returned -errno before init
     "oops": "fault",                 # booted runtime: the kernel oopsed (its own report)
     "not-run": "internal",
+    # booted runtime, the ends of hostile modules (emu/booted/hostile.py)
+    "panic": "panic", "soft-lockup": "soft-lockup", "hung-task": "hung-task", "hang": "hang",
+    "restart": "reboot", "halt": "reboot", "power-off": "reboot", "time-budget": "budget",
 }
+HOSTILE_STATUSES = ("panic", "soft-lockup", "hung-task", "hang", "restart", "halt", "power-off", "time-budget")
 
 DEFAULT_BUDGET = 5_000_000          # instructions per init run (dependencies' inits get the same)
 BOOTED_BUDGET = 1_000_000_000       # booted runtime: per load_module (the kernel's loading and init)
@@ -114,11 +126,12 @@ class ModuleInfo:
 
 def read_modinfo(path: str) -> tuple[dict[str, list[str]], str | None]:
     """(.modinfo key -> values, error). Reads the section header table and .modinfo only."""
+    from ..errors import ArmloadError
+    from ..loader.kofile import read_module
     try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        return {}, f"cannot read: {e.strerror}"
+        data = read_module(path)
+    except ArmloadError as e:
+        return {}, str(e).removeprefix(f"{path}: ")
     return parse_modinfo(data)
 
 
@@ -183,18 +196,20 @@ def parse_modinfo(data: bytes) -> tuple[dict[str, list[str]], str | None]:
 
 
 def _name_from_path(path: str) -> str:
-    return os.path.basename(path).split(".", 1)[0].replace("-", "_")
+    from ..loader.kofile import module_stem
+    return module_stem(path)
 
 
 def scan_tree(root: str) -> list[ModuleInfo]:
-    """Every *.ko under root (or the file itself), sorted by path."""
+    """Every *.ko and *.ko.{xz,zst,gz} under root (or the file itself), sorted by path."""
+    from ..loader.kofile import is_module_file
     if os.path.isfile(root):
         paths = [root]
     else:
         paths = []
         for d, dirs, files in os.walk(root):
             dirs.sort()
-            paths.extend(os.path.join(d, f) for f in files if f.endswith(".ko"))
+            paths.extend(os.path.join(d, f) for f in files if is_module_file(f))
         paths.sort()
     out = []
     for p in paths:
@@ -209,12 +224,16 @@ def scan_tree(root: str) -> list[ModuleInfo]:
 def fingerprint(info: ModuleInfo) -> tuple[str | None, str | None]:
     """(file SHA-256, build-id) of a module, read when its record is made (in the worker that
     checks it), so that a subset of a large tree hashes only its own modules."""
+    from ..errors import ArmloadError
+    from ..loader.kofile import decompress, read_raw
     try:
-        with open(info.path, "rb") as f:
-            data = f.read()
-    except OSError:
+        data = read_raw(info.path)
+    except ArmloadError:
         return None, None
-    return file_sha256(data), build_id(data)
+    try:
+        return file_sha256(data), build_id(decompress(data, info.path))     # the file's hash, the ELF's id
+    except ArmloadError:
+        return file_sha256(data), None
 
 
 def scan_with_deps(tree: str, deps_from: str, *, rename: bool = True) -> tuple[list[ModuleInfo], list[str]]:
@@ -408,6 +427,11 @@ def set_worker_context(kernel, config, options: CheckOptions, plan: Plan) -> Non
         sim_restore(_WORKER["kernel"], _STACK.sims[0])
     _WORKER.update(kernel=kernel, config=config, options=options, plan=plan)
     _STACK.__init__()
+    if options.runtime == "booted" and options.emulate and options.image:
+        try:                                  # restored once here: the workers fork from it
+            _booted_handle([], _WORKER, options)
+        except Exception:
+            pass                              # each module reports the failure (_run_booted)
 
 
 def _err_dict(e) -> dict:
@@ -500,7 +524,10 @@ _STACK = _Stack()
 
 
 def check_group(names: list[str]) -> list[dict]:
-    return [check_one(n) for n in names]
+    try:
+        return [check_one(n) for n in names]
+    finally:
+        booted_release()
 
 
 def _new_record(info: ModuleInfo) -> dict:
@@ -585,9 +612,32 @@ def check_one(name: str) -> dict:
             cls = init_class(init)
             if cls != "ok" or init.get("reason"):
                 rec.update(outcome=cls, stage="init", reason=init.get("reason"), where=init.get("where"))
+        differs = loader_differs(init)
+        if differs and OUTCOMES[rec["outcome"]][0] != "harness":
+            # the kernel's verdict stays in rec["init"]; the class says armload's loader is wrong
+            rec.update(outcome="loader-differs", stage="compare", reason=differs[0], where=differs[1])
     times["total"] = time.perf_counter() - t0
     rec["_time"] = {k: v for k, v in times.items() if v is not None}
     return rec
+
+
+def loader_differs(init: dict | None) -> tuple[str, str | None] | None:
+    """(reason, where) when the booted comparison found armload's loader unlike the kernel's
+    (modrun.LoaderCheck as a dict), else None."""
+    lvk = (init or {}).get("loader_vs_kernel")
+    if not (init or {}).get("loader_differs") or not lvk:
+        return None
+    if lvk.get("refusal") and not lvk.get("agrees"):
+        kernel = (f"refused it with {init.get('retval')}" if init.get("status") == "refused"
+                  else "loaded it")
+        return f"armload's loader refused it where the kernel's load_module {kernel}: {_first_line(lvk['refusal'])}", None
+    if not lvk.get("agrees"):
+        return "armload's loader accepted what the kernel's load_module refused", None
+    secs = ", ".join(f"{k}: {v}" for k, v in sorted(lvk.get("by_section", {}).items()))
+    first = (lvk.get("listed") or [{}])[0]
+    where = (f"{first['section']} {first['addr']:#x}: armload {first['armload']}, kernel {first['kernel']}"
+             if first.get("addr") is not None else None)
+    return f"armload's image differs from the kernel's in {lvk.get('differences')} word(s) ({secs})", where
 
 
 def _first_line(s: str | None) -> str | None:
@@ -703,28 +753,82 @@ def _run_init(mod, deps, kernel, opts: CheckOptions) -> dict:
 
 
 def _run_booted(info, closure, ctx, opts: CheckOptions) -> dict:
-    """The booted runtime: a fresh copy of the booted kernel, the closure then the module loaded by
-    its own load_module (init and all), armload's image compared with the kernel's (modrun.py).
-    Same shape as _run_init's dict, plus "loader_vs_kernel" and the kernel's last console lines."""
-    from ..emu.booted.modrun import BootedRun
+    """The booted runtime: the closure then the module loaded by the kernel's own load_module (init
+    and all), armload's image compared with the kernel's (modrun.py). The module runs in a fork of a
+    process holding the restored kernel with its closure loaded (emu/booted/forkserver.py), which
+    is the state a fresh restore plus the closure's loads gives. Same shape as _run_init's dict,
+    plus "loader_vs_kernel" and the kernel's last console lines."""
+    from functools import partial
+    from ..emu.booted import forkserver
     try:
-        run = BootedRun(opts.image, ctx["kernel"], ctx["config"], tree=opts.tree)
+        h = _booted_handle(closure, ctx, opts)
+    except forkserver.ForkError as e:
+        return {"status": "not-run", "reason": f"booted kernel: {str(e).strip().splitlines()[-1]}"}
     except Exception as e:
         return {"status": "not-run", "reason": f"booted kernel could not start: {_err_dict(e)['message']}"}
+    dep_inits, failed = h.info or ([], None)
+    if failed is not None:
+        return dict(failed, dependency_inits=dep_inits)
+    try:
+        return forkserver.fork_run(h, partial(_booted_module, info, opts, dep_inits))
+    except forkserver.ForkError as e:
+        return {"status": "not-run", "reason": f"booted kernel: {str(e).strip().splitlines()[-1]}",
+                "dependency_inits": dep_inits}
+
+
+_BOOTED: dict = {}
+
+
+def _booted_handle(closure, ctx, opts: CheckOptions):
+    """This worker's fork-server handle for `closure`: the base restore for none, else a server
+    holding the closure (one at a time: modules are checked in closure order)."""
+    from functools import partial
+    from ..emu.booted import forkserver
+    base = forkserver.prepare([], vmlinuz=opts.image, kernel=ctx["kernel"], config=ctx["config"], tree=opts.tree)
+    if not closure:
+        return base
+    key = (id(opts), id(ctx["kernel"]), tuple(d.name for d in closure))
+    old = _BOOTED.get("server")
+    if old is not None and _BOOTED.get("key") == key and old[0] == os.getpid():
+        return old[1]
+    if old is not None and old[0] == os.getpid():
+        forkserver.close(old[1])
+    _BOOTED.pop("server", None)
+    h = forkserver.prepare(closure, base=base, load=partial(_booted_closure, opts))
+    _BOOTED.update(key=key, server=(os.getpid(), h))
+    return h
+
+
+def booted_release() -> None:
+    """End this worker's closure server (its CPU time is then its parent's children's)."""
+    old = _BOOTED.pop("server", None)
+    if old is not None and old[0] == os.getpid():
+        from ..emu.booted import forkserver
+        forkserver.close(old[1])
+
+
+def _booted_closure(opts: CheckOptions, run, closure) -> tuple[list, dict | None]:
+    """Load the closure (in the fork server): (dependency_inits, a not-run result or None)."""
     t0 = time.perf_counter()
     dep_inits = []
     for d in closure:
         try:
             r = run.load(d.path, " ".join(opts.params.get(d.name, [])), budget=opts.budget)
         except Exception as e:
-            return {"status": "not-run", "reason": f"dependency {d.name}: {_err_dict(e)['message']}",
-                    "dependency_inits": dep_inits}
-        x = _booted_data(r)
+            return dep_inits, {"status": "not-run", "reason": f"dependency {d.name}: {_err_dict(e)['message']}"}
+        x = _booted_data(r, run)
         dep_inits.append({"name": d.name, "status": x["status"], "retval": x.get("retval"),
                           "reason": x.get("reason"), "where": x.get("where")})
         if init_class(x) != "ok":            # insmod of the module never happens
-            return {"status": "not-run", "reason": f"dependency {d.name} failed in the kernel: {x.get('reason')}",
-                    "dependency_inits": dep_inits, "elapsed": time.perf_counter() - t0}
+            return dep_inits, {"status": "not-run", "reason": f"dependency {d.name} failed in the kernel: "
+                               f"{x.get('reason')}", "elapsed": time.perf_counter() - t0}
+    return dep_inits, None
+
+
+def _booted_module(info, opts: CheckOptions, dep_inits: list, run) -> dict:
+    """The module itself (in a fork of the process holding its closure)."""
+    t0 = time.perf_counter()
+    dep_inits = list(dep_inits)
     try:
         me = info.name.replace("-", "_")
         r = next((x for x in run.results if x.name.replace("-", "_") == me and x.ok), None)
@@ -737,26 +841,34 @@ def _run_booted(info, closure, ctx, opts: CheckOptions) -> dict:
     except Exception as e:
         return {"status": "not-run", "reason": f"booted kernel: {_err_dict(e)['message']}",
                 "dependency_inits": dep_inits}
-    out = _booted_data(r)
+    out = _booted_data(r, run)
     out["dependency_inits"] = dep_inits
     out["elapsed"] = time.perf_counter() - t0
     return out
 
 
-def _booted_data(r) -> dict:
+def _booted_data(r, run=None) -> dict:
     """A modrun.BootedResult as check's init data."""
-    st = {"returned": "returned", "refused": "refused", "oops": "oops", "panic": "oops",
-          "budget": "budget"}.get(r.status, "not-run")
+    from ..emu.booted import hostile
+    st = {"returned": "returned", "refused": "refused", "oops": "oops",
+          "budget": "budget", **{k: k for k in HOSTILE_STATUSES}}.get(r.status, "not-run")
     out = {"status": st, "retval": r.ret, "instructions": r.instructions, "runtime": "booted",
            "console": r.console[-5:], "loader_vs_kernel": r.loader.to_dict()}
+    if getattr(r, "decompressed_by", ""):
+        out["decompressed_by"] = r.decompressed_by           # who inflated the .ko.xz/.zst/.gz
     if r.status == "refused":
         out["reason"] = f"load_module returned {r.ret} ({_errno_name(r.ret)})"
     elif r.status == "returned" and r.ret and r.ret < 0:
         out["reason"] = f"init returned {r.ret} ({_errno_name(r.ret)})"
+    elif r.status in HOSTILE_STATUSES and r.status != "panic":
+        out["reason"], out["where"] = hostile.reason(r.status, r.console, r.stopped)
     elif r.status in ("oops", "panic"):
         first = next((ln for ln in r.oops.splitlines() if ln.strip()), "")
         out["reason"] = first.split("] ", 1)[-1]
         out["where"] = next((ln.split("PC is at ", 1)[1] for ln in r.oops.splitlines() if "PC is at " in ln), None)
+        if out["where"] and run is not None:        # with file:line, as decode_stacktrace.sh finds it
+            from ..emu.booted.decode import where
+            out["where"] = where(out["where"], run.session.modules, run.session.kernel.vmlinux_debug)
     elif r.status == "budget":
         out["reason"] = f"no return within {r.instructions:,} instructions"
     if not r.loader.agrees or not (r.loader.identical or r.status == "refused"):
@@ -928,6 +1040,7 @@ def run_checks(plan: Plan, kernel, config, options: CheckOptions, *, jobs: int =
         for g in groups:
             for n in g:
                 take(check_one(n))
+        booted_release()
     else:
         import multiprocessing as mp
         ctx = mp.get_context("fork")
@@ -1037,7 +1150,8 @@ def stage_results(rec: dict, options: CheckOptions) -> dict[str, tuple[str | Non
         out["load"] = (o, why)
         skip = "not run: the module did not load"
         return {**out, "verify": (None, skip), "init": (None, skip)}
-    out["load"] = ("ok", None)
+    # armload's image against the kernel's (booted): a verdict on armload's load stage
+    out["load"] = (o, why) if rec.get("stage") == "compare" else ("ok", None)
     v = rec.get("verify")
     if v is None:
         out["verify"] = (None, "not run (--no-verify)")

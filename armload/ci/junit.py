@@ -52,7 +52,8 @@ def classname(module: str) -> str:
     show as class "ko" of package "net/hamradio/6pack"; "net.hamradio.6pack" shows as class
     "6pack" in package "net.hamradio". A dot inside a file name becomes "_" so that the split
     still falls between the directory and the module."""
-    stem = module[:-3] if module.endswith(".ko") else module
+    from ..loader.kofile import SUFFIXES
+    stem = next((module[:-len(s)] for s in sorted(SUFFIXES, key=len, reverse=True) if module.endswith(s)), module)
     parts = stem.split("/")
     return ".".join(p.replace(".", "_") for p in parts)
 

@@ -67,11 +67,12 @@ def find_cell(release: str, caches: list[str]) -> Cell:
 
 def tree_vermagic(tree: str) -> str | None:
     """The vermagic the kernel's own modules carry (the first module that has one)."""
+    from ..loader.kofile import is_module_file
     from .corpus import read_modinfo
     for d, dirs, files in os.walk(tree):
         dirs.sort()
         for f in sorted(files):
-            if f.endswith(".ko"):
+            if is_module_file(f):
                 info, _ = read_modinfo(os.path.join(d, f))
                 if info.get("vermagic"):
                     return info["vermagic"][0]
@@ -111,6 +112,44 @@ def result(rec: dict, init_run: bool = True) -> dict:
     return r
 
 
+def same_module(rel: str) -> str:
+    """A module's name across cells: its path in the tree without the compression suffix (6.12
+    ships fs/nls/nls_cp437.ko.xz where 6.1 has fs/nls/nls_cp437.ko)."""
+    for s in (".xz", ".zst", ".gz"):
+        if rel.endswith(".ko" + s):
+            return rel[:-len(s)]
+    return rel
+
+
+_STAMP = re.compile(r"^\[\s*\d+\.\d+\]\s*")
+
+
+def evidence(rec: dict) -> dict:
+    """What a cell's kernel said about a module: the errno (or status) and its console lines."""
+    i = rec.get("init") or {}
+    ret = i.get("retval")
+    return {"verdict": (f"{i.get('status')} {ret}" if i.get("status") == "returned" and ret else
+                        i.get("status") or rec["outcome"]),
+            "reason": rec.get("reason"),
+            "console": [_STAMP.sub("", ln) for ln in i.get("console") or []]}
+
+
+def first_difference(ev: dict[str, dict], releases: list[str]) -> str | None:
+    """Why a module's verdict changes: the first errno or verdict that differs, else the first
+    kernel message one cell printed and another did not."""
+    got = [(r, ev[r]) for r in releases if r in ev]
+    if len(got) < 2:
+        return None
+    (ra, a), rest = got[0], got[1:]
+    for rb, b in rest:
+        if a["verdict"] != b["verdict"]:
+            return f"{ra}: {a['reason'] or a['verdict']}; {rb}: {b['reason'] or b['verdict']}"
+        for x, y in zip(a["console"] + [None], b["console"] + [None]):
+            if x != y:
+                return f"{ra}: {x!r}; {rb}: {y!r}" if x and y else f"{ra if x else rb} only: {x or y!r}"
+    return None
+
+
 def change_kind(results: dict[str, dict | None]) -> str | None:
     """What differs between the cells' results for one module, or None when nothing does. Load
     results are compared over every cell, init results over the cells where init ran."""
@@ -137,40 +176,12 @@ def change_kind(results: dict[str, dict | None]) -> str | None:
     return "dependency" if "dependency-failed" in {v["outcome"].split()[0] for v in ran} else "init"
 
 
-def struct_module_offsets(tree: str, sample: int = 20) -> tuple[int, int] | None:
-    """offsetof(struct module, init) and (.., exit) in the kernel a tree was built for: where its
-    modules' .gnu.linkonce.this_module is relocated against init_module and cleanup_module
-    (the first module that has both, of the first `sample`)."""
-    from elftools.elf.elffile import ELFFile
-    from elftools.elf.relocation import RelocationSection
-    seen = 0
-    for d, dirs, files in os.walk(tree):
-        dirs.sort()
-        for f in sorted(files):
-            if not f.endswith(".ko") or seen >= sample:
-                continue
-            seen += 1
-            try:
-                with open(os.path.join(d, f), "rb") as fh:
-                    elf = ELFFile(fh)
-                    rel = elf.get_section_by_name(".rel.gnu.linkonce.this_module")
-                    if not isinstance(rel, RelocationSection):
-                        continue
-                    symtab = elf.get_section(rel["sh_link"])
-                    offs = {symtab.get_symbol(r["r_info_sym"]).name: r["r_offset"] for r in rel.iter_relocations()}
-            except Exception:
-                continue
-            if "init_module" in offs and "cleanup_module" in offs:
-                return offs["init_module"], offs["cleanup_module"]
-    return None
-
-
 def run_matrix(cells: list[Cell], config, options: CheckOptions, *, patterns=(), modules: str | None = None,
                jobs: int = 1, executor=None, progress=None) -> dict:
     """Check the selection on every cell; the matrix document (deterministic: no wall clock).
     executor(cell, kernel, plan, options) -> a run_checks executor, or None for local --jobs."""
     import time
-    out_cells, per_module = [], {}
+    out_cells, per_module, details = [], {}, {}
     timing = {}
     for cell in cells:
         t0 = time.perf_counter()
@@ -189,28 +200,32 @@ def run_matrix(cells: list[Cell], config, options: CheckOptions, *, patterns=(),
             except ValueError as e:
                 raise ArmloadError(f"matrix: {cell.release}: no module named or matching {e}") from None
             names = [n for n in names if n in want]
-        # armload's loader reads init/exit at 6.1 armmp's offsets of struct module; a build whose
-        # struct module differs (rt-armmp: PREEMPT_RT locks) would look as if no module had an init.
-        # Such a cell is checked without init, and says so.
-        from ..loader.elf import MODULE_EXIT_OFF, MODULE_INIT_OFF
-        offs = struct_module_offsets(cell.tree)
-        cell_opts, why = options, None
-        if options.emulate and offs is not None and offs != (MODULE_INIT_OFF, MODULE_EXIT_OFF):
-            why = (f"init not run: this kernel's struct module has init at {offs[0]:#x} and exit at {offs[1]:#x}, "
-                   f"armload's loader reads {MODULE_INIT_OFF:#x} and {MODULE_EXIT_OFF:#x}")
-            cell_opts = dataclasses.replace(options, emulate=False)
+        # struct module as this kernel's own modules lay it out (PREEMPT_RT and 6.12 move init and
+        # exit); each cell runs init in its own kernel: the booted runtime boots the cell's image.
+        from ..loader.this_module import of_tree
+        sm = of_tree(cell.tree)
+        cell_config = dataclasses.replace(config, struct_module=sm)
+        cell_opts = options
+        if options.runtime == "booted":
+            if not cell.image:
+                raise ArmloadError(f"matrix: {cell.release}: no vmlinuz-{cell.release} beside its tree to boot")
+            cell_opts = dataclasses.replace(options, image=cell.image, tree=cell.tree)
         if progress:
             progress(cell.release, len(names))
-        stats = run_checks(plan, kernel, config, cell_opts, jobs=jobs, names=names,
+        stats = run_checks(plan, kernel, cell_config, cell_opts, jobs=jobs, names=names,
                            executor=executor(cell, kernel, plan, cell_opts) if executor else None)
         summ = summarize(stats.records)
         out_cells.append({"release": cell.release, "kernel": kernel.describe(), "vermagic": cell.vermagic,
-                          "struct_module": {"init": offs[0], "exit": offs[1]} if offs else None,
-                          "init": "run" if cell_opts.emulate else (why or "not run (--no-emulate)"),
+                          "struct_module": ({"size": sm.size, "name": sm.name, "init": sm.init, "exit": sm.exit}
+                                            if sm else None),
+                          "init": ("run in this kernel booted" if cell_opts.runtime == "booted" else "run")
+                          if cell_opts.emulate else "not run (--no-emulate)",
                           "modules": len(stats.records), "outcomes": {k: v for k, v in summ["outcomes"].items() if v},
                           "success": summ["success"]})
         for r in stats.records:
-            per_module.setdefault(r["module"], {})[cell.release] = result(r, cell_opts.emulate)
+            key = same_module(r["module"])
+            per_module.setdefault(key, {})[cell.release] = result(r, cell_opts.emulate)
+            details.setdefault(key, {})[cell.release] = evidence(r)
         timing[cell.release] = round(time.perf_counter() - t0, 3)
     releases = [c.release for c in cells]
     table, changes, kinds = {}, [], {}
@@ -219,7 +234,7 @@ def run_matrix(cells: list[Cell], config, options: CheckOptions, *, patterns=(),
         table[m] = row
         k = change_kind(row)
         if k:
-            changes.append({"module": m, "kind": k})
+            changes.append({"module": m, "kind": k, "why": first_difference(details.get(m, {}), releases)})
             kinds[k] = kinds.get(k, 0) + 1
     return {"mode": "out-of-tree" if modules else "tree", "modules_from": modules, "patterns": list(patterns),
             "cells": out_cells, "summary": {"modules": len(table), "changing": len(changes), "kinds": kinds},

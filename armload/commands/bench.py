@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 
-WHAT = ("loader", "kallsyms", "kallsyms-arm", "emulate", "plt", "probes", "task-rename", "coverage", "sanitize", "all")
+WHAT = ("loader", "kallsyms", "kallsyms-arm", "emulate", "plt", "probes", "task-rename", "coverage", "devio", "speed",
+        "sanitize", "all")
 
 
 def register(sub) -> None:
@@ -16,33 +16,37 @@ def register(sub) -> None:
                                    "calls, whose ties make lib/sort.c's order matter), count_plts per rule "
                                    "beside a native C count of the same file (ratio), plus the legacy "
                                    "O(n^2) count. kallsyms: lookup strategies on the real Debian table. kallsyms-arm: the "
-                                   "same strategies as ARM code in the emulator (the kernel's own lookup and C built "
-                                   "here), emulated instructions per lookup, and the booted kernel's own kallsyms_lookup_name on the "
-                                   "same names (addresses and real instruction counts). "
-                                   "emulate: instructions per second: raw Unicorn, with armload's clock, the whole machine. "
+                                   "same strategies as ARM code inside the booted Debian kernel, beside the kernel's own "
+                                   "kallsyms_lookup_name: instructions per lookup. "
+                                   "emulate: an ARM loop in bare Unicorn and inside the booted kernel (its instruction "
+                                   "clock and timer interrupts): instructions per second and their ratio. "
                                    "plt: the three PLT counting rules' time and count versus relocation count (--sizes), the "
                                    "v4.0 O(n^2) scan measured on its own. "
-                                   "probes: the attach benchmark (none/kprobe/kretprobe/ftrace and armload's own "
-                                   "fentry trampolines on one module function; --many: seed 004, 40,000 kprobes on "
-                                   "Debian modules, 64 and 4,096 hash lists, with and without the per-cpu cache, then the same in the "
-                                   "booted kernel: its own register_kprobe, enable_kprobe and get_kprobe, 40,000 probes "
-                                   "on its text, against the model). "
-                                   "task-rename: seed 003 on the Image's __set_task_comm: base, kprobe (trap and "
-                                   "optimized), kretprobe, raw tracepoint; fentry/fexit unsupported on 32-bit ARM; "
-                                   "with the vmlinuz, also on the booted kernel (prctl, a BPF program run by "
-                                   "the kernel's interpreter, attached with perf_event_open/bpf). "
-                                   "coverage: instructions per second with --coverage off and on. "
-                                   "sanitize: CPU with the sanitizers on vs off on the QEMU-verified list "
+                                   "probes: seed 004 in the booted kernel: its own register_kprobe, enable_kprobe and "
+                                   "get_kprobe on 1,000 probes on its text (--many: 40,000, btrfs loaded), against the "
+                                   "kprobe-table model of 64 and 4,096 lists with and without the per-cpu cache. "
+                                   "task-rename: seed 003 in the booted kernel: prctl(PR_SET_NAME) from pid 1's user mode, "
+                                   "a BPF program run by the kernel's interpreter, attached with perf_event_open/bpf as "
+                                   "a kprobe (trap and optimized), kretprobe, raw tracepoint; fentry/fexit: the kernel's "
+                                   "refusals (32-bit ARM 6.1 has no BPF trampoline). "
+                                   "coverage: --coverage and --trace inside the booted kernel against a plain run "
+                                   "(CPU ratio, equal instructions). "
+                                   "devio: instructions per system-call round trip from pid 1's user mode in the "
+                                   "booted kernel, and a run with device I/O against a plain run (ratio). "
+                                   "speed (not in all: minutes): check --runtime booted on the QEMU oracle's list "
+                                   "(--tree: every module) in instructions per CPU-second beside bare Unicorn, "
+                                   "the same list's cost under QEMU, and a test's fresh kernel (a fork). "
+                                   "sanitize (not in all): CPU with the sanitizers on vs off on the QEMU-verified list "
                                    "(tests/oracles/qemu/modules.txt), and every report they made there.")
     p.add_argument("what", nargs="?", choices=WHAT, default="loader")
-    p.add_argument("--image", help="kernel image for the kallsyms benchmark (default: the Debian vmlinuz in .cache)")
-    p.add_argument("--many", action="store_true", help="probes: also 40,000 kprobes on 300 Debian modules "
-                   "(hash lists vs. a per-cpu cache; needs make corpus; minutes)")
-    p.add_argument("--no-booted", action="store_true", help="kallsyms-arm, probes --many: leave out the cross-check "
-                   "in the booted kernel (run by default when the Debian vmlinuz is present)")
-    p.add_argument("--limit", type=int, metavar="N", help="sanitize: the first N modules of the list only")
+    p.add_argument("--image", help="kernel image for the kallsyms benchmarks (default: the Debian vmlinuz in .cache)")
+    p.add_argument("--many", action="store_true", help="probes: seed 004 at its scale, 40,000 kprobes on btrfs "
+                   "and the Image's text (the default is 1,000 on the Image's text alone; minutes)")
     p.add_argument("--only", metavar="GLOB", help="sanitize: the modules of the list matching GLOB")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--tree", action="store_true", help="speed: check every module of the Debian tree")
+    p.add_argument("--jobs", type=int, default=2, help="speed: check's worker processes (default 2)")
+    p.add_argument("--limit", type=int, metavar="N", help="speed, sanitize: only the first N modules of the list")
     from .bench_plt import add_args as _plt_args     # `bench plt` lives in its own module
     _plt_args(p)
     p.set_defaults(func=run)
@@ -66,17 +70,11 @@ def run(args) -> int:
             kbench.print_benchmark(results["kallsyms"])
     if args.what in ("kallsyms-arm", "all"):
         from ..bench import kallsyms_arm
-        image = args.image or os.path.join(os.path.dirname(__file__), "..", "..", ".cache", "linux-image-6.1.0-50-armmp",
-                                           "boot", "vmlinuz-6.1.0-50-armmp")
-        results["kallsyms-arm"] = kallsyms_arm.run_benchmark(image)
+        from ..bench.inputs import VMLINUZ
+        results["kallsyms-arm"] = kallsyms_arm.run_benchmark(args.image or VMLINUZ)
         if not args.json:
             print()
             kallsyms_arm.print_benchmark(results["kallsyms-arm"])
-        if not args.no_booted and os.path.exists(image):      # the booted kernel as the oracle
-            from ..bench import kallsyms_booted
-            results["kallsyms-arm"]["booted"] = kallsyms_booted.run_booted(image, results["kallsyms-arm"])
-            if not args.json:
-                kallsyms_booted.print_booted(results["kallsyms-arm"]["booted"])
     if args.what in ("emulate", "all"):
         from ..bench import emu as emu_bench
         results["emulate"] = emu_bench.run_benchmark()
@@ -85,35 +83,27 @@ def run(args) -> int:
             emu_bench.print_benchmark(results["emulate"])
     if args.what == "probes":             # not part of "all": minutes with --many
         from ..bench import probes as probes_bench
-        results["probes"] = {"attach": probes_bench.run_attach()}
+        small = {} if args.many else {"n_register": 1000, "n_enable": 200, "step": 100, "n_hits": 1000,
+                                      "modules": ()}
+        results["probes"] = probes_bench.run(**small)
         if not args.json:
-            probes_bench.print_attach(results["probes"]["attach"])
-        if args.many:
-            results["probes"]["many"] = probes_bench.run_many()
-            if not args.json:
-                probes_bench.print_many(results["probes"]["many"])
-            from ..bench import probes_booted
-            if not args.no_booted and os.path.exists(probes_booted.VMLINUZ):
-                results["probes"]["booted"] = probes_booted.run_booted()
-                if not args.json:
-                    probes_booted.print_booted(results["probes"]["booted"], results["probes"]["many"])
+            probes_bench.print_result(results["probes"])
     if args.what == "task-rename":
         from ..bench import attach
         results["task-rename"] = attach.run_task_rename()
         if not args.json:
             attach.print_task_rename(results["task-rename"])
-        import os
-        if os.path.exists(attach.VMLINUZ):            # the same seed on the booted kernel, beside
-            from ..bench import attach_booted
-            results["task-rename-booted"] = attach_booted.run_task_rename_booted()
-            if not args.json:
-                attach_booted.print_task_rename_booted(results["task-rename-booted"], results["task-rename"])
-    if args.what in ("coverage", "all"):
-        from ..bench import coverage
-        results["coverage"] = coverage.run_benchmark()
+    if args.what in ("devio", "all"):
+        from ..bench import devio_booted
+        results["devio"] = devio_booted.run_benchmark()
         if not args.json:
             print()
-            coverage.print_benchmark(results["coverage"])
+            print(devio_booted.format_benchmark(results["devio"]))
+    if args.what == "speed":
+        from ..bench import speed
+        results["speed"] = speed.run_benchmark(tree=args.tree, jobs=args.jobs, limit=args.limit)
+        if not args.json:
+            speed.print_benchmark(results["speed"])
     if args.what == "sanitize":           # not part of "all": the whole list takes an hour of CPU
         from ..bench import sanitize
         results["sanitize"] = sanitize.run_benchmark(args.limit, args.only)

@@ -10,7 +10,7 @@ import time
 from collections import OrderedDict
 
 from ..errors import ArmloadError
-from .load import add_common_args, config_from_args, parse_placement
+from .load import add_common_args, config_from_args, follow_image, parse_placement
 
 
 def register(sub) -> None:
@@ -199,6 +199,7 @@ def run(args) -> int:
     t_start = time.perf_counter()
     kernel = build_kernel(args.kernel, config)
     kernel.vermagic = getattr(args, "vermagic", None)
+    config = follow_image(config, kernel, args)
     filters = []
     if args.deps_from:
         if not os.path.isdir(args.deps_from):

@@ -33,8 +33,10 @@ def add_common_args(p) -> None:
     g.add_argument("--no-unload", action="store_true", help="no CONFIG_MODULE_UNLOAD (.exit.text goes to init)")
     g.add_argument("--plt-algorithm", dest="plt", choices=PLT_ALGORITHMS, default="v6",
                    help="PLT counting/emission rules: legacy (v4.0), sorted (2016 series), v6 (6.1, default)")
-    g.add_argument("--layout", choices=("6.1", "6.4"), default="6.1",
-                   help="module memory layout: 6.1 (core+init allocations) or 6.4 (one per memory class)")
+    g.add_argument("--layout", choices=("6.1", "6.4"), default=None,
+                   help="module memory layout: 6.1 (core+init allocations) or 6.4 (one per memory class); "
+                        "with a kernel image, the image's own (6.4 from Linux 6.4 on), and a contradicting "
+                        "--layout is refused (default without an image: 6.1)")
     g.add_argument("--no-modversions", action="store_true", help="skip the __versions CRC check")
     g.add_argument("--simulate-symbols", action="store_true",
                    help="without --kernel: give every undefined symbol an invented address (by default only "
@@ -50,7 +52,22 @@ def add_common_args(p) -> None:
 
 def config_from_args(args) -> KernelConfig:
     return KernelConfig(thumb2=args.thumb2, l1_cache_bytes=args.l1, dynamic_ftrace=not args.no_ftrace,
-                        module_unload=not args.no_unload, plt_algorithm=args.plt, layout=args.layout)
+                        module_unload=not args.no_unload, plt_algorithm=args.plt, layout=args.layout or "6.1")
+
+
+def follow_image(config: KernelConfig, kernel, args) -> KernelConfig:
+    """The config as the kernel image (when one is given) decides it; the kernel object follows."""
+    image = getattr(kernel, "image_path", None)
+    symvers = list(getattr(kernel, "symvers_vmlinux", None) or ())
+    if not image and not symvers:
+        return config
+    from ..loader.for_kernel import follow_kernel, follow_headers
+    if image:
+        config = follow_kernel(config, image, layout_given=getattr(args, "layout", None))
+    else:
+        config = follow_headers(config, symvers[0], layout_given=getattr(args, "layout", None))
+    kernel.config = config
+    return config
 
 
 def session_from_args(args):
@@ -67,6 +84,7 @@ def session_from_args(args):
     if args.thumb2 and getattr(kernel, "image_path", None):      # refused up front, with the reason
         from ..devkit.testing import refuse_thumb2_on_arm
         refuse_thumb2_on_arm(kernel, args.thumb2)
+    config = follow_image(config, kernel, args)
     return Session(kernel, config, parse_placement(args.placement), modversions=not args.no_modversions)
 
 

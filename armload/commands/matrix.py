@@ -55,7 +55,11 @@ def run(args) -> int:
     if args.modules and not os.path.exists(args.modules):
         raise ArmloadError(f"matrix: --modules {args.modules}: no such file or directory")
     cells = [find_cell(c, args.cache or [".cache"]) for c in args.cell]
-    opts = CheckOptions(emulate=not args.no_emulate, budget=args.budget or DEFAULT_BUDGET)
+    # each cell's own kernel booted when every cell has its image (the kernel's own load_module and init)
+    booted = not args.no_emulate and all(c.image for c in cells)
+    from ..ci.corpus import BOOTED_BUDGET
+    opts = CheckOptions(emulate=not args.no_emulate, runtime="booted" if booted else "models",
+                        budget=args.budget or (BOOTED_BUDGET if booted else DEFAULT_BUDGET))
     config = KernelConfig()
     executor = None
     if args.ray:
@@ -94,9 +98,11 @@ def run(args) -> int:
     lines += ["", f"modules whose result differs between cells: {s['changing']} of {s['modules']}"
               + (" (" + ", ".join(f"{k} {v}" for k, v in sorted(s["kinds"].items())) + ")" if s["kinds"] else "")]
     if doc["changes"] and args.top > 0:
-        rows = [[ch["module"], ch["kind"], *(cell_text(doc["modules"][ch["module"]][r]) for r in rels)]
+        rows = [[ch["module"], ch["kind"], *(cell_text(doc["modules"][ch["module"]][r]) for r in rels),
+                 (ch.get("why") or "")[:120]]
                 for ch in doc["changes"][:args.top]]
-        lines.append(table(rows, ["module", "change", *rels], "l" * (len(rels) + 2)))
+        lines.append(table(rows, ["module", "change", *rels, "why (first differing errno or kernel message)"],
+                           "l" * (len(rels) + 3)))
         if len(doc["changes"]) > args.top:
             lines.append(f"... {len(doc['changes']) - args.top} more in the JSON")
     if "timing" in doc:

@@ -6,10 +6,11 @@ import os
 
 def split_modules(words) -> list[tuple[str, list[str]]]:
     """insmod semantics on the positional words: a word that is not a module file (no .ko
-    suffix and no such file) is a parameter of the module before it."""
+    or .ko.xz/.zst/.gz suffix and no such file) is a parameter of the module before it."""
+    from ..loader.kofile import is_module_file
     out: list[tuple[str, list[str]]] = []
     for w in words:
-        if w.endswith(".ko") or os.path.exists(w) or not out:
+        if is_module_file(w) or os.path.exists(w) or not out:
             out.append((w, []))
         else:
             out[-1][1].append(w)

@@ -69,7 +69,9 @@ def run(args) -> int:
         import glob
         import os
         from ..inspect.pictures import corpus_counts
-        paths = sorted(glob.glob(os.path.join(args.corpus, "**", "*.ko"), recursive=True))
+        from ..loader.kofile import is_module_file
+        paths = sorted(p for p in glob.glob(os.path.join(args.corpus, "**", "*.ko*"), recursive=True)
+                       if is_module_file(p))
         if not paths:
             raise ArmloadError(f"report: no .ko under {args.corpus}")
         corpus, title = corpus_counts(paths), f"{len(paths)} modules under {args.corpus}"

@@ -25,9 +25,9 @@ code), [unmodelled].
 Words after a module that are not module files are its parameters (insmod semantics; options
 may come between them), set through its __param table before init. After the inits, each --call
 runs in order on the same machine state (an unknown name, or a wrong argument count where DWARF
-gives one, is refused before init); then the device operations (--open /dev/NAME, --write,
---read, --ioctl, --poll, --close), in order, through the module's file_operations directly (not
-the kernel's VFS) with user buffers; --exit runs cleanup last. A fault prints the oops as 6.1's
+gives one, is refused before init); inside the booted kernel the file operations (--open PATH,
+--write, --read, --lseek, --ioctl, --poll, --mmap, --close, --cat, --echo) follow, in order, as
+real system calls through the kernel's VFS; --exit runs cleanup last. A fault prints the oops as 6.1's
 __die prints it (Internal error, Modules linked in, CPU/Hardware name, registers, Stack: dump,
 EHABI-unwound backtrace with file:line from DWARF, Code:), then armload's notes; a run that stops
 at an unmodelled call or the budget says so and is not printed as an oops.
@@ -57,113 +57,6 @@ def load_with_params(args):
     modules = [session.load(p, object=getattr(args, "object", False)) for p, _ in pairs]
     per = assign_params([m.name for m in modules], pairs, getattr(args, "params", None))
     return session, modules, {id(m): ps for m, ps in zip(modules, per)}
-
-
-class _DevOp(argparse.Action):
-    """--open/--write/--read/--ioctl/--poll/--close, kept in command-line order."""
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        ops = list(getattr(namespace, self.dest, None) or [])
-        ops.append((option_string.lstrip("-"), list(values)))
-        setattr(namespace, self.dest, ops)
-
-
-def _dev_bytes(spec: str, what: str) -> bytes:
-    if spec.startswith("s:"):
-        return spec[2:].encode()
-    if spec.startswith("b:"):
-        try:
-            return bytes.fromhex(spec[2:])
-        except ValueError:
-            pass
-    if spec.startswith("buf:") and spec[4:].isdigit():
-        return bytes(int(spec[4:]))
-    raise EmulationError(f"{what} {spec!r}: s:TEXT, b:HEX or buf:N")
-
-
-def check_devio(ops) -> None:
-    """Device operations make sense before anything runs: an open first, arguments well formed."""
-    opened = False
-    for op, vals in ops:
-        if op == "open":
-            if not vals[0].startswith("/dev/"):
-                raise EmulationError(f"--open {vals[0]}: a device path /dev/NAME")
-            opened = True
-        elif not opened:
-            raise EmulationError(f"--{op} needs an --open /dev/NAME before it")
-        elif op == "write":
-            _dev_bytes(vals[0], "--write")
-        elif op == "read":
-            _int(vals[0]) if vals[0].isdigit() else _fail(f"--read {vals[0]!r}: a byte count")
-        elif op == "ioctl":
-            _int(vals[0])
-            if not vals[1].startswith(("b:", "buf:")):
-                _int(vals[1])
-        elif op == "close":
-            opened = False
-
-
-def _fail(msg):
-    raise EmulationError(msg)
-
-
-def run_devio(machine, ops, say, module) -> tuple[bool, list[dict]]:
-    """Run the device operations; (all succeeded, one record each)."""
-    from ..devkit.devio import VIA, DeviceFile
-    out, f = [], None
-    say(f"armload: device I/O goes {VIA}; user buffers at 0x00400000 (below TASK_SIZE)")
-    for op, vals in ops:
-        rec = {"op": op, "args": vals}
-        out.append(rec)
-        try:
-            if op == "open":
-                f = DeviceFile(machine, vals[0], module=module)
-                rec["result"] = 0
-                say(f"{vals[0]}: open = 0" + "".join(f"  ({n})" for n in f.notes))
-            elif op == "write":
-                n = f.write(_dev_bytes(vals[0], "--write"))
-                rec["result"] = n
-                say(f"{f.path}: write({vals[0]}) = {n}")
-            elif op == "read":
-                data = f.read(int(vals[0], 0))
-                rec["result"], rec["hex"] = len(data), data.hex()
-                say(f"{f.path}: read({vals[0]}) = {len(data)}  {data.hex()}  '{_printable(data)}'")
-            elif op == "ioctl":
-                arg = _dev_bytes(vals[1], "--ioctl ARG") if vals[1].startswith(("b:", "buf:")) else _int(vals[1])
-                rc, buf = f.ioctl(_int(vals[0]), arg)
-                rec["result"] = rc
-                if buf is not None:
-                    rec["hex"] = buf.hex()
-                say(f"{f.path}: ioctl({vals[0]}, {vals[1]}) = {_ret(rc)}" + (f"  buffer {buf.hex()}" if buf is not None else ""))
-            elif op == "poll":
-                mask = f.poll()
-                rec["result"] = mask
-                say(f"{f.path}: poll = " + (f"{mask:#x}" if mask is not None else "no poll (DEFAULT_POLLMASK)"))
-            elif op == "close":
-                f.close()
-                rec["result"] = 0
-                say(f"{f.path}: close = 0")
-        except OSError as e:
-            rec["result"] = -e.errno
-            say(f"{f.path if f else vals[0]}: {op} = {-e.errno} ({e.strerror})")
-        except EmulationError as e:
-            rec["error"] = str(e)
-            res = f.last if f is not None else None
-            if res is not None and res.fault is not None:
-                _print_result(say, res)
-            else:
-                say(f"armload: {e}")
-            return False, out
-    return True, out
-
-
-def _ret(rc: int) -> str:
-    from ..emu.errno import errno_name
-    return f"{rc} (-{errno_name(rc)})" if -4095 <= rc < 0 else str(rc)
-
-
-def _printable(b: bytes) -> str:
-    return "".join(chr(c) if 32 <= c < 127 else "." for c in b)
 
 
 def check_calls(modules, calls) -> None:
@@ -222,9 +115,10 @@ def register(sub) -> None:
     p.add_argument("--unmodelled", choices=("fail", "real", "zero"), default="fail",
                    help="a call to a kernel function armload does not simulate: fail (default: end the run "
                         "and say so), real (run the kernel's own code from the image), zero (return 0, marked)")
-    p.add_argument("--budget", type=_int, default=DEFAULT_BUDGET, metavar="N",
-                   help=f"instruction budget per call, kernel code included (default {DEFAULT_BUDGET:,}); "
-                        f"the simulated clock is 1 instruction = 1 ns")
+    p.add_argument("--budget", type=_int, default=None, metavar="N",
+                   help=f"instruction budget per call, kernel code included (default {DEFAULT_BUDGET:,}; "
+                        f"in the booted kernel per load_module, signature check and init included: "
+                        f"1,000,000,000); the simulated clock is 1 instruction = 1 ns")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
                    help=f"wall-clock safety net per call (default {DEFAULT_TIMEOUT:g} s); never part of a result")
     p.add_argument("--no-verify", action="store_true", help="skip branch-reach verification")
@@ -235,24 +129,13 @@ def register(sub) -> None:
                         "register_kprobe/kretprobe/ftrace/function_graph. fentry:FUNC/fexit:FUNC are armload's "
                         "own trampolines on the model runtime (an extension: 32-bit ARM 6.1 has none); "
                         "each hit is printed with its arguments or return value")
-    dev = p.add_argument_group("device I/O (after init and the calls, in command-line order)",
-                               "through the module's file_operations directly, not the kernel's VFS; "
-                               "buffers are user memory, so copy_to_user/copy_from_user run for real")
-    dev.add_argument("--open", dest="devio", action=_DevOp, nargs=1, metavar="/dev/NAME",
-                     help="open a device the module registered (misc devices)")
-    dev.add_argument("--write", dest="devio", action=_DevOp, nargs=1, metavar="s:TEXT|b:HEX",
-                     help="write these bytes to the open device")
-    dev.add_argument("--read", dest="devio", action=_DevOp, nargs=1, metavar="N", help="read up to N bytes")
-    dev.add_argument("--ioctl", dest="devio", action=_DevOp, nargs=2, metavar=("CMD", "ARG"),
-                     help="unlocked_ioctl(CMD, ARG): ARG an integer, or b:HEX / buf:N for a user buffer "
-                          "(printed after the call)")
-    dev.add_argument("--poll", dest="devio", action=_DevOp, nargs=0, help="f_op->poll: the event mask")
-    dev.add_argument("--close", dest="devio", action=_DevOp, nargs=0, help="release the open device")
+    from .devio_booted import add_devio_args
+    add_devio_args(p)
     p.add_argument("--runtime", choices=("booted", "models"),
                    help="booted: inside the Debian kernel booted in Unicorn (the default with --kernel vmlinuz; "
                         "the kernel's own load_module loads and inits, armload's image is compared with its); "
                         "models: armload's Python-model runtime (the default without an image, and with "
-                        "--call/--trace/--coverage/--gdb/--probe fentry|fexit/device I/O/--placement)")
+                        "--call/--trace/--coverage/--gdb/--probe fentry|fexit/--placement)")
     p.add_argument("--tree", metavar="DIR",
                    help="booted runtime: the module tree request_module's modprobe loads from (default: the "
                         "lib/modules tree of the kernel package the vmlinuz comes from, when present)")
@@ -269,11 +152,19 @@ def cmd_run(args) -> int:
     from .run_booted import choose_runtime, cmd_run_booted
     runtime, why = choose_runtime(args)
     if runtime == "booted":
+        from ..ci.corpus import BOOTED_BUDGET
+        args.budget = BOOTED_BUDGET if args.budget is None else args.budget
         if args.budget <= 0:
             raise EmulationError("--budget must be positive")
         return cmd_run_booted(args)
+    from ..emu.limits import DEFAULT_BUDGET
+    args.budget = DEFAULT_BUDGET if args.budget is None else args.budget
     if why and not args.json:
         print(f"armload: {why}", flush=True)
+    if args.devio:
+        raise EmulationError("file operations (--open/--cat/--echo...) are real system calls inside the booted "
+                             + (f"kernel, and {why}: run them in a separate command" if why else
+                                "kernel: give the image with --kernel vmlinuz (`make test-inputs` fetches Debian's)"))
     from ..emu import Machine
     from ..loader.verify import verify_module
 
@@ -298,7 +189,6 @@ def cmd_run(args) -> int:
             raise
         raise type(e)(f"{e}\n{NO_KERNEL_HINT}") from None
     check_calls(modules, calls)
-    check_devio(args.devio)
     as_json = args.json
     out = sys.stdout
 
@@ -390,12 +280,6 @@ def cmd_run(args) -> int:
                 failed = True
                 break
         entries[modules[-1].name]["calls"] = done
-    if args.devio and not failed:
-        from ..devkit.devio import VIA
-        report["devio_via"] = VIA
-        dev_ok, report["devio"] = run_devio(machine, args.devio, say, modules[-1])
-        if not dev_ok:
-            ok, failed = False, True
     if args.exit and not failed:
         for m in reversed(inits_ok):
             res = machine.run_exit(m)

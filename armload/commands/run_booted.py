@@ -4,9 +4,11 @@ The kernel boots once (cached in .cache/boot); each run restores it copy-on-writ
 own load_module loads the modules in order and runs their init through do_init_module. armload's
 loader loads the same files at the same addresses and is compared with the kernel's image (see
 armload/emu/booted/modrun.py). --probe registers the kernel's own kprobes, kretprobes, ftrace
-and function_graph (commands/probe_booted.py). Options that need armload's Python-model runtime
-(calls into the module, the call trace, coverage, gdb, armload's fentry/fexit trampolines, device
-I/O, a chosen placement) select that runtime instead, and the run says so.
+and function_graph (commands/probe_booted.py); --trace, --coverage, --gdb, --image and the oops
+decoded to file:line are commands/observe_booted.py's. Options that need armload's Python-model
+runtime (calls into the module, armload's fentry/fexit trampolines, a chosen placement) select
+that runtime instead, and the run says so. File operations (--open, --cat, --echo
+...: commands/devio_booted.py) are real system calls after the inits.
 """
 from __future__ import annotations
 
@@ -17,8 +19,7 @@ from ..errors import ArmloadError
 
 # option -> why it needs the model runtime; each is checked on the parsed args
 MODEL_ONLY = {
-    "calls": "--call", "trace": "--trace", "coverage": "--coverage", "gdb": "--gdb",
-    "devio": "device I/O (--open/--read/--write/--ioctl)", "image": "--image", "call_args": "--arg",
+    "calls": "--call", "call_args": "--arg",
 }
 
 
@@ -64,15 +65,19 @@ def choose_runtime(args) -> tuple[str, str]:
 
 
 def cmd_run_booted(args) -> int:
+    from ..emu.booted.hostile import sentence, settle_line, stop_class
     from ..emu.booted.modrun import BootedRun, package_tree
     from .load import session_from_args
     from ..loader.elf import read_object
     from .modargs import assign_params, split_modules
+    from .observe_booted import Observer, say_decoded
     session = session_from_args(args)
     pairs = split_modules(args.modules)
     names = [read_object(p).name for p, _ in pairs]
     per = assign_params(names, pairs, args.params)
     as_json = args.json
+    from .devio_booted import check_devio
+    check_devio(args.devio)
 
     def say(text: str = "") -> None:
         if not as_json:
@@ -92,16 +97,28 @@ def cmd_run_booted(args) -> int:
         say("armload: probes are the kernel's own (register_kprobe, register_kretprobe, register_ftrace_function, "
             "register_ftrace_graph); a module's are registered when it is formed, before its init")
 
+    observer = (Observer(run, args, say) if args.coverage or args.trace or args.gdb is not None or args.image
+                else None)
+
     def console(lines, start):
-        for line in probes.interleave(lines, start) if probes else lines:
+        if observer is not None:
+            lines = observer.interleave(lines, start, probes)
+        elif probes:
+            lines = probes.interleave(lines, start)
+        for line in lines:
             say(line)
 
     results, ok = [], True
     for (path, _), params in zip(pairs, per):
         start = len(run.bk.console)
+        if observer is not None:
+            observer.before(path, last=path == pairs[-1][0])
         r = sanitize_opts.load(san, run, path, " ".join(params), budget=args.budget)
+        if observer is not None:
+            observer.after(r)
         results.append(r)
         console(r.console, start)
+        say_decoded(say, r.decoded, session.kernel.vmlinux_debug)       # filled by BootedRun.load
         say(_verdict(r))
         ok &= r.ok and r.loader.agrees and (r.loader.identical or (r.status == "refused" and bool(r.loader.refusal)))
         if not r.ok:
@@ -115,14 +132,20 @@ def cmd_run_booted(args) -> int:
         start = len(run.bk.console)
         settled = run.settle(args.settle_ms * 1_000_000)
         console(settled["console"], start)
-        say(f"armload: deferred work ran for {settled['ns'] / 1e6:.1f} ms simulated "
-            f"({settled['insns']:,} instructions){'; the system is idle' if settled['idle'] else ''}")
+        say(settle_line(settled))
     probe_report = None
     if probes:
         for line in probes.summary():
             say(line)
         probe_report = probes.to_dict()
         ok &= probes.ok
+    devio = None
+    if ok and args.devio:
+        from .devio_booted import run_devio
+        came_back, devio = run_devio(run, args.devio, say, session.kernel.vmlinux_debug)
+        ok &= came_back
+    elif args.devio:
+        say("armload: the file operations were not run (a module did not load, or its probes failed)")
     unloaded = []
     if ok and args.exit:
         for r in reversed(results):
@@ -130,15 +153,18 @@ def cmd_run_booted(args) -> int:
             ret, lines = run.unload(r.name)
             sanitize_opts.after_unload(san, r.name)
             console(lines, start)
-            say(f"{r.name}: delete_module returned {ret}")
-            unloaded.append({"module": r.name, "ret": ret, "console": lines})
+            say(f"{r.name}: delete_module returned {ret}" if ret is not None else
+                sentence(r.name, "exit (delete_module)", stop_class(run.exit_stopped) or "budget", run.exit_stopped))
+            unloaded.append({"module": r.name, "ret": ret, "console": lines,
+                             **({"stopped": run.exit_stopped} if ret is None else {})})
             ok &= ret == 0
+    observed = observer.finish(as_json) if observer is not None else {}
     clean, sanitized = sanitize_opts.finish(san, say, as_json)
     ok &= clean
     if as_json:
-        json.dump({"ok": ok, "runtime": "booted", "sanitize": sanitized, "kernel": session.kernel.describe(),
+        json.dump({**observed, "ok": ok, "runtime": "booted", "sanitize": sanitized, "kernel": session.kernel.describe(),
                    "boot": run.bk.meta, "modules": [r.to_dict() for r in results],
-                   "settled": settled, "unloaded": unloaded, "request_module": run.requests,
+                   "settled": settled, "devio": devio, "unloaded": unloaded, "request_module": run.requests,
                    "probes": dict(probe_report, hits=probes.all_hits()) if probes else None,
                    "tree": tree}, sys.stdout, indent=2)
         print()
@@ -146,6 +172,7 @@ def cmd_run_booted(args) -> int:
 
 
 def _verdict(r) -> str:
+    from ..emu.booted.hostile import SENTENCES, sentence
     c = r.loader
     if r.status == "refused":
         head = f"{r.name}: load_module refused it: {r.ret}"
@@ -153,6 +180,8 @@ def _verdict(r) -> str:
         head = f"{r.name}: init returned {r.ret}"
     elif r.status == "budget":
         head = f"{r.name}: stopped: {r.stopped}"
+    elif r.status in SENTENCES:
+        head = sentence(r.name, "init", r.status, r.stopped)
     else:
         head = f"{r.name}: {r.status} in init (the kernel's own report above)"
     head += f"; {r.instructions:,} instructions"

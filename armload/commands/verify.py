@@ -35,7 +35,7 @@ def cmd_verify(args) -> int:
     results = [verify_module(m, session.kernel) for m in modules]
     ok = all(r.ok for r in results)
     if args.json:
-        json.dump({"ok": ok, "runtime": "booted", "modules": results}, sys.stdout, indent=2)
+        json.dump({"ok": ok, "modules": [r.to_dict() for r in results]}, sys.stdout, indent=2)
         print()
     else:
         for r in results:
@@ -67,7 +67,7 @@ def _against_kernel(args) -> int:
             if not args.json:
                 print(_line(r))
             if (r.status != "returned" or r.ret) and p != path:      # insmod of the module never happens
-                results.append({"module": os.path.basename(path)[:-3], "path": path, "status": "dependency-failed",
+                results.append({"module": _stem(path), "path": path, "status": "dependency-failed",
                                 "dependency": {"module": r.name, "status": r.status, "ret": r.ret}})
                 if not args.json:
                     print(f"{os.path.basename(path)}: not loaded: its dependency {r.name} failed ({r.status} {r.ret})")
@@ -101,3 +101,8 @@ def _line(r) -> str:
         where = f"{d['addr']:#010x}" if d["addr"] is not None else "-"
         lines.append(f"  {where} {d['section']}: armload {d['armload']} kernel {d['kernel']}")
     return "\n".join(lines)
+
+
+def _stem(path: str) -> str:
+    from ..loader.kofile import module_stem
+    return module_stem(path)

@@ -68,147 +68,176 @@ def _pct(a, b) -> str:
     return f"{100.0 * a / b:.1f}%" if b else "-"
 
 
+class BlockCounter:
+    """Counts executed translation blocks over address ranges ("slots"): the C hook of
+    _coverage.c when it builds, else the same hook in Python. Counts stay after a slot's hook
+    is removed (init text: counted while it runs, kept after the kernel frees it)."""
+
+    def __init__(self, uc, *, native: bool | None = None):
+        self.uc = uc
+        lib = _native_lib() if native in (None, True) else None
+        self.lib = lib
+        self.native = lib is not None
+        self.slots: list[dict] = []             # base, end, hook, and counts (Python) or arrays (C)
+
+    def add(self, begin: int, end: int) -> int:
+        """Count blocks starting in [begin, end); returns the slot."""
+        slot = {"base": begin, "end": end}
+        if self.lib is None:
+            counts, sizes = {}, {}
+
+            def on_block(uc, address, size, _user):
+                c = counts.get(address)
+                counts[address] = 1 if c is None else c + 1
+                sizes[address] = size
+            slot.update(counts=counts, sizes=sizes, cb=on_block)
+            slot["hook"] = self.uc.hook_add(UC_HOOK_BLOCK, on_block, begin=begin, end=end - 1)
+        else:
+            n = (end - begin + 1) // 2
+            cnt, sz = (ctypes.c_uint32 * n)(), (ctypes.c_uint32 * n)()
+            c = _Cov(begin, n, ctypes.cast(cnt, ctypes.POINTER(ctypes.c_uint32)),
+                     ctypes.cast(sz, ctypes.POINTER(ctypes.c_uint32)))
+            slot.update(cov=c, cnt=cnt, sz=sz)
+            slot["hook"] = _add_native_hook(self.uc, self.lib, c, begin, end - 1)
+        self.slots.append(slot)
+        return len(self.slots) - 1
+
+    def stop(self, i: int) -> None:
+        """No more counting in slot i (its counts stay)."""
+        slot = self.slots[i]
+        if slot.get("hook") is not None:
+            _hook_del(self.uc, slot["hook"], "cov" in slot)
+            slot["hook"] = None
+
+    def detach(self) -> None:
+        for i in range(len(self.slots)):
+            self.stop(i)
+
+    def blocks(self, slots=None) -> tuple[dict[int, int], dict[int, int]]:
+        """(block start -> times run, block start -> size) over the given slots (default all)."""
+        counts: dict[int, int] = {}
+        sizes: dict[int, int] = {}
+        for i in range(len(self.slots)) if slots is None else slots:
+            slot = self.slots[i]
+            if "cov" in slot:
+                base = slot["base"]
+                for j, v in enumerate(slot["cnt"]):
+                    if v:
+                        counts[base + 2 * j] = counts.get(base + 2 * j, 0) + v
+                        sizes[base + 2 * j] = slot["sz"][j]
+            else:
+                for a, v in slot["counts"].items():
+                    counts[a] = counts.get(a, 0) + v
+                sizes.update(slot["sizes"])
+        return counts, sizes
+
+
 class Coverage:
-    """Attach to a machine before running; `report()` after."""
+    """The model runtime's coverage (one BlockCounter slot per module text section): attach to a
+    machine before running; `report()` after."""
 
     def __init__(self, machine, modules=None, *, native: bool | None = None):
         self.machine = machine
         self.modules = list(modules if modules is not None else machine._all_modules)
-        self._counts: dict[int, int] = {}
-        self._sizes: dict[int, int] = {}
-        self.hooks = []
-        self._native = []                      # (cov_t, count array, size array)
-        lib = _native_lib() if native in (None, True) else None
-        self.native = lib is not None
-        counts, sizes = self._counts, self._sizes
-
-        def on_block(uc, address, size, _user):
-            c = counts.get(address)
-            if c is None:
-                counts[address] = 1
-                sizes[address] = size
-            else:
-                counts[address] = c + 1
-
-        self._cb = on_block
-        self._by_module: dict[int, list] = {}        # id(module) -> [(section, hook, native slot)]
+        self.counter = BlockCounter(machine.uc, native=native)
+        self.native = self.counter.native
+        self._by_module: dict[int, list] = {}        # id(module) -> [(section, slot)]
         for m in self.modules:
             for s in m.sections:
-                if not (s.flags & SHF_EXECINSTR and s.size and m.region_of(s.addr) is not None):
-                    continue
-                if lib is None:
-                    h = machine.uc.hook_add(UC_HOOK_BLOCK, on_block, begin=s.addr, end=s.addr + s.size - 1)
-                    self.hooks.append(h)
-                    self._by_module.setdefault(id(m), []).append((s, h, None))
-                    continue
-                n = (s.size + 1) // 2
-                cnt, sz = (ctypes.c_uint32 * n)(), (ctypes.c_uint32 * n)()
-                c = _Cov(s.addr, n, ctypes.cast(cnt, ctypes.POINTER(ctypes.c_uint32)),
-                         ctypes.cast(sz, ctypes.POINTER(ctypes.c_uint32)))
-                self._native.append((c, cnt, sz))
-                h = _add_native_hook(machine.uc, lib, c, s.addr, s.addr + s.size - 1)
-                self.hooks.append(h)
-                self._by_module.setdefault(id(m), []).append((s, h, len(self._native) - 1))
+                if s.flags & SHF_EXECINSTR and s.size and m.region_of(s.addr) is not None:
+                    self._by_module.setdefault(id(m), []).append((s, self.counter.add(s.addr, s.addr + s.size)))
         machine.on_free_init.append(self._init_freed)
 
     def _init_freed(self, m) -> None:
         """Its init memory may go to the next module: stop counting there (the counts stay)."""
-        for s, h, _slot in self._by_module.get(id(m), []):
-            if s.mem.startswith("init") and h in self.hooks:
-                _hook_del(self.machine.uc, h, _slot is not None)
-                self.hooks.remove(h)
+        for s, slot in self._by_module.get(id(m), []):
+            if s.mem.startswith("init"):
+                self.counter.stop(slot)
 
     @property
     def counts(self) -> dict[int, int]:
         """block start address -> times run."""
-        out = dict(self._counts)
-        for c, cnt, sz in self._native:
-            for i, v in enumerate(cnt):
-                if v:
-                    out[c.base + 2 * i] = out.get(c.base + 2 * i, 0) + v
-        return out
+        return self.counter.blocks()[0]
 
     @property
     def sizes(self) -> dict[int, int]:
-        out = dict(self._sizes)
-        for c, cnt, sz in self._native:
-            for i, v in enumerate(cnt):
-                if v:
-                    out[c.base + 2 * i] = sz[i]
-        return out
+        return self.counter.blocks()[1]
 
     def detach(self) -> None:
-        for h in self.hooks:
-            _hook_del(self.machine.uc, h, self.native)
-        self.hooks = []
-
-    def _insn_counts(self, m) -> tuple[dict[int, int], list[int]]:
-        """instruction address -> times run; and every instruction address of the module's text."""
-        import capstone
-        mode = capstone.CS_MODE_THUMB if m.thumb or m.config.thumb2 else capstone.CS_MODE_ARM
-        cs = capstone.Cs(capstone.CS_ARCH_ARM, mode)
-        cs.skipdata = True
-        insns: list[int] = []
-        for s in m.sections:
-            if s.flags & SHF_EXECINSTR and s.size and m.region_of(s.addr) is not None:
-                insns.extend(a for a, _size, mn, _ops in cs.disasm_lite(m.read(s.addr, s.size), s.addr)
-                             if mn != ".byte" and mn != ".short" and mn != ".long")
-        insns.sort()
-        import bisect
-        ran: dict[int, int] = {}
-        sizes = self.sizes
-        for start, n in self.counts.items():
-            end = start + sizes[start]
-            i = bisect.bisect_left(insns, start)
-            while i < len(insns) and insns[i] < end:
-                a = insns[i]
-                ran[a] = ran.get(a, 0) + n
-                i += 1
-        return ran, insns
+        self.counter.detach()
 
     def report(self) -> list[ModuleCoverage]:
-        from .debuginfo import line_table
-        out = []
-        for m in self.modules:
-            ran, insns = self._insn_counts(m)
-            mc = ModuleCoverage(m.name, m.path, len(insns), len(ran))
-            lt = line_table(m)
-            if lt:
-                mc.has_dwarf = True
-                self._lcov(mc, lt, ran)
-            out.append(mc)
-        return out
+        counts, sizes = self.counter.blocks()
+        return [module_report(m, counts, sizes) for m in self.modules]
 
-    @staticmethod
-    def _lcov(mc: ModuleCoverage, lt, ran: dict[int, int]) -> None:
-        by_file: dict[str, dict[int, int]] = {}
-        for (f, line), addrs in lt.statements().items():
-            by_file.setdefault(f, {})[line] = max(ran.get(a, 0) for a in addrs)
-        funcs: dict[str, list] = {}
-        for fn in lt.functions:
-            funcs.setdefault(fn.file, []).append(fn)
-        recs = []
-        for f in sorted(set(by_file) | set(funcs)):
-            recs += ["TN:", f"SF:{f}"]
-            fns = sorted(funcs.get(f, []), key=lambda x: (x.line, x.name))
-            for fn in fns:
-                recs.append(f"FN:{fn.line},{fn.name}")
-            hit_fns = 0
-            for fn in fns:
-                n = ran.get(fn.low & ~1, 0)
-                hit_fns += n > 0
-                recs.append(f"FNDA:{n},{fn.name}")
-            recs += [f"FNF:{len(fns)}", f"FNH:{hit_fns}"]
-            lines = by_file.get(f, {})
-            for line in sorted(lines):
-                recs.append(f"DA:{line},{lines[line]}")
-            hit = sum(1 for v in lines.values() if v)
-            recs += [f"LF:{len(lines)}", f"LH:{hit}", "end_of_record"]
-            mc.lines_found += len(lines)
-            mc.lines_hit += hit
-            mc.functions_found += len(fns)
-            mc.functions_hit += hit_fns
-        mc.records = recs
+
+def insn_counts(m, counts: dict[int, int], sizes: dict[int, int]) -> tuple[dict[int, int], list[int]]:
+    """instruction address -> times run; and every instruction address of the module's text
+    (capstone over the loaded text; a block's instructions all count as run)."""
+    import bisect
+    import capstone
+    mode = capstone.CS_MODE_THUMB if m.thumb or m.config.thumb2 else capstone.CS_MODE_ARM
+    cs = capstone.Cs(capstone.CS_ARCH_ARM, mode)
+    cs.skipdata = True
+    insns: list[int] = []
+    for s in m.sections:
+        if s.flags & SHF_EXECINSTR and s.size and m.region_of(s.addr) is not None:
+            insns.extend(a for a, _size, mn, _ops in cs.disasm_lite(m.read(s.addr, s.size), s.addr)
+                         if mn != ".byte" and mn != ".short" and mn != ".long")
+    insns.sort()
+    ran: dict[int, int] = {}
+    for start, n in counts.items():
+        end = start + sizes[start]
+        i = bisect.bisect_left(insns, start)
+        while i < len(insns) and insns[i] < end:
+            a = insns[i]
+            ran[a] = ran.get(a, 0) + n
+            i += 1
+    return ran, insns
+
+
+def module_report(m, counts: dict[int, int], sizes: dict[int, int]) -> ModuleCoverage:
+    """A module's coverage from block counts at its load addresses: instructions, and lcov
+    lines/functions from its DWARF."""
+    from .debuginfo import line_table
+    ran, insns = insn_counts(m, counts, sizes)
+    mc = ModuleCoverage(m.name, m.path, len(insns), len(ran))
+    lt = line_table(m)
+    if lt:
+        mc.has_dwarf = True
+        _lcov(mc, lt, ran)
+    return mc
+
+
+def _lcov(mc: ModuleCoverage, lt, ran: dict[int, int]) -> None:
+    by_file: dict[str, dict[int, int]] = {}
+    for (f, line), addrs in lt.statements().items():
+        by_file.setdefault(f, {})[line] = max(ran.get(a, 0) for a in addrs)
+    funcs: dict[str, list] = {}
+    for fn in lt.functions:
+        funcs.setdefault(fn.file, []).append(fn)
+    recs = []
+    for f in sorted(set(by_file) | set(funcs)):
+        recs += ["TN:", f"SF:{f}"]
+        fns = sorted(funcs.get(f, []), key=lambda x: (x.line, x.name))
+        for fn in fns:
+            recs.append(f"FN:{fn.line},{fn.name}")
+        hit_fns = 0
+        for fn in fns:
+            n = ran.get(fn.low & ~1, 0)
+            hit_fns += n > 0
+            recs.append(f"FNDA:{n},{fn.name}")
+        recs += [f"FNF:{len(fns)}", f"FNH:{hit_fns}"]
+        lines = by_file.get(f, {})
+        for line in sorted(lines):
+            recs.append(f"DA:{line},{lines[line]}")
+        hit = sum(1 for v in lines.values() if v)
+        recs += [f"LF:{len(lines)}", f"LH:{hit}", "end_of_record"]
+        mc.lines_found += len(lines)
+        mc.lines_hit += hit
+        mc.functions_found += len(fns)
+        mc.functions_hit += hit_fns
+    mc.records = recs
 
 
 def _add_native_hook(uc, lib, cov, begin: int, end: int) -> int:

@@ -169,3 +169,154 @@ def struct_layout(mod, name: str) -> tuple[int, dict[str, int]] | None:
     except (OSError, ValueError):
         return None
     return None
+
+
+# --- addr2line -i ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Location:
+    file: str
+    line: int
+    discriminator: int = 0
+
+    def __str__(self) -> str:          # binutils addr2line's "FILE:LINE (discriminator N)"
+        return f"{self.file}:{self.line}" + (f" (discriminator {self.discriminator})" if self.discriminator else "")
+
+
+class Addr2Line:
+    """`addr2line -i -e ELF ADDR` from an ELF's DWARF (pyelftools): the line-table row of the
+    address, then the call site of each inlined function around it, innermost first. Compilation
+    units are read when an address first falls in them (.debug_aranges, else each unit's ranges),
+    so a vmlinux with thousands of units answers one frame without reading them all."""
+
+    def __init__(self, stream):
+        from elftools.elf.elffile import ELFFile
+        self.elf = ELFFile(stream)
+        self.dw = self.elf.get_dwarf_info(relocate_dwarf_sections=False) if self.elf.has_dwarf_info() else None
+        self._units: dict[int, tuple] = {}
+        self._aranges = None
+        self._spans: list[tuple[int, int, int]] | None = None      # (low, high, CU offset) without aranges
+
+    def __bool__(self) -> bool:
+        return self.dw is not None and self.elf.get_section_by_name(".debug_line") is not None
+
+    def _cu_offset(self, addr: int) -> int | None:
+        if self._aranges is None:
+            self._aranges = self.dw.get_aranges() or False
+        if self._aranges:
+            off = self._aranges.cu_offset_at_addr(addr)
+            if off is not None:
+                return off
+        if self._spans is None:
+            self._spans = [(lo, hi, cu.cu_offset) for cu in self.dw.iter_CUs()
+                           for lo, hi in _die_ranges(self.dw, cu, cu.get_top_DIE())]
+        return next((o for lo, hi, o in self._spans if lo <= addr < hi), None)
+
+    def _unit(self, off: int):
+        u = self._units.get(off)
+        if u is None:
+            cu = self.dw.get_CU_at(off)
+            lp = self.dw.line_program_for_CU(cu)
+            names = file_names(lp, cu, normalize=False) if lp is not None else {}
+            seqs = _sequences(lp) if lp is not None else []
+            inl = []                    # (low, high, depth, call file, call line)
+            stack = [(cu.get_top_DIE(), 0)]
+            while stack:
+                die, depth = stack.pop()
+                if die.tag == "DW_TAG_inlined_subroutine":
+                    cf, cl = die.attributes.get("DW_AT_call_file"), die.attributes.get("DW_AT_call_line")
+                    for lo, hi in _die_ranges(self.dw, cu, die):
+                        inl.append((lo, hi, depth, names.get(cf.value, "??") if cf else "??", cl.value if cl else 0))
+                stack.extend((c, depth + 1) for c in die.iter_children())
+            u = self._units[off] = (seqs, names, inl)
+        return u
+
+    def lookup(self, addr: int) -> list[Location]:
+        """The locations of `addr`, innermost first; [] where the DWARF knows nothing of it."""
+        if not self:
+            return []
+        off = self._cu_offset(addr)
+        if off is None:
+            return []
+        seqs, names, inl = self._unit(off)
+        row = None
+        for rows in seqs:
+            if rows[0][0] <= addr < rows[-1][0]:
+                i = bisect.bisect_right(rows, (addr, 1 << 62)) - 1
+                row = rows[i]
+                break
+        if row is None:
+            return []
+        # binutils prints the row's discriminator on every line, the inlined callers' too
+        # (addr2line.c: bfd_find_inliner_info leaves `discriminator` as the row set it)
+        out = [Location(names.get(row[1], "??"), row[2], row[3])]
+        for _, _, _, f, line in sorted((x for x in inl if x[0] <= addr < x[1]), key=lambda x: -x[2]):
+            out.append(Location(f, line, row[3]))
+        return out
+
+
+def _sequences(lp) -> list[list[tuple[int, int, int, int]]]:
+    """The line program's sequences, each [(address, file, line, discriminator), ..., (end, 0, 0, 0)]
+    sorted by address (the last row the end_sequence address)."""
+    out, cur = [], []
+    for e in lp.get_entries():
+        st = e.state
+        if st is None:
+            continue
+        if st.end_sequence:
+            if cur:
+                cur.append((st.address, 0, 0, 0))
+                out.append(cur)
+            cur = []
+            continue
+        if cur and cur[-1][0] == st.address:
+            cur[-1] = (st.address, st.file, st.line, st.discriminator)   # the last row at an address wins
+        else:
+            cur.append((st.address, st.file, st.line, st.discriminator))
+    return out
+
+
+def _die_ranges(dw, cu, die) -> list[tuple[int, int]]:
+    """[low, high) of a DIE: DW_AT_low_pc/high_pc, or DW_AT_ranges (DWARF 4 .debug_ranges or
+    DWARF 5 .debug_rnglists, offsets from the unit's base address)."""
+    a = die.attributes
+    if "DW_AT_ranges" in a:
+        rl = dw.range_lists()
+        if rl is None:
+            return []
+        top = cu.get_top_DIE().attributes.get("DW_AT_low_pc")
+        base = top.value if top else 0
+        out = []
+        for e in rl.get_range_list_at_offset(a["DW_AT_ranges"].value, cu=cu):    # rnglistx: pyelftools
+            #                                                                       gives the offset
+            if type(e).__name__ == "BaseAddressEntry":
+                base = e.base_address
+            elif e.is_absolute:
+                out.append((e.begin_offset, e.end_offset))
+            else:
+                out.append((base + e.begin_offset, base + e.end_offset))
+        return [(lo, hi) for lo, hi in out if hi > lo]
+    lo, hi = a.get("DW_AT_low_pc"), a.get("DW_AT_high_pc")
+    if lo is None or hi is None:
+        return []
+    high = hi.value if hi.form == "DW_FORM_addr" else lo.value + hi.value
+    return [(lo.value, high)]
+
+
+def module_addr2line(mod) -> Addr2Line | None:
+    """Addr2Line of a loaded module at its load addresses (None without .debug_line)."""
+    a = _A2L.get(mod)
+    if a is None:
+        from elftools.elf.elffile import ELFFile
+        from ..loader.debug_image import debug_image_bytes
+        try:
+            with open(mod.path, "rb") as f:
+                if ELFFile(f).get_section_by_name(".debug_line") is None:
+                    return None
+            a = Addr2Line(io.BytesIO(debug_image_bytes(mod)))
+        except (OSError, ValueError):
+            return None
+        _A2L[mod] = a
+    return a if a else None
+
+
+_A2L: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()

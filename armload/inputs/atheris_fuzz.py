@@ -27,7 +27,6 @@ with atheris.instrument_imports(include=["armload"]):
     from armload.inputs import target, mutators
     from armload.inputs import fuzz as structured
     from armload.loader import elf, layout, plt, relocate, session, symbols, verify, validity  # noqa: F401
-    from armload.emu import machine, oops, unwind  # noqa: F401
     from armload.inspect import explain, report  # noqa: F401
 
 ROOT = target.ROOT

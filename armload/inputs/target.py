@@ -1,11 +1,11 @@
 """One fuzz input through every library entry point (issue 21): Session.load (with and without
-object=True), verify, the report and explain paths, and the emulated init with a small
-instruction budget. The coverage-guided fuzzer (atheris_fuzz.py) calls `exercise`, and so does
+object=True), verify, the report and explain paths, and the load with init in the booted Debian
+kernel's own load_module (fuzz.booted_init). The coverage-guided fuzzer (atheris_fuzz.py) calls `exercise`, and so does
 the deterministic replay of the committed corpus and crash files (tests/test_fuzz_replay.py),
 which needs no Atheris.
 
 An input is the file itself, optionally behind a 3-byte control prefix b"AF" + flags:
-  bit 0 object=True        bit 1 run init          bits 2-3 placement (window, vmalloc, 0xe0000000)
+  bit 0 object=True        bit 1 load and init in the booted kernel         bits 2-3 placement (window, vmalloc, 0xe0000000)
   bit 4 Thumb-2 config     bit 5 report + explain  bit 6 exporter-arm.ko loaded first
   bit 7 the Debian 6.1 kernel image (its kallsyms, exports and code) instead of the built-in
         kernel, when it is in .cache (ARM only: with bit 4 the session is refused up front)
@@ -24,7 +24,6 @@ from ..kernel.config import KernelConfig
 
 PREFIX = b"AF"
 PLACEMENTS = ("window", "vmalloc", 0xE0000000)
-RUN_BUDGET = 20_000                 # instructions per emulated init
 RUN_MAX_MEMORY = 1 << 20            # module memory above this: init not run (see fuzz.RUN_MAX_MEMORY)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXPORTER = os.path.join(ROOT, "sample_modules", "exporter-arm.ko")
@@ -101,7 +100,7 @@ def _exercise(flags: int, elf: bytes) -> str:
     if flags & 32:
         detail += _inspect(session, mod, elf, bool(flags & 1))
     if flags & 2:
-        detail += _run(session, kernel)
+        detail += _run(session, elf, bool(flags & 64 and not config.thumb2), config.thumb2)
     return detail
 
 
@@ -120,17 +119,12 @@ def _inspect(session, mod, elf: bytes, object: bool) -> str:
     return ", reported"
 
 
-def _run(session, kernel) -> str:
-    from ..emu.machine import Machine
+def _run(session, elf: bytes, exporter: bool, thumb2: bool) -> str:
+    from .fuzz import booted_init
     if sum(r.size for r in session.modules[-1].regions) > RUN_MAX_MEMORY:
         return ", init not run (module memory above RUN_MAX_MEMORY)"
-    m = Machine(list(session.modules), kernel, budget=RUN_BUDGET, timeout=60.0)
-    try:
-        for x in session.modules:
-            r = m.run_init(x)
-        return f", init {r.status}"
-    except ArmloadError as e:       # the emulator's own refusal (a fault is a status)
-        return f", init: {type(e).__name__}"
+    loads = ([("exporter-arm.ko", open(EXPORTER, "rb").read())] if exporter else []) + [("fuzz.ko", elf)]
+    return ", " + booted_init(loads, thumb2)
 
 
 def replay(paths: list[str], *, measure: bool = True) -> dict:

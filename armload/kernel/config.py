@@ -4,13 +4,24 @@ One small frozen object is passed down the pipeline; nothing reads globals.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 PLT_ALGORITHMS = ("legacy", "sorted", "v6")
 LAYOUTS = ("6.1", "6.4")
 
 SZ_1M = 1 << 20
 PAGE_SIZE = 4096
+
+
+@dataclass(frozen=True)
+class StructModule:
+    """The kernel's struct module, as its own modules' .gnu.linkonce.this_module lay it out
+    (loader/this_module.py derives it; nothing here is written down per config)."""
+    size: int                         # sizeof(struct module)
+    name: int                         # offsetof(struct module, name)
+    init: int                         # offsetof(struct module, init)
+    exit: int                         # offsetof(struct module, exit) (CONFIG_MODULE_UNLOAD)
+    source: str = ""                  # where it was read
 
 
 @dataclass(frozen=True)
@@ -32,6 +43,9 @@ class KernelConfig:
     lowmem_size: int = 760 * SZ_1M    # decides high_memory, hence VMALLOC_START
     phys_offset: int = 0x40000000     # PHYS_OFFSET: RAM start of the board (QEMU's and armload's virt)
     module_force_load: bool = True    # CONFIG_MODULE_FORCE_LOAD (Debian: y): no __versions taints, loads
+    version: tuple = (6, 1)           # the kernel's Linux version (loader/for_kernel.py: from the image)
+    struct_module: StructModule | None = field(default=None, compare=False)
+    #   the kernel's layout when known (its module tree); None: each module's own this_module says
 
     def __post_init__(self):
         if self.plt_algorithm not in PLT_ALGORITHMS:

@@ -66,7 +66,8 @@ def load_image(path: str) -> KernelImage:
     key = (os.path.abspath(path), st.st_size, st.st_mtime_ns)
     img = _CACHE.get(key)
     if img is None:
-        img = _CACHE[key] = _analyse(path)
+        from .setup_cache import cached
+        img = _CACHE[key] = cached("image", [path], repr((path, os.path.abspath(path))), lambda: _analyse(path))
     return img
 
 

@@ -62,8 +62,11 @@ class Kernel:
     kallsyms: object | None = None     # KallsymsTable when the kernel came from an image
     vermagic: str | None = None        # VERMAGIC_STRING; None: not checked
     image_path: str | None = None      # the kernel image whose code the emulator runs
+    vmlinux_debug: str | None = None   # a vmlinux ELF with DWARF (Debian's -dbg): file:line of kernel code
     simulate_all: bool = False         # built-in kernel: invent an address for any undefined symbol
     known: frozenset = frozenset()     # built-in kernel: names armload simulates (models, real-code table)
+    symvers_vmlinux: dict = field(default_factory=dict, repr=False)   # Module.symvers path -> its vmlinux exports
+    image_exports: set = field(default_factory=set, repr=False)       # the image's __ksymtab names
 
     # --- construction --------------------------------------------------------
     @classmethod
@@ -71,9 +74,19 @@ class Kernel:
                    known: frozenset = frozenset()) -> "Kernel":
         if not paths:
             return cls.builtin(config, simulate_all=simulate_all, known=known)
+        from .setup_cache import cached
+        return cached("kernel", list(paths), repr((list(paths), list(map(os.path.abspath, paths)), config)),
+                      lambda: cls._from_files(paths, config))
+
+    @classmethod
+    def _from_files(cls, paths: list[str], config: KernelConfig) -> "Kernel":
         k = cls(config=config)
         for p in paths:
             k.add_file(p)
+        if k.image_path:
+            from .identity import check_symvers_belongs
+            for sv, names in k.symvers_vmlinux.items():
+                check_symvers_belongs(sv, names, k.image_path, k.image_exports)
         return k
 
     @classmethod
@@ -100,9 +113,12 @@ class Kernel:
                 self._add_symbol(name, addr, typ)
             self.kallsyms = table           # symbolize() uses the kernel's own rules through it
             n = 0
+            if head[:4] == b"\x7fELF" and _has_debug_line(path):
+                self.vmlinux_debug = path
             if head[:4] != b"\x7fELF":      # the Image's __ksymtab: every export, data included
                 from .image import load_image
                 img = load_image(path)
+                self.image_exports = set(img.exports)
                 for name, addr in img.exports.items():
                     e = self.exports.get(name)
                     if e is None:
@@ -113,7 +129,8 @@ class Kernel:
                         e.kind = e.kind if e.kind != "unknown" else ("func" if name in self.symbols else "data")
                     n += 1
                 self.image_path = path
-            self.sources.append(f"{path} (kallsyms" + (f", {n} exports from __ksymtab)" if n else ")"))
+            self.sources.append(f"{path} (kallsyms" + (f", {n} exports from __ksymtab" if n else "")
+                                + (", DWARF: file:line of kernel code)" if self.vmlinux_debug == path else ")"))
             return
         try:
             text = open(path, encoding="utf-8", errors="replace").read()
@@ -142,6 +159,8 @@ class Kernel:
                 raise KernelFileError(f"{path}:{lineno}: malformed Module.symvers line: {line[:80]!r}", file=path)
             crc, name, owner, etype, ns = m.groups()
             owner = "vmlinux" if owner.endswith("vmlinux") else os.path.basename(owner)
+            if owner == "vmlinux":
+                self.symvers_vmlinux.setdefault(path, set()).add(name)
             ks = self.symbols.get(name)
             prev = self.exports.get(name)       # an image read first: its __ksymtab address stays
             addr = ks.addr if ks else (prev.addr if prev else None)
@@ -269,6 +288,17 @@ def _kind_of(typ: str) -> str:
     if typ in DATA_TYPES:
         return "data"
     return "unknown"
+
+
+def _has_debug_line(path: str) -> bool:
+    """An ELF with a .debug_line section (a vmlinux from Debian's linux-image-*-dbg)."""
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.elffile import ELFFile
+    try:
+        with open(path, "rb") as f:
+            return ELFFile(f).get_section_by_name(".debug_line") is not None
+    except (OSError, ELFError):
+        return False
 
 
 def _looks_like_image(head: bytes) -> bool:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import os
 
 
-def file_names(lp, cu) -> dict[int, str]:
+def file_names(lp, cu, normalize: bool = True) -> dict[int, str]:
     """The line program's file index -> its path: DWARF 5 counts files and directories from 0,
     DWARF 2-4 from 1 with directory 0 the compilation directory; relative directories are
-    under DW_AT_comp_dir."""
+    under DW_AT_comp_dir. normalize=False keeps the joined path as binutils' addr2line prints it
+    (`./a/b.c`, `x/../y.h`)."""
     hdr = lp.header
     dirs = [d.decode() if isinstance(d, bytes) else d for d in hdr.get("include_directory", [])]
     comp_dir = cu.get_top_DIE().attributes.get("DW_AT_comp_dir")
@@ -26,5 +27,5 @@ def file_names(lp, cu) -> dict[int, str]:
             if d and not os.path.isabs(d):
                 d = os.path.join(comp_dir, d)
             name = os.path.join(d, name) if d else name
-        out[i + base] = os.path.normpath(name)
+        out[i + base] = os.path.normpath(name) if normalize else name
     return out

@@ -39,11 +39,8 @@ SHDR_DTYPE = np.dtype([("sh_name", "<u4"), ("sh_type", "<u4"), ("sh_flags", "<u4
 EHDR_SIZE = 52
 SHDR_SIZE = 40
 THIS_MODULE = ".gnu.linkonce.this_module"
-STRUCT_MODULE_SIZE = 0x240          # sizeof(struct module), Debian 6.1 armmp
-MODULE_NAME_OFF = 0x0C              # struct module: state, list, then char name[60]
-MODULE_NAME_LEN = 60
-MODULE_INIT_OFF = 0xCC              # offsetof(struct module, init)
-MODULE_EXIT_OFF = 0x230             # offsetof(struct module, exit)  (CONFIG_MODULE_UNLOAD)
+MODULE_NAME_OFF = 0x0C              # struct module: enum state (4), list_head list (8), then char name[60],
+MODULE_NAME_LEN = 60                # on every 32-bit config (the rest of the layout: loader/this_module.py)
 EF_ARM_APCS_26 = 0x08
 NO_NAME = "(missing .modinfo section or name field)"
 
@@ -136,19 +133,21 @@ def _fail(path: str, msg: str, **ctx) -> ElfFormatError:
     return ElfFormatError(f"{os.path.basename(path)}: {msg}", file=path, **ctx)
 
 
-def read_object(path: str, data: bytes | None = None, *, object: bool = False) -> ObjectFile:
+def read_object(path: str, data: bytes | None = None, *, object: bool = False,
+                struct_module_size: int | None = None, size_exact: bool = False) -> ObjectFile:
     """Parse and validate `path` (or `data`, named `path`). Raises ElfFormatError.
 
     object=True accepts a plain relocatable object (no .gnu.linkonce.this_module), which the
-    kernel refuses ("No module found in object"); everything else is held to 6.1's rules."""
-    if data is None:
-        try:
-            with open(path, "rb") as f:
-                data = f.read()
-        except OSError as e:
-            raise ElfFormatError(f"{path}: cannot read: {e.strerror}", file=path) from None
-    data = bytes(data)
+    kernel refuses ("No module found in object"); everything else is held to 6.1's rules.
+    struct_module_size: the kernel's sizeof(struct module) (KernelConfig.struct_module), which a
+    smaller this_module section must not be; None when the kernel's layout is not known (then the
+    size is not checked). size_exact: 6.4's rule, the size must be equal (6.1 has no check; armload
+    refuses only a smaller section there, which 6.1 would overrun)."""
+    from .kofile import decompress, read_raw
+    data = decompress(bytes(read_raw(path) if data is None else data), path)   # .ko.xz/.zst/.gz as kmod reads them
     v = _Validator(path, data)
+    v.struct_module_size = struct_module_size
+    v.size_exact = size_exact
     return v.run(object)
 
 
@@ -159,6 +158,8 @@ class _Validator:
         self.n = len(data)
         self.warnings: list[str] = []
         self._nul = None
+        self.struct_module_size: int | None = None
+        self.size_exact = False
 
     def fail(self, msg, **ctx):
         return _fail(self.path, msg, **ctx)
@@ -336,10 +337,15 @@ class _Validator:
             raise self.fail(f"module {who}: .gnu.linkonce.this_module section must have a size set (section "
                             f"{tm.index} is NOBITS; check added in Linux 6.4; 6.1 reads struct module at "
                             f"sh_offset {tm.sh_offset:#x} unchecked)", section=tm.index)
-        if tm.sh_size < STRUCT_MODULE_SIZE:
+        want = self.struct_module_size
+        if want is not None and self.size_exact and tm.sh_size != want:
+            raise self.fail(f"module {who}: .gnu.linkonce.this_module section size must match the kernel's built "
+                            f"struct module size at run time (section {tm.index}: {tm.sh_size:#x}, the kernel's "
+                            f"{want:#x})", section=tm.index)
+        if want is not None and tm.sh_size < want:
             raise self.fail(f"module {who}: .gnu.linkonce.this_module section size must match the kernel's built "
                             f"struct module size at run time (section {tm.index}: {tm.sh_size:#x} < "
-                            f"{STRUCT_MODULE_SIZE:#x}; check added in Linux 6.4; 6.1 would write struct module "
+                            f"{want:#x}; check added in Linux 6.4; 6.1 would write struct module "
                             f"past the section)", section=tm.index)
         at = tm.sh_offset + MODULE_NAME_OFF
         end = self.data.find(b"\0", at)              # no NUL before EOF: the reader's refusal says so

@@ -321,11 +321,14 @@ def layout_module(obj: ObjectFile, config: KernelConfig, plt_sizes: dict[str, in
                 class_base[cls] += base
             regions.append(Region(name, base, page_align(total), name == "init"))
     else:
-        # >= 6.4: one allocation per memory class (enum mod_mem_type order).
+        # >= 6.4: one allocation per memory class (enum mod_mem_type order). From 6.10
+        # module_memory_alloc asks execmem_alloc for PAGE_ALIGN(mod->mem[type].size).
         for cls in ("text", "data", "rodata", "ro_after_init", "init_text", "init_data", "init_rodata"):
             sz = sizes.get(cls, 0)
             if sz == 0:
                 continue
+            if config.version >= (6, 10):
+                sz = page_align(sz)
             base = _alloc_or_release(allocator, sz, regions)
             class_base[cls] = base
             regions.append(Region(cls, base, page_align(sz), cls.startswith("init_")))

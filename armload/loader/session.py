@@ -10,7 +10,8 @@ import numpy as np
 from ..kernel.config import DEBIAN_ARMMP, KernelConfig
 from ..constants import (SHF_ALLOC, SHF_EXECINSTR, SHN_UNDEF, SHT_NOBITS, SHT_PROGBITS, SHT_REL, SHT_RELA,
                         STB_GLOBAL, STB_LOCAL, STB_WEAK, R, reloc_name)
-from .elf import MODULE_EXIT_OFF, MODULE_INIT_OFF, ObjectFile, Section, read_object
+from .elf import ObjectFile, Section, read_object
+from .this_module import of_object as this_module_layout
 from ..errors import (EBUSY, EEXIST, ENOENT, ENOEXEC, ArmloadError, ElfFormatError, LayoutError, PltError,
                      RelocationError)
 from ..kernel.provider import Kernel
@@ -54,7 +55,9 @@ class Session:
         """Load one module. object=True also accepts a plain relocatable object (.o, no
         .gnu.linkonce.this_module), which the kernel itself refuses."""
         t0 = time.perf_counter()
-        obj = read_object(path, data, object=object)
+        sm = self.config.struct_module
+        obj = read_object(path, data, object=object, struct_module_size=sm.size if sm else None,
+                          size_exact=self.config.version >= (6, 4))
         t_parse = time.perf_counter()
         if any(m.name == obj.name for m in self.modules):
             raise ArmloadError(f"{obj.name}: module is already loaded", file=path, errno=-EEXIST)
@@ -65,6 +68,12 @@ class Session:
         self.export_tables.insert(0, ExportTable(mod.name, {e.name: e for e in mod.exports}))
         return mod
 
+
+    def forget(self, mod: LoadedModule) -> None:
+        """The kernel freed the module without delete_module (load_module failed after forming it,
+        or its init returned an error): its exports and memory are gone, nobody can use them."""
+        self.modules.remove(mod)
+        self.export_tables = [t for t in self.export_tables if t.module != mod.name]
 
     def unload(self, mod: LoadedModule) -> None:
         """delete_module(): the module's exports disappear and its memory is freed. Like the
@@ -343,12 +352,16 @@ def _build_module(obj, layout, regions, syms, resolved, plan, counts, branches, 
         name = names[i] or (sec_name if stype == "section" else "")
         symbols.append(ModuleSymbol(name, vals[i], sizes[i], stype, _BINDS.get(info[i] >> 4, "global"), sec_name))
     # do_init_module() calls mod->init: the word at offsetof(struct module, init) of the relocated
-    # .gnu.linkonce.this_module (normally an ABS32 to init_module), whatever put it there.
+    # .gnu.linkonce.this_module (normally an ABS32 to init_module), whatever put it there. The
+    # offsets are the kernel's when its layout is known, else the module's own relocations say them.
     init_addr = exit_addr = None
     if obj.this_module_index and obj.this_module_index in layout.places:
         base = layout.places[obj.this_module_index].addr
-        init_addr = _read_u32(regions, base + MODULE_INIT_OFF) or None
-        exit_addr = _read_u32(regions, base + MODULE_EXIT_OFF) or None
+        k, own = config.struct_module, this_module_layout(obj)
+        init_off = k.init if k else own.init
+        exit_off = k.exit if k else own.exit
+        init_addr = _read_u32(regions, base + init_off) or None if init_off is not None else None
+        exit_addr = _read_u32(regions, base + exit_off) or None if exit_off is not None else None
     elif not obj.is_module:
         # a plain object (--object) has no struct module: its init_module/cleanup_module symbols stand in
         for s in symbols:
@@ -400,7 +413,8 @@ def _finalize(obj, layout, regions, plts, config, session, syms, resolved) -> fi
                                 f"__fixup_a_pv_table's ARM encodings only")
         else:
             try:
-                finalize.fixup_pv_table(mem, *pv, config.pv_offset, out)
+                finalize.fixup_pv_table(mem, *pv, config.pv_offset, out,
+                                        high_ones=config.phys_offset < config.page_offset)
             except ValueError as e:
                 raise LayoutError(f"{obj.name}: {e}; fixup_pv_table would write there", file=obj.path) from None
     mc = _first_alloc_section(obj, layout, "__mcount_loc")
@@ -420,9 +434,12 @@ def _finalize(obj, layout, regions, plts, config, session, syms, resolved) -> fi
         text = [(p.addr, p.addr + p.size) for p in layout.places.values() if p.flags & SHF_EXECINSTR]
 
         def other_word(a: int):
+            # Another module's init memory was freed when its load finished (do_init_module), and
+            # module_alloc may since have handed the same addresses to a later module: only core
+            # regions are that module's; the rest is the running kernel's memory.
             for m in session.modules:
                 r = m.region_of(a)
-                if r is not None and a + 4 <= r.end:
+                if r is not None and not r.init and a + 4 <= r.end:
                     return struct.unpack_from("<I", r.data, a - r.base)[0]
             return session.kernel_word(a) if session.kernel_word else None
         finalize.jump_labels(mem, *jt, config.thumb2, layout.within_init,

@@ -38,7 +38,10 @@ OUT_OF_LINE = "out-of-line"           # INSN_GOOD: copied into an instruction sl
 SIMULATE = "simulate"                 # INSN_GOOD_NO_SLOT: its effect is computed by the handler
 REJECT = "reject"                     # INSN_REJECTED: register_kprobe returns -EINVAL
 EMULATE = "emulate"                   # INSN_GOOD with decode_regs' register rewriting (reads pc)
-UNSUPPORTED = "unsupported"           # the kernel would emulate it; armload does not
+UNSUPPORTED = "unsupported"           # the kernel would emulate it; armload's decoder does not
+# register_kprobe's return for an outcome: -EINVAL for INSN_REJECTED (the decode tables, the stack
+# checker), armload's own -EOPNOTSUPP for UNSUPPORTED; 0 otherwise (the probe is prepared)
+DECODE_ERRNO = {REJECT: -22, UNSUPPORTED: -95}
 
 
 @dataclass
@@ -48,6 +51,10 @@ class Decoded:
     sim: str | None = None            # simulation kind for SIMULATE
     size: int = 4
     pc_fields: tuple = ()             # EMULATE: (shifts of the fields reading pc, bit 12 writes pc)
+
+
+def decode_errno(d: Decoded) -> int:
+    return DECODE_ERRNO.get(d.outcome, 0)
 
 
 def arm_word(data: bytes) -> int:

@@ -27,19 +27,9 @@ Comparisons at the level of register_kprobe's return value (0 or -errno):
   entry for entry, and the core-text sites of its sorted __jump_table against armload's
   jump_sites (found in the Image by content).
 
-* Kernel text. Image addresses (ordinary functions and offsets into them, the blacklist areas
-  and their edges, both ends of every kprobe_blacklist entry, noinstr text, ftrace mcount sites,
-  jump label sites (armload's and the kernel's), BUG/WARN sites, mid-instruction offsets, freed
-  init text, non-text) registered in the booted kernel and in armload's model runtime
-  (probes/core.py on a model Machine with the Image: ktext.py's blacklist + kprobe.py), both
-  disabled. armload's own refusals (-EOPNOTSUPP: a function the model runs in Python, so its
-  instructions never execute) have no kernel counterpart and are counted apart, not as agreement.
-
-  ARM 6.1's exception text is the irqentry text (__exception_irq_entry is __irq_entry).
-
-* Module text. MOD:FUNC+OFF points (entries, +2, mcount calls, jump label sites, body words) of
-  PROBED_MODULES, loaded by the kernel's load_module and by armload's loader, each side
-  resolving the name with its own kallsyms.
+Removed with armload's model runtime (its Probes on a model Machine were the armload side):
+the registration of Image addresses and of MOD:FUNC+OFF points of modules in both. The kernel's
+own register_kprobe is what `armload run --probe` uses now (probes/booted.py).
 
     python -m armload.probes.kagree [--json OUT]     # make probes-agree
 """
@@ -53,14 +43,9 @@ from dataclasses import asdict, dataclass, field
 
 from . import insn as I
 from .base import ProbeError
-from .kprobe import decode_errno
 
 KERNEL_MAX_STACK_SIZE = 64                 # arch/arm/probes/kprobes/core.c (the kernel's, not insn.py's)
 ORACLE_MODULE = os.path.join("lib", "lz4", "lz4_compress.ko")
-# modules whose own text is probed in both runtimes: the oracle module, and two with jump labels
-# (dynamic debug sites) in their core text and no dependencies
-PROBED_MODULES = (ORACLE_MODULE, os.path.join("drivers", "cpufreq", "cpufreq_powersave.ko"),
-                  os.path.join("drivers", "cpufreq", "cpufreq_userspace.ko"))
 SAMPLE_MODULES = ("crypto/xor.ko", "crypto/aes_ti.ko", "crypto/adiantum.ko")
 SAMPLE_WORDS, SAMPLE_RANDOM, SAMPLE_SEED = 400, 600, 24
 PROBE_OK = 0xE1A00000                      # mov r0, r0: accepted anywhere a kprobe may go
@@ -150,7 +135,7 @@ class Verdict:
 def armload_arm_verdict(op: int) -> Verdict:
     """armload's register_kprobe return for ARM word `op` at a probe-able address."""
     d = I.decode_arm(op)
-    err = decode_errno(d)
+    err = I.decode_errno(d)
     reason = ("stack" if "store to the stack" in d.what else "decoder") if err else ""
     return Verdict(err, reason, "" if err else d.outcome, d.what)
 
@@ -288,123 +273,6 @@ def insn_stats(vs: list[Verdict]) -> dict:
 
 
 # --- kernel text ----------------------------------------------------------------------------------
-BUG_INSN = 0xE7F001F2                      # arch/arm/include/asm/bug.h BUG_INSTR_VALUE (ARM)
-EXTRA_AREAS = (("__softirqentry_text_start", "__softirqentry_text_end", "softirqentry text"),
-               ("__sched_text_start", "__sched_text_end", "sched text"),
-               ("__lock_text_start", "__lock_text_end", "lock text"),
-               ("__cpuidle_text_start", "__cpuidle_text_end", "cpuidle text"))
-
-
-@dataclass
-class TextTarget:
-    addr: int                            # an Image address (0 for a module target)
-    category: str
-    label: str = ""
-    spec: str = ""                       # a module target: MOD:FUNC+OFF, resolved by each side's kallsyms
-
-
-def text_targets(image, seed: int = 24, scale: int = 1) -> list[TextTarget]:
-    """A deterministic sample of Image addresses by what register_kprobe must make of them."""
-    from .ktext import KernelText
-    kt = KernelText(image)
-    rng = random.Random(seed)
-    syms = image.symbols
-    out: list[TextTarget] = []
-
-    def name(a):
-        f = kt.function_at(a)
-        return f"{f.name}+{a - f.start:#x}" if f else f"{a:#x}"
-
-    def add(a, cat):
-        out.append(TextTarget(a, cat, name(a)))
-
-    def mcount(f):
-        for a in range(f, min(f + 48, f + kt.size_of(f)), 4):
-            if kt.is_mcount_site(a):
-                return a
-        return None
-    areas = [(syms[s], syms[e], what) for s, e, what in EXTRA_AREAS if s in syms and e in syms]
-    special = [(s, e) for s, e, _ in kt.areas + areas]
-    plain = [f for f in kt.starts if kt.size_of(f) >= 32 and not kt.blacklisted(f)
-             and not any(s <= f < e for s, e in special)]
-    picked = rng.sample(plain, 40 * scale)
-    for f in picked:
-        add(f, "function entry")
-        mc = mcount(f)
-        body = [a for a in range(f + 4, f + kt.size_of(f), 4) if a != mc]
-        add(rng.choice(body), "function body")
-    for f in picked[:20 * scale]:
-        add(f + 2, "mid-instruction (+2)")
-    from collections import Counter
-    seen = Counter(n for ns in kt.names.values() for n in ns)
-    for f in picked[20 * scale:30 * scale]:         # FUNC+OFF past FUNC's end: what follows is probed
-        fname = kt.names[f][0]
-        if seen[fname] == 1:
-            for off in (kt.size_of(f), kt.size_of(f) + 0x40):
-                out.append(TextTarget(0, "FUNC+OFF past the function", f"{fname}+{off:#x}", f"{fname}+{off:#x}"))
-    sites = [a for a in (mcount(f) for f in picked) if a is not None]
-    for a in sites[:20 * scale]:
-        add(a, "ftrace mcount site")
-    for s, e, what in kt.areas + areas:
-        words = list(range(s, e, 4))
-        for a in sorted({s, e - 4, *rng.sample(words, min(len(words), 6 * scale))}):
-            add(a, what)
-        for a in (s - 4, e):
-            if kt.contains(a) and not any(s2 <= a < e2 for s2, e2 in special):
-                add(a, f"just outside {what}")
-    nok = sorted(set(kt.blacklist_table))
-    for f in rng.sample(nok, min(len(nok), 30 * scale)):
-        size = kt.size_of(f)
-        for a in sorted({f, f + (size // 8) * 4, f + size - 4}):
-            add(a, "NOKPROBE_SYMBOL")
-    names = {n for f in nok for n in kt.names.get(f, [])}
-    for n, a in sorted(syms.items()):
-        if "." in n and n.split(".")[0] in names and kt.contains(a & ~1):
-            add(a & ~1, "NOKPROBE_SYMBOL suffixed copy")
-    jl = sorted(kt.jump_sites)
-    for a in rng.sample(jl, min(len(jl), 20 * scale)):
-        add(a, "jump label site")
-    import numpy as np
-    lo = image.stext - image.base
-    w = np.frombuffer(image.data[lo:(image.etext - image.base) // 4 * 4], dtype="<u4")
-    bugs = [image.stext + 4 * int(i) for i in np.nonzero(w == BUG_INSN)[0]]
-    for a in rng.sample(bugs, min(len(bugs), 10 * scale)):
-        add(a, "BUG/WARN site")
-    init = sorted(a & ~1 for n, a in syms.items() if syms.get("_sinittext", 0) <= (a & ~1) < syms.get("_einittext", 0))
-    for a in rng.sample(init, min(len(init), 5 * scale)):
-        out.append(TextTarget(a, "init text (freed)", next(n for n, v in syms.items() if v & ~1 == a)))
-    for a in (image.etext + 0x100, syms.get("__start_rodata", image.etext) + 0x1000):
-        out.append(TextTarget(a, "not text", f"{a:#x}"))
-    return out
-
-
-@dataclass
-class TextRow:
-    target: TextTarget
-    kernel: Verdict
-    armload: Verdict
-    message: str = ""                    # armload's refusal
-
-    @property
-    def own(self) -> bool:
-        """armload's own refusal (-EOPNOTSUPP): not a verdict the kernel has."""
-        return self.armload.errno == -95
-
-    @property
-    def agree(self) -> bool:
-        return self.kernel.errno == self.armload.errno
-
-    def to_dict(self) -> dict:
-        return {"addr": self.target.spec or f"{self.target.addr:#010x}", "label": self.target.label,
-                "category": self.target.category, "agree": self.agree, "armload_own": self.own,
-                "kernel": asdict(self.kernel), "armload": asdict(self.armload), "armload_message": self.message}
-
-
-def kernel_text_verdicts(oracle: KernelDecodeOracle, targets) -> list[Verdict]:
-    return [oracle.register(t.spec or t.addr, expect_opcode=None if t.spec else oracle._word(t.addr))
-            for t in targets]
-
-
 def kernel_blacklist(k) -> list[tuple[int, int]]:
     """The booted kernel's kprobe_blacklist list (kernel/kprobes.c, struct kprobe_blacklist_entry
     {list, start_addr, end_addr}), in order: the head is the literal kprobe_blacklist_seq_next
@@ -476,130 +344,6 @@ def compare_blacklist(k, image) -> dict:
             "armload_only": [[f"{s:#x}", f"{e:#x}"] for s, e in mine if (s, e) not in ks]}
 
 
-def blacklist_targets(entries, image) -> list[TextTarget]:
-    """First and last word of every entry of the kernel's own kprobe_blacklist list."""
-    from .ktext import KernelText
-    kt = KernelText(image)
-    out = []
-    for s, e in entries:
-        for a in sorted({s, (e - 4) & ~3}):
-            out.append(TextTarget(a, "kernel's kprobe_blacklist entry", _label(kt, a)))
-    return out
-
-
-def image_targets(k, seed: int = SAMPLE_SEED) -> list[TextTarget]:
-    """The Image addresses probes-agree registers: text_targets' sample, both ends of every entry
-    of the booted kernel's own kprobe_blacklist, and 40 of its own jump label sites."""
-    from .ktext import KernelText
-    kt = KernelText(k.image)
-    sites = random.Random(seed).sample(kernel_jump_sites(k), 40)
-    return (text_targets(k.image) + blacklist_targets(kernel_blacklist(k), k.image)
-            + [TextTarget(a, "kernel's jump label site", _label(kt, a)) for a in sorted(sites)])
-
-
-def _label(kt, a: int) -> str:
-    f = kt.function_at(a)
-    return f"{f.name}+{a - f.start:#x}" if f else f"{a:#x}"
-
-
-def model_kernel(vmlinuz: str, symvers: str):
-    from ..kernel.config import DEBIAN_ARMMP
-    from ..kernel.provider import Kernel
-    return Kernel.from_files([symvers, vmlinuz], DEBIAN_ARMMP)
-
-
-def model_probes(kernel, ko: str):
-    """armload's model runtime: a Machine with the Image and module `ko` loaded by armload's
-    loader (as tests/test_probes_kernel.py builds it), and its Probes."""
-    from ..emu import Machine
-    from ..kernel.config import DEBIAN_ARMMP
-    from ..loader.session import Session
-    from .core import Probes
-    return Probes(Machine(Session(kernel, DEBIAN_ARMMP, "window").load(ko), kernel))
-
-
-def module_targets(path: str, seed: int = SAMPLE_SEED, body: int = 3) -> list[TextTarget]:
-    """MOD:FUNC+OFF probe points of a module's .text (from its ELF file, the same for the kernel
-    and armload): each function's entry, entry + 2, its mcount call (the site ftrace made a NOP),
-    its jump label sites (__jump_table) and `body` seeded words of its body."""
-    from elftools.elf.elffile import ELFFile
-    name = os.path.basename(path)[:-3].replace("-", "_")
-    rng = random.Random(f"{seed}:{name}")
-    with open(path, "rb") as fh:
-        elf = ELFFile(fh)
-        text_i = next(i for i, sec in enumerate(elf.iter_sections()) if sec.name == ".text")
-        symtab = elf.get_section_by_name(".symtab")
-        funcs = sorted((sym["st_value"], sym["st_size"], sym.name) for sym in symtab.iter_symbols()
-                       if sym["st_info"]["type"] == "STT_FUNC" and sym["st_shndx"] == text_i and sym["st_size"])
-        mcount, jumps = set(), set()
-        rel = elf.get_section_by_name(".rel.text")
-        for r in rel.iter_relocations() if rel else ():
-            if symtab.get_symbol(r["r_info_sym"]).name == "__gnu_mcount_nc":
-                mcount.add(r["r_offset"])
-        jt, jrel = elf.get_section_by_name("__jump_table"), elf.get_section_by_name(".rel__jump_table")
-        if jt is not None and jrel is not None:
-            data = jt.data()
-            for r in jrel.iter_relocations():
-                if r["r_offset"] % 12 == 0 and symtab.get_symbol(r["r_info_sym"])["st_shndx"] == text_i:
-                    jumps.add(struct.unpack_from("<I", data, r["r_offset"])[0])
-    out = []
-
-    def add(func, start, off, cat):
-        out.append(TextTarget(0, cat, f"{name}:{func}+{off:#x}", f"{name}:{func}+{off:#x}"))
-    for start, size, func in funcs:
-        add(func, start, 0, "module function entry")
-        add(func, start, 2, "module mid-instruction (+2)")
-        words = [a for a in range(start + 4, start + size, 4)]
-        for a in sorted(a for a in words if a in mcount):
-            add(func, start, a - start, "module ftrace mcount site")
-        for a in sorted(a for a in words if a in jumps):
-            add(func, start, a - start, "module jump label site")
-        plain = [a for a in words if a not in mcount and a not in jumps]
-        for a in sorted(rng.sample(plain, min(body, len(plain)))):
-            add(func, start, a - start, "module function body")
-    return out
-
-
-def model_text_verdict(pr, target) -> tuple[Verdict, str]:
-    """armload's register_kprobe on an address or a MOD:FUNC+OFF spec (disabled, unregistered)."""
-    try:
-        p = pr.kprobe(target if isinstance(target, str) else f"{target:#x}", enable=False)
-    except ProbeError as e:
-        msg = str(e)
-        reason = "stack" if "store to the stack" in msg else "decoder" if "kprobes decoder" in msg else "address"
-        return Verdict(e.errno, reason), msg
-    p.unregister()
-    pr.probes.remove(p)
-    return Verdict(0, kind=p.decoded.outcome, handler=p.decoded.what), ""
-
-
-def compare_text(oracle: KernelDecodeOracle, pr, targets) -> list[TextRow]:
-    kv = kernel_text_verdicts(oracle, targets)
-    rows = []
-    for t, v in zip(targets, kv):
-        m, msg = model_text_verdict(pr, t.spec or t.addr)
-        rows.append(TextRow(t, v, m, msg))
-    return rows
-
-
-def text_summary(rows: list[TextRow]) -> dict:
-    cmp = [r for r in rows if not r.own]
-    bad = [r for r in cmp if not r.agree]
-    cats: dict[str, dict] = {}
-    for r in rows:
-        c = cats.setdefault(r.target.category, {"n": 0, "agree": 0, "armload_own": 0, "kernel": {}})
-        c["n"] += 1
-        c["armload_own"] += r.own
-        c["agree"] += (not r.own) and r.agree
-        key = str(r.kernel.errno) + (f" ({r.kernel.reason})" if r.kernel.reason else "")
-        c["kernel"][key] = c["kernel"].get(key, 0) + 1
-    return {"targets": len(rows), "compared": len(cmp), "agree": len(cmp) - len(bad),
-            "armload_own": len(rows) - len(cmp), "by_category": cats,
-            "stage_differs": [r.to_dict() for r in cmp if r.kernel.errno and r.agree
-                              and r.kernel.reason != r.armload.reason],
-            "disagreements": [r.to_dict() for r in bad], **insn_stats([r.kernel for r in rows])}
-
-
 # --- the whole comparison (make probes-agree) -------------------------------------------------------
 THUMB_NOTE = ("not checked against the booted kernel: the Debian armmp Image is an ARM kernel (no "
               "CONFIG_THUMB2_KERNEL), its arch_prepare_kprobe decodes ARM only and it has no Thumb "
@@ -612,8 +356,6 @@ THUMB_DECODERS = ("thumb16_probes_decode_insn", "thumb32_probes_decode_insn")
 class Inputs:
     vmlinuz: str
     module_dir: str                      # lib/modules/<version>/kernel of the same package
-    symvers: str                         # for the model Machine (sample_modules/Module.symvers)
-    sample_ko: str                       # the module the model Machine loads next to the Image
 
     @classmethod
     def default(cls) -> Inputs:
@@ -621,51 +363,29 @@ class Inputs:
         cache = os.environ.get("CACHE", os.path.join(root, ".cache"))
         pkg = os.path.join(cache, "linux-image-6.1.0-50-armmp")
         return cls(os.path.join(pkg, "boot", "vmlinuz-6.1.0-50-armmp"),
-                   os.path.join(pkg, "lib", "modules", "6.1.0-50-armmp", "kernel"),
-                   os.path.join(root, "sample_modules", "Module.symvers"),
-                   os.path.join(root, "sample_modules", "exporter-arm.ko"))
+                   os.path.join(pkg, "lib", "modules", "6.1.0-50-armmp", "kernel"))
 
 
 @dataclass
 class Session:
-    """The booted kernel with the oracle module, and armload's model runtime with the Image."""
+    """The booted kernel with the oracle module loaded by its own load_module."""
     inputs: Inputs
     oracle: KernelDecodeOracle
-    model: object = None                 # Probes of a Machine with the Image and inputs.sample_ko
-    module_models: dict = field(default_factory=dict)   # PROBED_MODULES entry -> Probes with that module
     seconds: dict = field(default_factory=dict)
 
     @classmethod
-    def open(cls, inputs: Inputs, model: bool = True) -> Session:
+    def open(cls, inputs: Inputs) -> Session:
         from ..emu.booted.kernel import BootedKernel
         t0 = time.monotonic()
         k = BootedKernel.get(inputs.vmlinuz)
         t1 = time.monotonic()
         with open(os.path.join(inputs.module_dir, ORACLE_MODULE), "rb") as fh:
             oracle = KernelDecodeOracle(k, fh.read(), os.path.basename(ORACLE_MODULE)[:-3])
-        for rel in PROBED_MODULES[1:]:
-            from ..emu.booted.modload import kernel_load
-            with open(os.path.join(inputs.module_dir, rel), "rb") as fh:
-                r = kernel_load(k, fh.read(), name=os.path.basename(rel)[:-3])
-            if r.ret != 0:
-                raise ProbeError(f"{rel} did not load in the booted kernel: {r.ret} {r.stopped or r.oops_text}")
-        t2 = time.monotonic()
-        pr, mods = None, {}
-        if model:
-            kernel = model_kernel(inputs.vmlinuz, inputs.symvers)
-            pr = model_probes(kernel, inputs.sample_ko)
-            mods = {rel: model_probes(kernel, os.path.join(inputs.module_dir, rel)) for rel in PROBED_MODULES}
-        return cls(inputs, oracle, pr, mods, {"restore": round(t1 - t0, 2), "oracle_modules": round(t2 - t1, 2),
-                                              "model": round(time.monotonic() - t2, 2)})
-
-    def compare_modules(self) -> list[TextRow]:
-        """Every PROBED_MODULES target, in the booted kernel and in the model with that module."""
-        return [row for rel in PROBED_MODULES for row in compare_text(
-            self.oracle, self.module_models[rel], module_targets(os.path.join(self.inputs.module_dir, rel)))]
+        return cls(inputs, oracle, {"restore": round(t1 - t0, 2), "oracle_module": round(time.monotonic() - t1, 2)})
 
 
-def run(inputs: Inputs | None = None, ops=None, targets=None) -> dict:
-    """Both comparisons on the full samples (or the given ones): the probes-agree result."""
+def run(inputs: Inputs | None = None, ops=None) -> dict:
+    """Every comparison on the full samples (or the given encodings): the probes-agree result."""
     inputs = inputs or Inputs.default()
     s = Session.open(inputs)
     k, o = s.oracle.k, s.oracle
@@ -679,11 +399,7 @@ def run(inputs: Inputs | None = None, ops=None, targets=None) -> dict:
     t1 = time.monotonic()
     blacklist = compare_blacklist(k, k.image)
     jumps = compare_jump_sites(k, k.image)
-    targets = image_targets(k) if targets is None else targets
-    text_rows = compare_text(o, s.model, targets)
-    mod_rows = s.compare_modules()
-    t2 = time.monotonic()
-    s.seconds.update(arm=round(t1 - t0, 2), text=round(t2 - t1, 2))
+    s.seconds.update(arm=round(t1 - t0, 2), tables=round(time.monotonic() - t1, 2))
     return {
         "kernel": os.path.basename(inputs.vmlinuz),
         "oracle": {"module": ORACLE_MODULE, "core_base": f"{o.load.core_base:#x}", "probe_address": f"{o.addr:#x}",
@@ -698,9 +414,6 @@ def run(inputs: Inputs | None = None, ops=None, targets=None) -> dict:
                        "row_columns": ARM_COLUMNS},
         "blacklist": blacklist,
         "jump_sites": jumps,
-        "text": {**text_summary(text_rows), "rows": _text_rows(text_rows), "row_columns": TEXT_COLUMNS},
-        "module_text": {**text_summary(mod_rows), "modules": list(PROBED_MODULES), "rows": _text_rows(mod_rows),
-                        "row_columns": TEXT_COLUMNS},
         "thumb": {"checked": False, "why": THUMB_NOTE,
                   "thumb_decoder_in_image": any(n in k.image.symbols for n in THUMB_DECODERS)},
         "seconds": s.seconds,
@@ -711,22 +424,13 @@ ARM_COLUMNS = ["op", "kernel errno", "kernel reason/class", "kernel insn_handler
                "armload reason/outcome", "agree"]
 
 
-TEXT_COLUMNS = ["addr", "label", "category", "kernel errno", "kernel stage", "armload errno", "armload own refusal",
-                "agree"]
-
-
-def _text_rows(rows: list[TextRow]) -> list[list]:
-    return [[r.target.spec or f"{r.target.addr:#010x}", r.target.label, r.target.category, r.kernel.errno,
-             r.kernel.reason, r.armload.errno, r.own, r.agree] for r in rows]
-
-
 def _arm_rows(rows: list[ArmRow]) -> list[list]:
     return [[f"{r.op:08x}", r.kernel.errno, r.kernel.reason or r.kernel.kind, r.kernel.handler,
              r.armload.errno, r.armload.reason or r.armload.kind, r.agree] for r in rows]
 
 
 def print_summary(res: dict) -> None:
-    a, t, tb, mt = res["arm"], res["text"], res["arm_tables"], res["module_text"]
+    a, tb = res["arm"], res["arm_tables"]
     print(f"probes-agree: armload's kprobes verdicts against the booted kernel's own register_kprobe "
           f"({res['kernel']}; oracle module {res['oracle']['module']}, probe word {res['oracle']['probe_address']})")
     print(f"  ARM encodings   {a['agree']:>5}/{a['encodings']:<5} agree   ({a['accepted']} accepted, {a['refused']} "
@@ -740,25 +444,14 @@ def print_summary(res: dict) -> None:
     js = res["jump_sites"]
     print(f"  jump label sites{js['agree']:>5}/{js['kernel_sites']:<5} agree   (the kernel's sorted __jump_table, "
           f"core text, against armload's found by content: {js['armload_sites']} sites)")
-    print(f"  kernel text     {t['agree']:>5}/{t['compared']:<5} agree   ({t['targets']} addresses; "
-          f"{t['armload_own']} are armload's own -EOPNOTSUPP, not compared)")
-    print(f"  module text     {mt['agree']:>5}/{mt['compared']:<5} agree   ({mt['targets']} MOD:FUNC+OFF points of "
-          f"{', '.join(os.path.basename(m)[:-3] for m in mt['modules'])})")
     print(f"  Thumb           {'':>11} not checked: the armmp Image is an ARM kernel (no CONFIG_THUMB2_KERNEL, "
           f"no Thumb decode tables in it); checked against the port only")
     print(f"  instructions per verdict: ARM {a['insns_per_verdict']:,} (register_kprobe {a['register_insns_mean']:,}: "
           f"{a['register_insns_accepted_mean']:,} accepted, {a['register_insns_refused_mean']:,} refused; "
-          f"unregister_kprobe {a['unregister_insns_mean']:,}), kernel text {t['insns_per_verdict']:,}")
-    print(f"\n  {'kernel / module text category':<40} {'n':>4} {'agree':>6} {'own':>4}  kernel verdicts")
-    for cat, c in list(t["by_category"].items()) + list(mt["by_category"].items()):
-        kv = ", ".join(f"{n}x {k}" for k, n in sorted(c["kernel"].items()))
-        print(f"  {cat:<40} {c['n']:>4} {c['agree']:>6} {c['armload_own']:>4}  {kv}")
+          f"unregister_kprobe {a['unregister_insns_mean']:,})")
     print("\n  accepted ARM encodings by class (kernel / armload): "
           + ", ".join(f"{k.replace('kernel ', '')}: {n}" for k, n in a["accepted_classes"].items()))
-    if t["stage_differs"]:
-        print(f"  same verdict, different stage: {len(t['stage_differs'])} (the kernel refuses a BUG/WARN site "
-              f"in find_bug, armload in the decoder)")
-    for d in a["disagreements"] + tb["disagreements"] + t["disagreements"] + mt["disagreements"]:
+    for d in a["disagreements"] + tb["disagreements"]:
         print(f"  DISAGREE {d}")
     sec = res["seconds"]
     print(f"\n  {sum(sec.values()):.1f} s: " + ", ".join(f"{k} {v} s" for k, v in sec.items()))
@@ -786,8 +479,7 @@ def main(argv=None) -> int:
     js = res["jump_sites"]
     ok = bl["agree"] == bl["kernel_entries"] == bl["armload_entries"] \
         and js["agree"] == js["kernel_sites"] == js["armload_sites"] \
-        and all(res[g]["agree"] == res[g]["encodings"] for g in ("arm", "arm_tables")) \
-        and all(res[g]["agree"] == res[g]["compared"] for g in ("text", "module_text"))
+        and all(res[g]["agree"] == res[g]["encodings"] for g in ("arm", "arm_tables"))
     return 0 if ok else 1
 
 

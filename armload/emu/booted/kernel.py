@@ -54,13 +54,10 @@ class BootedKernel:
         # (modrun: /sbin/modprobe for request_module); `servicing` is the nesting depth.
         self.service_handler = None
         self.servicing = 0
-        panic = image.symbols.get("panic")
-        if panic:                                # a panic ends the call (it would spin until the budget)
-            self.hook_code(panic, self._panic)
-
-    def _panic(self, uc, addr, size, _):
-        self.m.stop_reason = self.m.stop_reason or "panic"      # run() raises GuestFault with it
-        uc.emu_stop()
+        # every call runs through the watch: a panic, restart/halt/power-off end it; a proven spin
+        # advances time to the next timer event; budgets in instructions and simulated time (hostile.py)
+        from .hostile import Watch
+        self.watch = Watch(self)
 
     # --- construction ------------------------------------------------------------------------
     @classmethod
@@ -149,23 +146,7 @@ class BootedKernel:
             m.set_reg("lr", self.trap)
             uc.reg_write(A.UC_ARM_REG_CPSR, (saved["cpsr"] & ~0xFF) | 0x13)   # SVC, IRQs on, ARM
             m.set_reg("pc", self.addr(fn))
-            i0 = self.insns
-            how = m.run(self.trap, budget)
-            while how == "service":                       # a hook stopped at a function's entry
-                req, m.service = m.service, None
-                ctx = uc.context_save()
-                self.servicing += 1
-                try:
-                    r0 = self.service_handler(req) if self.service_handler else None
-                finally:
-                    self.servicing -= 1
-                uc.context_restore(ctx)
-                if r0 is not None:                        # the hooked function returns r0 at once
-                    lr = m.reg("lr")
-                    m.set_reg("r0", r0)
-                    uc.reg_write(A.UC_ARM_REG_CPSR, uc.reg_read(A.UC_ARM_REG_CPSR) & ~0x20 | (0x20 if lr & 1 else 0))
-                    m.set_reg("pc", lr & ~1)
-                how = m.run(self.trap, max(1, budget - (self.insns - i0)))
+            how = self.run_serviced(self.trap, budget)
             if how != "until":
                 raise CallError(f"{fn}: did not return within {budget} instructions "
                                 f"(pc {m.reg('pc'):#x})")
@@ -176,11 +157,38 @@ class BootedKernel:
                     m.set_reg(r, saved[r])
             uc.reg_write(A.UC_ARM_REG_CPSR, saved["cpsr"])
 
+    def sym(self, *names: str) -> str:
+        """The first of `names` this kernel has: 6.10+ renamed allocators for memory allocation
+        profiling (__kmalloc -> __kmalloc_noprof, vmalloc -> vmalloc_noprof)."""
+        return next((n for n in names if n in self.image.symbols), names[0])
+
+    def run_serviced(self, until: int, budget: int) -> str:
+        """Machine.run to `until`, serving the requests hooks stop on (service_handler) on the way."""
+        m, uc = self.m, self.m.uc
+        i0 = self.insns
+        how = self.watch.run(until, budget)
+        while how == "service":                       # a hook stopped at a function's entry
+            req, m.service = m.service, None
+            ctx = uc.context_save()
+            self.servicing += 1
+            try:
+                r0 = self.service_handler(req) if self.service_handler else None
+            finally:
+                self.servicing -= 1
+            uc.context_restore(ctx)
+            if r0 is not None:                        # the hooked function returns r0 at once
+                lr = m.reg("lr")
+                m.set_reg("r0", r0)
+                uc.reg_write(A.UC_ARM_REG_CPSR, uc.reg_read(A.UC_ARM_REG_CPSR) & ~0x20 | (0x20 if lr & 1 else 0))
+                m.set_reg("pc", lr & ~1)
+            how = self.watch.run(until, max(1, budget - (self.insns - i0)))
+        return how
+
     def kmalloc(self, size: int, gfp: int = GFP_KERNEL) -> int:
-        return self.call("__kmalloc", size, gfp)
+        return self.call(self.sym("__kmalloc", "__kmalloc_noprof"), size, gfp)
 
     def vmalloc(self, size: int) -> int:
-        return self.call("vmalloc", size)
+        return self.call(self.sym("vmalloc", "vmalloc_noprof"), size)
 
     def kfree(self, p: int) -> None:
         self.call("kfree", p)

@@ -23,7 +23,7 @@ from unicorn import (UC_ARCH_ARM, UC_HOOK_CODE, UC_HOOK_INSN_INVALID, UC_HOOK_IN
 from unicorn import arm_const as A
 from unicorn.unicorn_const import UC_TLB_CPU
 
-from ..hw import cpu, gic as gicmod, pl011, tick, timer as tmod
+from ..hw import c14, cpu, gic as gicmod, pl011, tick, timer as tmod
 
 RAM_BASE, RAM_SIZE = 0x40000000, 256 << 20
 PAGE_OFFSET = 0xC0000000
@@ -80,6 +80,9 @@ class Machine:
         uc.hook_add(UC_HOOK_INTR, self._intr)
         uc.hook_add(UC_HOOK_INSN_INVALID, self._undef)   # Unicorn reports UNDEF here, not as INTR
         sites, self.wfi_sites = _scan(image)
+        # the timer's reads in C (hw/c14.py), its writes here: they change the interrupt output
+        self.c14, sites = c14.install(uc, self.t, self._ram_ptr, RAM_SIZE, sites, self._word_at_image)
+        self.c14.mirror(self.hw.timer, self.hw.idle_ns)
         self._sites = {}
         for addr, site in sites:
             self._sites[addr] = (site, self._word_at_image(addr))
@@ -117,7 +120,7 @@ class Machine:
             return va
         ttbr0, ttbcr, ttbr1, dacr = cpu.mmu_state(self.uc)
         w = cpu.walk(self._read32p, ttbr0, ttbcr, ttbr1, 0xFFFFFFFF, va, write=write)
-        if w.pa is None and w.fs == 0x5 and va >= MODULES_VADDR:
+        if w.pa is None and w.translation_fault and va >= MODULES_VADDR and not w.long:
             # a process's first-level table gets kernel (vmalloc, module) sections copied from
             # init_mm's swapper_pg_dir lazily, on a translation fault (do_translation_fault):
             # walk the master table as that fault would
@@ -176,6 +179,7 @@ class Machine:
             hw.gic.set_line(tmod.PPI[t], hw.timer.level(t, now))
         hw.gic.set_line(UART_IRQ, hw.uart.irq_level())
         self.t.irq_line = 1 if hw.gic.irq_signal() else 0
+        self.c14.mirror(hw.timer, hw.idle_ns)
         ev = self._next_event_ns()
         self.t.deadline = tick.NEVER if ev is None else max(0, ev - hw.idle_ns)
 
@@ -251,13 +255,13 @@ class Machine:
                 w2 = cpu.walk(self._read32p, ttbr0, ttbcr, ttbr1, dacr, nxt, write=write, user=user)
                 if w2.fs:
                     va, w = nxt, w2
-            fs = w.fs or (0x1 if va & 3 else 0x8)         # mapped and allowed: alignment or external
+            fs = w.fs or w.other_fault(bool(va & 3))      # mapped and allowed: alignment or external
             cpu.cp_write(uc, cpu.DFSR, cpu.fsr(w, write, fs))
             cpu.cp_write(uc, cpu.DFAR, va)
             cpu.enter(uc, "dabort", pc)
         else:
             w = cpu.walk(self._read32p, ttbr0, ttbcr, ttbr1, dacr, pc, execute=True, user=user)
-            cpu.cp_write(uc, cpu.IFSR, cpu.fsr(w, False, w.fs or 0x8) & ~0x800)
+            cpu.cp_write(uc, cpu.IFSR, cpu.fsr(w, False, w.fs or w.other_fault(False)) & ~0x800)
             cpu.cp_write(uc, cpu.IFAR, pc)
             cpu.enter(uc, "pabort", pc)
 

@@ -26,10 +26,13 @@ from dataclasses import dataclass, field
 import numpy as np
 from unicorn import arm_const as A
 
+from ...loader.kofile import compression_of, decompress, is_module_file, module_stem, read_module
 from .kernel import GFP_KERNEL, BootedKernel, CallError
 from .machine import GuestFault
 
 LOAD_INFO_SIZE = 128
+PAGE_SIZE = 4096
+MODULE_INIT_COMPRESSED_FILE = 4        # include/uapi/linux/module.h
 ELF32_EHDR_SIZE = 52                   # copy_module_from_user: len < sizeof(Elf_Ehdr) is -ENOEXEC
 MODULE_STATE_COMING = 1                # enum module_state { LIVE, COMING, GOING, UNFORMED }
 LOAD_BUDGET = 8_000_000_000           # instructions; lib/test_bpf.ko needs 5.1 G
@@ -56,11 +59,14 @@ class KernelLoadResult:
     oops_text: str = ""
     instructions: int = 0
     allocs: list[Alloc] = field(default_factory=list)
+    snaps: list[tuple[int, bytes]] = field(default_factory=list)
+    #   every module allocation at do_init_module (6.1: core, init; 6.4+: one per mod_mem type)
+    decompressed_by: str = ""          # a compressed file: "kernel" (finit_module) or "kmod" (init_module)
     stopped: str = ""                  # why the run ended early ("" when load_module returned)
     hdr: int = 0                       # info->hdr: the kernel's copy of the file
     percpu: Alloc | None = None        # __alloc_reserved_percpu(size, align) for .data..percpu
     formed: list[tuple[int, bytes]] = field(default_factory=list)
-    #   the allocations at the first module notifier (jump_label_module_notify, MODULE_STATE_COMING):
+    #   the allocations as prepare_coming_module starts (ftrace_module_enable; else at jump_label_module_notify):
     #   after relocation, kallsyms, module_finalize, ftrace_module_init and complete_formation, before
     #   any notifier or parse_args wrote into module data
 
@@ -73,8 +79,19 @@ def _signed(v: int) -> int:
     return v - (1 << 32) if v & 0x80000000 else v
 
 
+_BL_SITES: dict = {}
+
+
 def bl_sites(image, target: int) -> list[int]:
-    """Addresses of every `bl target` (ARM, condition AL) in the Image's text."""
+    """Addresses of every `bl target` (ARM, condition AL) in the Image's text (once per process
+    and target: a fork server's children inherit them)."""
+    key = (image.path, image.base, len(image.data), target)
+    if key not in _BL_SITES:
+        _BL_SITES[key] = _bl_sites(image, target)
+    return list(_BL_SITES[key])
+
+
+def _bl_sites(image, target: int) -> list[int]:
     lo, hi = image.base, image.symbols.get("_etext", image.end)
     w = np.frombuffer(image.data[: (hi - lo) & ~3], dtype="<u4")
     idx = np.nonzero((w & 0xFF000000) == 0xEB000000)[0]
@@ -93,7 +110,9 @@ class _Capture:
         self.snap: list[tuple[int, bytes]] = []
         self.hooks = []
         img = k.image
-        ma = img.symbols["module_alloc"]
+        # module memory: module_alloc(size) until 6.9, execmem_alloc(type, size) from 6.10
+        self.size_reg = A.UC_ARM_REG_R0 if "module_alloc" in img.symbols else A.UC_ARM_REG_R1
+        ma = img.symbols.get("module_alloc") or img.symbols["execmem_alloc"]
         self._add(ma, self._alloc_entry)
         for site in bl_sites(img, ma):
             self._add(site + 4, self._alloc_return)
@@ -103,13 +122,21 @@ class _Capture:
         self.kstrndup = img.address("kstrndup")
         self.percpu: Alloc | None = None
         self.formed: list[tuple[int, bytes]] = []
-        pa = img.symbols.get("__alloc_reserved_percpu")
+        # __alloc_reserved_percpu(size, align); 6.10+: pcpu_alloc_noprof(size, align, reserved=true, gfp)
+        pa = img.symbols.get("__alloc_reserved_percpu") or img.symbols.get("pcpu_alloc_noprof")
+        self.percpu_reserved_only = "__alloc_reserved_percpu" not in img.symbols
         if pa:
             self._add(pa, self._percpu_entry)
             for site in bl_sites(img, pa):
                 self._add(site + 4, self._percpu_return)
+        # formed: at prepare_coming_module's first call, ftrace_module_enable(mod), before any module
+        # notifier runs (rt-armmp has no CONFIG_JUMP_LABEL, so no jump_label_module_notify, and its
+        # trace notifiers rewrite print_fmt strings in module data)
+        fe = img.symbols.get("ftrace_module_enable")
         jl = img.symbols.get("jump_label_module_notify")
-        if jl:
+        if fe:
+            self._add(fe, self._enable)
+        elif jl:
             self._add(jl, self._coming)
         dead = img.symbols.get("make_task_dead")      # a panic ends every call already (BootedKernel)
         if dead:
@@ -125,7 +152,7 @@ class _Capture:
     def _alloc_entry(self, uc, addr, size, _):
         if self.k.servicing != self.level:
             return
-        self.allocs.append(Alloc(uc.reg_read(A.UC_ARM_REG_R0)))
+        self.allocs.append(Alloc(uc.reg_read(self.size_reg)))
 
     def _alloc_return(self, uc, addr, size, _):
         if self.k.servicing != self.level:
@@ -136,6 +163,8 @@ class _Capture:
     def _percpu_entry(self, uc, addr, size, _):
         if self.k.servicing != self.level:
             return
+        if self.percpu_reserved_only and not uc.reg_read(A.UC_ARM_REG_R2):
+            return                                   # pcpu_alloc_noprof for another per-cpu object
         if self.allocs and self.percpu is None:      # the module's, not a later kernel allocation
             self.percpu = Alloc(uc.reg_read(A.UC_ARM_REG_R0))
 
@@ -144,6 +173,12 @@ class _Capture:
             return
         if self.percpu is not None and not self.percpu.base:
             self.percpu.base = uc.reg_read(A.UC_ARM_REG_R0)
+
+    def _enable(self, uc, addr, size, _):
+        if self.k.servicing != self.level:
+            return
+        if not self.formed and self.allocs:
+            self.formed = [(a.base, self.k.read(a.base, a.size)) for a in self.allocs if a.base]
 
     def _coming(self, uc, addr, size, _):
         if self.k.servicing != self.level:
@@ -170,13 +205,39 @@ class _Capture:
         uc.emu_stop()
 
 
+def kernel_compression(k: BootedKernel) -> str | None:
+    """What /sys/module/compression says (kernel/module/decompress.c compression_show, called in
+    the kernel on a page, as sysfs would): the format the kernel's finit_module inflates itself;
+    None when the kernel has no CONFIG_MODULE_DECOMPRESS."""
+    syms = k.image.symbols
+    if "module_decompress" not in syms or "compression_show" not in syms:
+        return None
+    page = k.kmalloc(PAGE_SIZE)                   # a kmalloc-4k object is page aligned (sysfs_emit needs it)
+    try:
+        n = _signed(k.call("compression_show", 0, 0, page))
+        return k.cstr(page, 16).strip() if n > 0 else None
+    finally:
+        k.kfree(page)
+
+
 def kernel_load(k: BootedKernel, ko: bytes, params: str = "", name: str = "", budget: int = LOAD_BUDGET,
                 run_init: bool = True, settle_ns: int = 0) -> KernelLoadResult:
     """Load `ko` with the booted kernel's load_module (in `k`, which it changes: use a fresh
     restore or fork per independent load). run_init=False stops at do_init_module's entry
     (the final memory and the module_alloc addresses, init not run; the kernel is then unusable:
     `stopped` is "before init"). settle_ns > 0 then lets deferred work run (run_until_idle) and
-    keeps its console lines."""
+    keeps its console lines.
+
+    A compressed file goes where kmod would send it: to the kernel's own module_decompress when
+    /sys/module/compression names its format (finit_module with MODULE_INIT_COMPRESSED_FILE),
+    else decompressed here as kmod does and given to init_module; `decompressed_by` says which."""
+    how = ""
+    kind = compression_of(ko)
+    if kind is not None:
+        if kind == kernel_compression(k):
+            how = "kernel"
+        else:
+            how, ko = "kmod", decompress(ko, name)
     if len(ko) < ELF32_EHDR_SIZE:
         # init_module's copy_module_from_user refuses it before load_module runs (-ENOEXEC)
         return KernelLoadResult(name, -8, stopped="", console_lines=[])
@@ -188,7 +249,22 @@ def kernel_load(k: BootedKernel, ko: bytes, params: str = "", name: str = "", bu
         raise GuestFault(f"vmalloc({len(ko)}) failed in the booted kernel")
     k.write(buf, ko)
     info = k.kmalloc(LOAD_INFO_SIZE)
-    k.write(info, struct.pack("<4I", 0, 0, buf, len(ko)) + bytes(LOAD_INFO_SIZE - 16))
+    flags = 0
+    if how == "kernel":
+        # init_module_from_file: module_decompress(&info, buf, len) fills info->hdr/len with the
+        # inflated pages' mapping, the compressed buffer is vfree()d, then load_module
+        k.write(info, bytes(LOAD_INFO_SIZE))
+        err = _signed(k.call("module_decompress", info, buf, len(ko), budget=budget))
+        k.vfree(buf)
+        if err:
+            k.kfree(info)
+            del cap.allocs[:]
+            cap.remove()
+            return KernelLoadResult(name, err, console_lines=k.console[mark:], decompressed_by=how)
+        buf = k.u32(info + 8)                    # struct load_info {name, mod, hdr, len, ...}
+        flags = MODULE_INIT_COMPRESSED_FILE
+    else:
+        k.write(info, struct.pack("<4I", 0, 0, buf, len(ko)) + bytes(LOAD_INFO_SIZE - 16))
     if k.servicing:
         # a load modprobe makes for request_module may run in a kernel thread (cryptomgr_test), which has
         # no user mm: its parameter string is a kernel copy, and strndup_user on it is kstrndup (stand-in)
@@ -200,7 +276,7 @@ def kernel_load(k: BootedKernel, ko: bytes, params: str = "", name: str = "", bu
     del cap.allocs[:]
     ret, stopped = None, ""
     try:
-        ret = _signed(k.call("load_module", info, uargs, 0, budget=budget))
+        ret = _signed(k.call("load_module", info, uargs, flags, budget=budget))
     except (CallError, GuestFault) as e:
         stopped = str(e)
     finally:
@@ -214,7 +290,8 @@ def kernel_load(k: BootedKernel, ko: bytes, params: str = "", name: str = "", bu
     oops = _oops(lines)
     res = KernelLoadResult(name, ret, console_lines=lines, oops_text=oops, instructions=k.insns - i0,
                            allocs=cap.allocs, module=cap.mod, stopped=stopped, hdr=buf, percpu=cap.percpu,
-                           formed=cap.formed)
+                           formed=cap.formed, decompressed_by=how)
+    res.snaps = cap.snap
     if cap.snap:
         res.core_base, res.core_bytes = cap.snap[0]
         if len(cap.snap) > 1:
@@ -246,7 +323,9 @@ def user_string(k: BootedKernel, text: str) -> int:
         raise GuestFault(f"vm_mmap({size}) in pid 1 failed ({_signed(ua)})")
     kb = k.kmalloc(len(data))
     k.write(kb, data)
-    left = k.call("_copy_to_user", ua, kb, len(data))
+    # 6.12 inlines _copy_to_user: its out-of-line copy of the inline (access_ok, uaccess enabled) stands
+    # in; 6.1 LPAE has neither, and no domain PAN to enable: its raw arm_copy_to_user
+    left = k.call(k.sym("_copy_to_user", "_inline_copy_to_user", "arm_copy_to_user"), ua, kb, len(data))
     k.kfree(kb)
     if left:
         raise GuestFault(f"_copy_to_user left {left} bytes uncopied at {ua:#x}")
@@ -279,12 +358,13 @@ def modinfo(ko: bytes) -> dict[str, list[str]]:
 
 
 def tree_index(root: str) -> dict[str, str]:
-    """module name (dashes as underscores) -> path of its .ko under `root`."""
+    """module name (dashes as underscores) -> path of its .ko (or .ko.xz, .ko.zst, .ko.gz) under
+    `root`."""
     out = {}
     for d, _, files in os.walk(root):
-        for f in files:
-            if f.endswith(".ko"):
-                out.setdefault(f[:-3].replace("-", "_"), os.path.join(d, f))
+        for f in sorted(files):
+            if is_module_file(f):
+                out.setdefault(module_stem(f), os.path.join(d, f))
     return out
 
 
@@ -297,8 +377,7 @@ def load_order(path: str, index: dict[str, str]) -> list[str]:
         if p in seen:
             return
         seen.add(p)
-        with open(p, "rb") as f:
-            deps = modinfo(f.read()).get("depends", [""])[0]
+        deps = modinfo(read_module(p)).get("depends", [""])[0]
         for d in filter(None, deps.split(",")):
             if d.replace("-", "_") not in index:
                 raise FileNotFoundError(f"{os.path.basename(p)} depends on {d}, which is not in the tree")

@@ -6,8 +6,8 @@ For each module, in order (dependencies first), in one restored copy of the boot
 2. armload's loader loads the same `.ko` into a Session whose allocator hands out the addresses the
    kernel's module_alloc and per-cpu allocator returned (and whose temporary copy is the kernel's
    buffer), and the two images are compared byte for byte where the kernel has finished loading:
-   at its first module notifier (MODULE_STATE_COMING: relocation, kallsyms, module_finalize,
-   ftrace_module_init and complete_formation done), every word but the jump-label notifier's;
+   as prepare_coming_module starts (ftrace_module_enable, before any MODULE_STATE_COMING notifier:
+   relocation, kallsyms, module_finalize, ftrace_module_init and complete_formation done), every word but the jump-label notifier's;
    at do_init_module, the jump-label words (sorted table, key links, patched sites). Only struct
    module (`.gnu.linkonce.this_module`, the kernel's own object: list links, kobject, state,
    layouts) is left out, and the list links dynamic_debug_setup puts in each `__dyndbg_classes` entry.
@@ -21,67 +21,27 @@ from __future__ import annotations
 
 import fnmatch
 import os
-from dataclasses import dataclass, field
 
 import numpy as np
 from unicorn import arm_const as A
 
 from ...errors import ENOMEM, ArmloadError, LayoutError
-from ...loader.elf import read_object
+from ...loader.elf import MODULE_NAME_LEN, MODULE_NAME_OFF, read_object
+from ...loader.kofile import module_stem, read_module
 from ...loader.layout import ModuleAllocator
 from ...loader.session import Session
-from ..errno import errno_name
-from .kernel import BootedKernel
+from .hostile import status_of
+from .kernel import CALL_BUDGET, BootedKernel, CallError
+from .machine import GuestFault
+from .decode import decode_result
+from .result import LoaderCheck, Result
 from .modload import LOAD_BUDGET, KernelLoadResult, _signed, kernel_load, load_order, modinfo, tree_index, user_string
 
 THIS_MODULE = ".gnu.linkonce.this_module"
 DDEBUG_CLASS_MAP = 32                  # struct ddebug_class_map: list_head link (the kernel's), mod, mod_name, ...
 O_NONBLOCK = 0o4000                    # rmmod's delete_module flags (ARM's O_NONBLOCK)
 MAX_LISTED = 20                        # differing words listed per module (all are counted)
-
-
-@dataclass
-class LoaderCheck:
-    """armload's image against the kernel's, at the same addresses."""
-    compared: int = 0                  # bytes compared
-    identical: bool = True
-    differences: int = 0               # differing 32-bit words
-    listed: list[dict] = field(default_factory=list)    # the first MAX_LISTED: addr, section, armload, kernel
-    by_section: dict[str, int] = field(default_factory=dict)
-    refusal: str = ""                  # armload's refusal, when it refused
-    agrees: bool = True                # refused/accepted and the errno as the kernel
-    runtime_words: int = 0             # words the kernel's notifiers/parse_args wrote before init (not compared)
-
-    def to_dict(self) -> dict:
-        return {"compared_bytes": self.compared, "identical": self.identical, "differences": self.differences,
-                "by_section": self.by_section, "listed": self.listed, "refusal": self.refusal,
-                "agrees": self.agrees, "written_by_the_running_kernel": self.runtime_words}
-
-
-@dataclass
-class BootedResult:
-    name: str
-    path: str
-    ret: int | None                    # load_module's return: init's result or the load error
-    status: str                        # returned | refused | oops | panic | stopped
-    console: list[str]
-    oops: str
-    instructions: int
-    core_base: int
-    init_base: int
-    loader: LoaderCheck
-    stopped: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "returned" and self.ret == 0
-
-    def to_dict(self) -> dict:
-        return {"module": self.name, "path": self.path, "status": self.status, "ret": self.ret,
-                "errno": errno_name(self.ret) if self.ret and self.ret < 0 else None,
-                "console": self.console, "oops": self.oops or None, "instructions": self.instructions,
-                "core_base": self.core_base, "init_base": self.init_base, "stopped": self.stopped or None,
-                "loader_vs_kernel": self.loader.to_dict()}
+BootedResult = Result                  # the one result type (result.py)
 
 
 class _Replay(ModuleAllocator):
@@ -135,7 +95,6 @@ UMH_PATH, UMH_ARGV, UMH_CLEANUP = 20, 24, 44
 REQUEST_BUDGET = 1_000_000_000        # instructions per module modprobe loads (its load_module and init)
 MODPROBE_FAILED = 1 << 8               # modprobe's exit status 1, as call_usermodehelper_exec returns it
 UMH_WAIT_PROC, UMH_WAIT_MASK = 2, 0x3  # include/linux/umh.h: UMH_NO_WAIT 0, EXEC 1, PROC 2; KILLABLE 4
-MODULE_NAME = 12                       # struct module: enum module_state state, struct list_head list, char name[56]
 
 
 class BootedRun:
@@ -163,11 +122,14 @@ class BootedRun:
         self.pending: list[dict] = []          # request_module_nowait requests, served after the current load
         self.budget = LOAD_BUDGET
         self.coming: list = []                 # fn(module name) at do_init_module's entry (on_coming)
+        self.exit_stopped = ""                 # why the last unload did not return
+        self.dead: str | None = None           # what pid 1 died in (an oops): nothing more runs in it
         self._came: set[int] = set()
         umh = self.bk.image.symbols.get("call_usermodehelper_exec")
         if umh:
             self.bk.hook_code(umh, self._umh)
         self.bk.service_handler = self._serve
+        self.bk.watch.modules = lambda: self.session.modules      # names in a stop's text
 
     def on_coming(self, fn) -> None:
         """Call fn(name) when a module is formed and about to run its init (do_init_module's entry,
@@ -183,34 +145,68 @@ class BootedRun:
         if mod in self._came:              # resumed at the same entry after the service
             return
         self._came.add(mod)
-        self.bk.m.service = {"coming": self.bk.cstr(mod + MODULE_NAME, 56)}
+        sm = self.session.config.struct_module        # the kernel's layout; else state (4) + list (8)
+        self.bk.m.service = {"coming": self.bk.cstr(mod + (sm.name if sm else MODULE_NAME_OFF), MODULE_NAME_LEN)}
         uc.emu_stop()
 
     def load(self, path: str, params: str = "", budget: int = LOAD_BUDGET) -> BootedResult:
+        if self.dead is not None:
+            return BootedResult(os.path.basename(path).removesuffix(".ko"), path, None, "refused-dead", [], "", 0,
+                                loader=LoaderCheck(), stopped=f"pid 1 died in an oops in {self.dead}: no "
+                                                              f"further load runs in this kernel")
         self.budget = budget
         with open(path, "rb") as f:
             ko = f.read()
-        busy = os.path.basename(path)[:-3].replace("-", "_")
+        busy = module_stem(path)
         self.loading.add(busy)
         try:
             r = kernel_load(self.bk, ko, params, name=os.path.basename(path), budget=budget)
         finally:
             self.loading.discard(busy)
         check, name = self._check(path, ko, r)
-        status = ("panic" if "Kernel panic" in r.oops_text else "oops" if r.oops_text and r.ret is None
-                  else "budget" if r.ret is None else "returned" if r.core_bytes else "refused")
+        status = status_of(r.ret, r.core_bytes, r.oops_text, r.stopped, r.console_lines)
+        r.stopped = self.bk.watch.named(r.stopped)    # a spin's address with armload's module symbol
         res = BootedResult(name, path, r.ret, status, r.console_lines, r.oops_text, r.instructions, r.core_base,
-                           r.init_base, check, r.stopped)
+                           r.init_base, check, r.stopped, decompressed_by=r.decompressed_by)
+        decode_result(res, self.session.modules, self.session.kernel.vmlinux_debug)
         self.results.append(res)
+        if res.status == "returned" and res.ret and r.core_bytes:
+            self._forget(name)        # do_init_module's fail_free_freeinit: init failed, the kernel freed it
+        if status not in ("returned", "refused"):   # an oops, a panic, or a hostile end (hostile.py)
+            self.dead = f"{name}: init"
         while self.pending and not self.bk.servicing and res.status == "returned":
             self._modprobe(self.pending.pop(0))
         return res
 
-    def unload(self, name: str) -> tuple[int, list[str]]:
+    def _forget(self, name: str) -> None:
+        mod = next((m for m in self.session.modules if m.name == name), None)
+        if mod is not None:
+            self.session.forget(mod)
+
+    def call(self, name: str, *args, budget: int | None = None, timeout: float | None = None) -> BootedResult:
+        """`name(*args)` of a loaded module from pid 1's kernel context (call.py): int, str, bytes and
+        call.Buffer arguments; the Result's ret is r0 (signed), an oops is the kernel's."""
+        from .call import call
+        return call(self, name, *args, budget=budget or CALL_BUDGET, timeout=timeout)
+
+    def live(self) -> set[str]:
+        """Modules whose load_module returned 0 (init ran and its memory is freed)."""
+        return {r.name for r in self.results if r.ok}
+
+    def unload(self, name: str) -> tuple[int | None, list[str]]:
         """delete_module(name, O_NONBLOCK) as rmmod calls it: the module's exit and the kernel's
-        own freeing. Returns (ret, console lines)."""
+        own freeing. Returns (ret, console lines); ret None when it did not return (exit_stopped says why)."""
+        if self.dead is not None:
+            raise ArmloadError(f"delete_module({name}): pid 1 died in an oops in {self.dead}; nothing more runs in it")
         mark = len(self.bk.console)
-        ret = _signed(self.bk.call("sys_delete_module", user_string(self.bk, name), O_NONBLOCK))
+        try:
+            ret = _signed(self.bk.call("sys_delete_module", user_string(self.bk, name), O_NONBLOCK))
+        except (CallError, GuestFault) as e:          # an exit that never returns (hostile.py's stops)
+            self.exit_stopped = str(e)
+            self.dead = f"{name}: exit"
+            return None, self.bk.console[mark:]
+        if ret == 0:                  # gone from the kernel: its exports and memory from armload's session
+            self._forget(name.replace("-", "_"))
         return ret, self.bk.console[mark:]
 
     # --- /sbin/modprobe ----------------------------------------------------------------------------
@@ -249,7 +245,7 @@ class BootedRun:
         ok = False
         for path in found:
             for p in load_order(path, self.index):
-                name = os.path.basename(p)[:-3].replace("-", "_")
+                name = module_stem(p)
                 if name in loaded:
                     continue
                 r = self.load(p, budget=min(self.budget, REQUEST_BUDGET))
@@ -286,9 +282,8 @@ class BootedRun:
         if self._aliases is None:
             self._aliases = []
             for n, p in sorted(self.index.items()):
-                with open(p, "rb") as f:
-                    for a in modinfo(f.read()).get("alias", []):
-                        self._aliases.append((a, p))
+                for a in modinfo(read_module(p)).get("alias", []):
+                    self._aliases.append((a, p))
         return sorted({p for a, p in self._aliases if fnmatch.fnmatchcase(want, a)})
 
     _aliases = None
@@ -303,7 +298,7 @@ class BootedRun:
     # --- the loader against the kernel ------------------------------------------------------
     def _check(self, path: str, ko: bytes, r: KernelLoadResult) -> tuple[LoaderCheck, str]:
         chk = LoaderCheck()
-        name = os.path.basename(path).removesuffix(".ko")
+        name = module_stem(path)
         self.replay.queue = list(r.allocs)
         self.replay.percpu = r.percpu
         self.replay.mismatch = []
@@ -323,12 +318,12 @@ class BootedRun:
             return chk, name
         if not r.core_bytes and not r.formed:  # the kernel's loader refused, armload's accepted
             chk.agrees = chk.identical = False
-            self.session.modules.remove(mod)
+            self.session.forget(mod)
             return chk, mod.name
         if not r.core_bytes:
             # Refused after loading (parse_args, sysfs, a notifier): the image is compared as formed;
             # the module is gone from the kernel, so it goes from armload's session too.
-            self.session.modules.remove(mod)
+            self.session.forget(mod)
         for size, ksize in self.replay.mismatch:
             self._diff(chk, None, "(allocation size)", f"{size:#x}", f"{ksize:#x}")
         skip = [(s.addr, s.addr + s.size) for s in mod.sections if s.name == THIS_MODULE]
@@ -336,7 +331,8 @@ class BootedRun:
             if s.name == "__dyndbg_classes":
                 skip += [(a, a + 8) for a in range(s.addr, s.addr + s.size - DDEBUG_CLASS_MAP + 1, DDEBUG_CLASS_MAP)]
         fin = mod.finalized
-        final = dict(((r.core_base, r.core_bytes), (r.init_base, r.init_bytes))) if r.core_bytes else dict(r.formed)
+        final = dict(r.snaps or ((r.core_base, r.core_bytes), (r.init_base, r.init_bytes))) if r.core_bytes \
+            else dict(r.formed)
         formed = dict(r.formed) if r.formed else final
         jump_final = bool(r.core_bytes)       # refused before do_init_module: the jump words are not compared
         for base, kb in final.items():

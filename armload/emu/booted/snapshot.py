@@ -20,7 +20,7 @@ import sys
 from .machine import RAM_SIZE, Machine
 
 CHUNK = 1 << 16
-_SOURCES = ("../hw/gic.py", "../hw/pl011.py", "../hw/timer.py", "../hw/cpu.py", "../hw/tick.py", "../hw/_tick.c",
+_SOURCES = ("../hw/gic.py", "../hw/pl011.py", "../hw/timer.py", "../hw/cpu.py", "../hw/tick.py", "../hw/_tick.c", "../hw/c14.py", "../hw/_c14.c",
             "../hw/dtb.py", "boot.py", "machine.py", "initramfs.py", "snapshot.py")
 
 

@@ -63,17 +63,88 @@ def enter(uc, kind: str, addr: int) -> int:
 
 # --- the MMU walk ------------------------------------------------------------------------
 class Walk:
-    """Result of translating one virtual address: pa (or None), fs (fault status), domain."""
-    __slots__ = ("pa", "fs", "domain", "level")
+    """Result of translating one virtual address: pa (or None), fs (fault status), domain, and
+    whether it was a long-descriptor (LPAE) walk, whose fault codes are the long format's."""
+    __slots__ = ("pa", "fs", "domain", "level", "long")
 
-    def __init__(self, pa, fs, domain, level):
-        self.pa, self.fs, self.domain, self.level = pa, fs, domain, level
+    def __init__(self, pa, fs, domain, level, long=False):
+        self.pa, self.fs, self.domain, self.level, self.long = pa, fs, domain, level, long
+
+    @property
+    def translation_fault(self) -> bool:
+        return (self.fs & 0x3C) == 0x04 if self.long else self.fs in (0x5, 0x7)
+
+    def other_fault(self, misaligned: bool) -> int:
+        """The status of a fault the walk allowed: alignment, else synchronous external abort."""
+        if self.long:
+            return 0x21 if misaligned else 0x10
+        return 0x1 if misaligned else 0x8
+
+
+TTBCR_EAE = 1 << 31
+# 64-bit TTBR0/TTBR1 (MRRC p15, 0/1, <Rt>, <Rt2>, c2) as Unicorn's CP_REG tuple: is64 = 1
+TTBR0_64, TTBR1_64 = (15, 1, 0, 0, 2, 0, 0), (15, 1, 0, 0, 2, 1, 0)
+LPAE_OA = 0xFF_FFFF_F000                                  # output address bits [39:12]
+
+
+def walk_long(read32, ttbr0: int, ttbcr: int, ttbr1: int, va: int, *, write=False, execute=False,
+              user=False) -> Walk:
+    """Long-descriptor (LPAE) translation of `va` (ARM DDI 0406C B3.6): TTBCR.T0SZ/T1SZ pick
+    TTBR0 or TTBR1, a region of at most 1 GiB starts at the second level. Fault status in the
+    long format: 0b0001LL translation, 0b0010LL access flag, 0b0011LL permission (LL = level).
+    Linux's 3-level tables (arch/arm/include/asm/pgtable-3level*.h) set AF, AP[2:1], XN/PXN."""
+    t0sz, t1sz = ttbcr & 7, (ttbcr >> 16) & 7
+    if t1sz and va >> (32 - t1sz) == (1 << t1sz) - 1:
+        base, sz = ttbr1, t1sz
+    elif t0sz == 0 or va >> (32 - t0sz) == 0:
+        base, sz = ttbr0, t0sz
+    else:
+        return Walk(None, 0x04 | 1, 0, 1, True)
+    level = 2 if sz >= 2 else 1
+    x = 5 - sz if level == 1 else 14 - sz                 # TTBRn holds BADDR[39:x]
+    table = base & 0xFF_FFFF_FFFF & ~((1 << x) - 1)
+    ro = nx = unpriv_denied = False
+    while True:
+        if level == 1:
+            idx = (va >> 30) & ((1 << (2 - sz)) - 1) if sz < 2 else 0
+        elif level == 2:
+            idx = (va >> 21) & 0x1FF
+        else:
+            idx = (va >> 12) & 0x1FF
+        at = table + 8 * idx
+        d = read32(at) | read32(at + 4) << 32
+        if not d & 1 or (level == 3 and not d & 2):
+            return Walk(None, 0x04 | level, 0, level, True)
+        if level < 3 and d & 2:                           # table descriptor: APTable, XNTable, PXNTable
+            ro |= bool(d >> 62 & 1)
+            unpriv_denied |= bool(d >> 61 & 1)
+            nx |= bool(d >> (60 if user else 59) & 1)
+            table = d & LPAE_OA
+            level += 1
+            continue
+        size = {1: 30, 2: 21, 3: 12}[level]
+        pa = (d & LPAE_OA & ~((1 << size) - 1)) | (va & ((1 << size) - 1))
+        break
+    if not d >> 10 & 1:                                   # AF = 0: access flag fault
+        return Walk(None, 0x08 | level, 0, level, True)
+    ap = (d >> 6) & 3                                     # AP[2:1]: bit 1 read-only, bit 0 EL0 access
+    xn = bool(d >> 54 & 1) or nx or (not user and bool(d >> 53 & 1))
+    if user and (not ap & 1 or unpriv_denied):
+        return Walk(None, 0x0C | level, 0, level, True)
+    if write and (ap & 2 or ro):
+        return Walk(None, 0x0C | level, 0, level, True)
+    if execute and xn:
+        return Walk(None, 0x0C | level, 0, level, True)
+    return Walk(pa, 0, 0, level, True)
 
 
 def walk(read32, ttbr0: int, ttbcr: int, ttbr1: int, dacr: int, va: int, *, write=False, execute=False,
          user=False) -> Walk:
-    """Short-descriptor translation of `va` (read32 reads guest physical memory).
+    """Short-descriptor translation of `va` (read32 reads guest physical memory), or the long
+    descriptor walk when TTBCR.EAE is set (then ttbr0/ttbr1 are the 64-bit registers).
     fs: 0 = ok, 0x5/0x7 translation (section/page), 0x9/0xB domain, 0xD/0xF permission."""
+    if ttbcr & TTBCR_EAE:
+        return walk_long(read32, ttbr0, ttbcr, ttbr1, va, write=write, execute=execute, user=user)
     n = ttbcr & 7
     if n and va >> (32 - n):
         table = ttbr1 & ~0x3FFF
@@ -123,13 +194,20 @@ def walk(read32, ttbr0: int, ttbcr: int, ttbr1: int, dacr: int, va: int, *, writ
 
 
 def fsr(w: Walk, write: bool, fs: int | None = None) -> int:
-    """The short-descriptor DFSR/IFSR value: FS[3:0], domain, FS[4] at bit 10, WnR at 11."""
+    """The DFSR/IFSR value. Short descriptors: FS[3:0], domain, FS[4] at bit 10, WnR at 11. Long
+    descriptors (LPAE): STATUS[5:0], LPAE at bit 9, WnR at 11 (what fsr-3level.c decodes)."""
     f = w.fs if fs is None else fs
+    if w.long:
+        return (f & 0x3F) | 0x200 | (0x800 if write else 0)
     return (f & 0xF) | ((f >> 4) & 1) << 10 | (w.domain & 0xF) << 4 | (0x800 if write else 0)
 
 
 def mmu_state(uc):
-    return (cp_read(uc, TTBR0), cp_read(uc, TTBCR), cp_read(uc, TTBR1), cp_read(uc, DACR))
+    """(TTBR0, TTBCR, TTBR1, DACR); with TTBCR.EAE the TTBRs are the 64-bit registers."""
+    ttbcr = cp_read(uc, TTBCR)
+    if ttbcr & TTBCR_EAE:
+        return (cp_read(uc, TTBR0_64), ttbcr, cp_read(uc, TTBR1_64), 0xFFFFFFFF)
+    return (cp_read(uc, TTBR0), ttbcr, cp_read(uc, TTBR1), cp_read(uc, DACR))
 
 
 # --- what a faulting instruction accessed --------------------------------------------------

@@ -1,0 +1,211 @@
+"""Fork server: restore the booted kernel once, load a dependency closure once, and run each
+module (or test) in an os.fork() child of the process that holds it.
+
+The child inherits everything copy-on-write: guest RAM (the snapshot's MAP_PRIVATE map, plus
+the pages the closure's loading wrote), Unicorn's translated blocks and TLB, the hooks, the
+Python state (the BootedRun, armload's Session with the closure loaded). A fork costs a few
+milliseconds, where a restore (mmap, a new Uc, its hooks, an empty translation cache that the
+kernel paths then fill again) and reloading the closure cost tenths of a second or seconds.
+The parent never runs module code after `prepare`, so every child starts from exactly the state
+a fresh restore plus the closure's loads would give: results are the same for any order and
+any number of workers (the machine is deterministic; translated blocks do not change what runs).
+
+Interface (used by `check`'s booted worker, ci/corpus.py, and usable by pytest fixtures that
+fork per test):
+
+    h = prepare(closure, vmlinuz=..., kernel=..., config=..., tree=..., load=fn)
+        # closure: paths of .ko files, loaded in order with BootedRun.load (or by `load(run,
+        # closure)` when given: its return value is h.info). Without `base` the handle is LOCAL:
+        # this process restores the booted kernel and loads the closure into itself (a pytest
+        # session fixture). With base=<a handle>, the closure is loaded in a SERVER process
+        # forked from base, which then forks once per fork_run: base stays untouched and can
+        # serve the next closure (check keeps one base per worker and one server per closure).
+    r = fork_run(h, fn)
+        # fn(run: BootedRun) -> a picklable result, run in a fresh fork of h's process; the
+        # result comes back through a pipe. Local handles take any callable (it is inherited by
+        # the fork); a server's fn is pickled (a module-level function or functools.partial).
+        # A child that raises, or dies (a signal), raises ForkError here; h is unchanged.
+    close(h)
+        # a server exits (also when its parent process exits: it reads EOF).
+
+The restore itself is cached per process (`base_run`): a second prepare([]) returns the same
+handle.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import struct
+import traceback
+
+
+class ForkError(Exception):
+    """A forked child raised or died; the message is its traceback or its signal."""
+
+
+class Handle:
+    def __init__(self, closure, run=None, info=None, pid=None, cmd=None, res=None):
+        self.closure = tuple(closure)
+        self.run = run            # local: the BootedRun in this process
+        self.info = info          # what prepare's load() returned
+        self.pid, self.cmd, self.res = pid, cmd, res      # server: its pid and pipe ends
+
+    @property
+    def local(self) -> bool:
+        return self.pid is None
+
+
+_BASES: dict = {}
+
+
+def base_run(vmlinuz: str, kernel, config, tree: str | None = None):
+    """The BootedRun restored in this process for (vmlinuz, tree), once (then only forked from)."""
+    from .modrun import BootedRun
+    k = (os.path.abspath(vmlinuz), tree, id(kernel))          # forks (pool workers too) inherit it
+    if k not in _BASES:
+        _BASES[k] = BootedRun(vmlinuz, kernel, config, tree=tree)
+        warm(_BASES[k])
+    return _BASES[k]
+
+
+def _default_load(run, closure):
+    return [(os.path.basename(p), r.status, r.ret) for p in closure for r in [run.load(p)]]
+
+
+def prepare(closure=(), *, base: Handle | None = None, vmlinuz: str | None = None, kernel=None, config=None,
+            tree: str | None = None, load=None) -> Handle:
+    load = load or _default_load
+    if base is None:
+        run = base_run(vmlinuz, kernel, config, tree)
+        info = load(run, list(closure)) if closure else None
+        return Handle(closure, run=run, info=info)
+    if not base.local:
+        raise ValueError("a server's closure is extended from a local handle (its base)")
+    cmd_r, cmd_w = os.pipe()
+    res_r, res_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:                                         # the server
+        code = 0
+        try:
+            os.close(cmd_w)
+            os.close(res_r)
+            try:
+                info = ("ok", load(base.run, list(closure)))
+            except BaseException:
+                info = ("error", traceback.format_exc())
+            _send(res_w, info)
+            if info[0] == "ok":
+                h = Handle(closure, run=base.run, info=info[1])
+                while True:
+                    msg = _recv(cmd_r)
+                    if msg is None:
+                        break
+                    try:
+                        out = ("ok", fork_run(h, pickle.loads(msg)))
+                    except BaseException as e:
+                        out = ("error", str(e) if isinstance(e, ForkError) else traceback.format_exc())
+                    _send(res_w, out)
+        except BaseException:
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(cmd_r)
+    os.close(res_w)
+    h = Handle(closure, pid=pid, cmd=cmd_w, res=res_r)
+    status, info = _unpack(_recv(res_r), pid)
+    if status != "ok":
+        close(h)
+        raise ForkError(f"loading the closure failed in the server: {info}")
+    h.info = info
+    return h
+
+
+def fork_run(h: Handle, fn):
+    if not h.local:
+        _send_raw(h.cmd, pickle.dumps(fn))
+        status, out = _unpack(_recv(h.res), h.pid)
+        if status != "ok":
+            raise ForkError(out)
+        return out
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(r)
+            try:
+                out = ("ok", fn(h.run))
+            except BaseException:
+                out = ("error", traceback.format_exc())
+            _send(w, out)
+        finally:
+            os._exit(0)
+    os.close(w)
+    try:
+        data = _recv(r)
+    finally:
+        os.close(r)
+        _, st = os.waitpid(pid, 0)
+    if data is None:
+        why = f"signal {os.WTERMSIG(st)}" if os.WIFSIGNALED(st) else f"exit status {os.WEXITSTATUS(st)}"
+        raise ForkError(f"the forked child died ({why}) before returning")
+    status, out = pickle.loads(data)
+    if status != "ok":
+        raise ForkError(out)
+    return out
+
+
+def close(h: Handle) -> None:
+    if h.local or h.cmd is None:
+        return
+    os.close(h.cmd)
+    os.close(h.res)
+    h.cmd = h.res = None
+    os.waitpid(h.pid, 0)
+
+
+# --- length-prefixed pickles over pipes ----------------------------------------------------
+def _send(fd: int, obj) -> None:
+    _send_raw(fd, pickle.dumps(obj))
+
+
+def _send_raw(fd: int, data: bytes) -> None:
+    data = struct.pack("<Q", len(data)) + data
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _read(fd: int, n: int) -> bytes | None:
+    out = bytearray()
+    while len(out) < n:
+        b = os.read(fd, n - len(out))
+        if not b:
+            return None
+        out += b
+    return bytes(out)
+
+
+def _recv(fd: int) -> bytes | None:
+    head = _read(fd, 8)
+    if head is None:
+        return None
+    return _read(fd, struct.unpack("<Q", head)[0])
+
+
+def _unpack(data: bytes | None, pid: int):
+    if data is None:
+        return "error", f"the server (pid {pid}) died"
+    return pickle.loads(data)
+
+
+def warm(run) -> None:
+    """What every load computes from the Image alone, computed once here so that the forks
+    inherit it: the `bl` sites of module_alloc and __alloc_reserved_percpu (modload._Capture),
+    and the disassembler a data abort's access decoding starts (hw/cpu.py: ~40 ms the first time)."""
+    from ..hw import cpu
+    from .modload import bl_sites
+    cpu._cs()
+    img = run.bk.image
+    for name in ("module_alloc", "__alloc_reserved_percpu"):
+        if name in img.symbols:
+            bl_sites(img, img.symbols[name])

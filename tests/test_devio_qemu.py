@@ -1,0 +1,104 @@
+"""armload's file operations inside the booted kernel against the same module under QEMU
+(tests/oracles/qemu/devio_results.json, made by `make qemu-devio`: the Debian kernel booted in
+qemu-system-arm, the plan run by devh and busybox cat/echo). Every plan line's result, errno and
+bytes must be identical; so must busybox's. The plan goes through `armload run`'s default path
+(a vmlinuz given: the booted kernel). A missing or stale results file fails."""
+import hashlib
+import json
+import os
+import re
+
+import pytest
+
+from conftest import BOOT_VMLINUZ, ROOT, SYMVERS, require_input
+
+from armload.cli import main
+
+QEMU = os.path.join(ROOT, "tests", "oracles", "qemu")
+RESULTS = os.path.join(QEMU, "devio_results.json")
+PLAN = os.path.join(QEMU, "devio_plan.txt")
+MODULE = os.path.join(ROOT, "sample_modules", "devio", "vfsdev-arm-debug.ko")
+HOW = "make qemu-devio"
+
+
+def plan_args(lines: list[str]) -> list[str]:
+    """The plan's lines as `armload run` options, in order (`lseek -1` as --lseek=-1)."""
+    out = []
+    for ln in lines:
+        op, *vals = ln.split()
+        if op == "lseek":
+            out.append(f"--lseek={vals[0]}")
+        else:
+            out += [f"--{op}", *vals]
+    return out
+
+
+@pytest.fixture(scope="module")
+def oracle():
+    assert os.path.exists(RESULTS), f"missing {RESULTS}: {HOW}"          # never a skip
+    res = json.load(open(RESULTS))
+    plan = [ln.strip() for ln in open(PLAN) if ln.strip()]
+    assert res["plan"] == plan, f"{PLAN} changed since {RESULTS} was made: {HOW}"
+    assert res["module_sha256"] == hashlib.sha256(open(MODULE, "rb").read()).hexdigest(), \
+        f"{MODULE} changed since {RESULTS} was made: {HOW}"
+    assert res["release"] == "6.1.0-50-armmp" and res["insmod"] == [0, 0]
+    return res
+
+
+@pytest.fixture(scope="module")
+def armload_run(oracle, booted_dir):
+    import contextlib
+    import io
+    require_input(BOOT_VMLINUZ, "make test-inputs")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = main(["run", MODULE, "--kernel", BOOT_VMLINUZ, "--kernel", SYMVERS, *plan_args(oracle["plan"]), "--json"])
+    doc = json.loads(out.getvalue())
+    assert rc == 0 and doc["runtime"] == "booted"
+    return doc
+
+
+BYTES = ("read", "cat", "mmap")
+
+
+def test_every_result_and_errno_is_qemus(oracle, armload_run):
+    ours = armload_run["devio"]
+    assert len(ours) == len(oracle["ops"])
+    diffs = []
+    for i, (a, q) in enumerate(zip(ours, oracle["ops"])):
+        assert a["op"] == q["op"]
+        if a["result"] != q["result"]:
+            diffs.append((i, q["line"], "result", a["result"], q["result"]))
+        elif q["result"] is not None and q["result"] >= 0 and (q["op"] in BYTES or "hex" in a):
+            if a.get("hex", "") != q["hex"]:
+                diffs.append((i, q["line"], "bytes", a.get("hex"), q["hex"]))
+    assert not diffs
+    errnos = {-q["result"] for q in oracle["ops"] if q["result"] is not None and q["result"] < 0}
+    assert errnos == {2, 13, 14, 22, 25, 28}       # ENOENT EACCES EFAULT EINVAL ENOTTY ENOSPC: all compared
+
+
+def test_busybox_cat_and_echo_agree(oracle, armload_run):
+    ours = armload_run["devio"]
+    assert len(oracle["busybox"]) >= 10
+    for i, bb in oracle["busybox"].items():
+        a = ours[int(i)]
+        assert a["op"] == bb["op"]
+        if bb["status"] == 0:
+            assert a["result"] >= 0 and (bb["op"] != "cat" or a["hex"] == bb["hex"]), (i, a, bb)
+        else:
+            assert a["result"] == -bb["errno"], (i, a, bb)
+
+
+def test_the_modules_console_lines_are_qemus(oracle, armload_run):
+    strip = lambda s: re.sub(r"^(<\d>)?\[\s*[\d.]+\]\s?", "", s)
+    q = [strip(s) for s in oracle["kernel"] if strip(s).startswith("vfsdev:")]
+    a = [strip(s) for s in armload_run["modules"][0]["console"] if strip(s).startswith("vfsdev:")]
+    assert q == a and any("misc minor" in s for s in a)
+
+
+def test_a_wrong_result_would_be_caught(oracle):
+    """The comparison itself: the plan covers every operation, and the errno lines are there."""
+    ops = {q["op"] for q in oracle["ops"]}
+    assert ops == {"open", "write", "read", "lseek", "ioctl", "poll", "mmap", "close", "cat", "echo"}
+    assert plan_args(["lseek -1", "ioctl 0x7603 0", "echo 1 /x"]) == ["--lseek=-1", "--ioctl", "0x7603", "0",
+                                                                       "--echo", "1", "/x"]

@@ -1,0 +1,45 @@
+"""The on-disk setup cache (armload/kernel/setup_cache.py): a hit equals a fresh build, a changed
+input file or a damaged entry is rebuilt, an empty ARMLOAD_SETUP_CACHE turns it off."""
+import os
+
+from armload.kernel import setup_cache
+
+
+def test_hit_miss_damage_and_off(tmp_path, monkeypatch):
+    monkeypatch.setenv("ARMLOAD_SETUP_CACHE", str(tmp_path / "c"))
+    src = tmp_path / "in.bin"
+    src.write_bytes(b"one")
+    calls = []
+
+    def build():
+        calls.append(1)
+        return {"bytes": src.read_bytes(), "n": len(calls)}
+
+    a = setup_cache.cached("t", [str(src)], "x", build)
+    b = setup_cache.cached("t", [str(src)], "x", build)
+    assert a == b == {"bytes": b"one", "n": 1} and len(calls) == 1          # the second is a hit
+    assert setup_cache.cached("t", [str(src)], "y", build)["n"] == 2         # another key part: a miss
+    src.write_bytes(b"two!")                                                  # new bytes (and size): a miss
+    assert setup_cache.cached("t", [str(src)], "x", build) == {"bytes": b"two!", "n": 3}
+    (entry,) = [p for p in (tmp_path / "c").iterdir() if p.stat().st_mtime_ns == max(
+        q.stat().st_mtime_ns for q in (tmp_path / "c").iterdir())]
+    entry.write_bytes(b"not a pickle")
+    assert setup_cache.cached("t", [str(src)], "x", build)["n"] == 4         # damaged: rebuilt
+    assert setup_cache.cached("t", [str(src)], "x", build)["n"] == 4         # and rewritten
+    monkeypatch.setenv("ARMLOAD_SETUP_CACHE", "")
+    assert setup_cache.cached("t", [str(src)], "x", build)["n"] == 5         # off: always built
+    assert not any(p.name.endswith(".tmp") for p in (tmp_path / "c").iterdir())
+
+
+def test_the_kernel_from_the_cache_equals_a_fresh_parse(tmp_path, monkeypatch):
+    from conftest import BOOT_VMLINUZ, SYMVERS, require_input
+    require_input(BOOT_VMLINUZ, "make test-inputs")
+    from armload.kernel.config import DEBIAN_ARMMP
+    from armload.kernel.provider import Kernel
+    monkeypatch.setenv("ARMLOAD_SETUP_CACHE", str(tmp_path))
+    fresh = Kernel._from_files([SYMVERS, BOOT_VMLINUZ], DEBIAN_ARMMP)
+    Kernel.from_files([SYMVERS, BOOT_VMLINUZ], DEBIAN_ARMMP)                 # stores
+    hit = Kernel.from_files([SYMVERS, BOOT_VMLINUZ], DEBIAN_ARMMP)          # loads
+    assert [n.split("-")[0] for n in os.listdir(tmp_path)].count("kernel") == 1
+    assert hit.exports == fresh.exports and hit.symbols == fresh.symbols and hit.sources == fresh.sources
+    assert hit.image_path == fresh.image_path and hit.vermagic == fresh.vermagic
