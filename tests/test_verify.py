@@ -118,3 +118,26 @@ def test_samples_verify_and_corruption_fails(thumb, placement):
     corrupt_word(mod, place, read_word(mod, place) + ((1 << 16) if thumb else 1))
     r3 = verify_module(mod)
     assert [f.site for f in r3.branch_failures] == [place] and not r3.plt_failures
+
+
+def test_verifying_in_a_loop_keeps_the_address_space_bounded():
+    """Each verification's Uc stays reserved (35 MiB) until the cycle collector frees it (unicorn's
+    binding keeps a closure over it): verify collects every VERIFY_GC_EVERY machines, so a check
+    worker verifying a whole tree stays under its RLIMIT_AS."""
+    from armload.loader import verify
+
+    def vmsize() -> int:
+        line = next(ln for ln in open("/proc/self/status") if ln.startswith("VmSize:"))
+        return int(line.split()[1]) << 10
+    from armload.kernel.config import DEBIAN_ARMMP
+    from armload.kernel.provider import Kernel
+    from armload.loader import session as loader
+    from conftest import sample
+    mod = loader.Session(Kernel.builtin(DEBIAN_ARMMP, simulate_all=True), DEBIAN_ARMMP).load(sample("hello-arm.ko"))
+    assert verify_module(mod).ok
+    start = vmsize()
+    peak = 0
+    for _ in range(3 * verify.VERIFY_GC_EVERY):
+        assert verify_module(mod).ok
+        peak = max(peak, vmsize())
+    assert peak - start < (verify.VERIFY_GC_EVERY + 4) * (40 << 20)

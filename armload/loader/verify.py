@@ -11,6 +11,9 @@ symbol": the image bytes decide where the CPU actually goes.
 """
 from __future__ import annotations
 
+import gc
+import weakref
+
 import bisect
 import struct
 import time
@@ -33,6 +36,18 @@ THUMB_TYPES = (R_ARM_THM_CALL, R_ARM_THM_JUMP24)
 _N, _Z, _C, _V = 8, 4, 2, 1
 _COND_FLAGS = {0x0: _Z, 0x1: 0, 0x2: _C, 0x3: 0, 0x4: _N, 0x5: 0, 0x6: _V, 0x7: 0, 0x8: _C, 0x9: 0,
                0xA: 0, 0xB: _N, 0xC: 0, 0xD: _Z, 0xE: 0, 0xF: 0}
+
+
+VERIFY_TCG_BUFFER = 32 << 20
+VERIFY_GC_EVERY = 32                 # at most this many dropped verification Ucs (35 MiB of address space each)
+_closed = 0
+
+
+def _invalid(uc, access, address, size, value, ref):
+    m = ref()
+    if m is not None and m.fetch is None:
+        m.fetch = address
+    return False
 
 
 @dataclass
@@ -125,6 +140,9 @@ class _Stepper:
 
     def __init__(self, module: LoadedModule):
         self.uc = Uc(UC_ARCH_ARM, UC_MODE_ARM)
+        # it runs one branch at a time: 32 MiB of translation buffer, not Unicorn's 1 GiB of address
+        # space per instance (check's workers run under RLIMIT_AS, ci/workers.py)
+        self.uc.ctl_set_tcg_buffer_size(VERIFY_TCG_BUFFER)
         self.uc.ctl_set_cpu_model(A.UC_CPU_ARM_CORTEX_A15)
         mapped: set[int] = set()
         for r in module.regions:
@@ -143,12 +161,19 @@ class _Stepper:
             mapped.update(pages)
             self.uc.mem_write(r.base, bytes(r.data))
         self.fetch: int | None = None
-        self.uc.hook_add(UC_HOOK_MEM_INVALID, self._invalid)
+        # the hook holds the machine weakly: no cycle through the Uc, which is freed with the machine
+        self._hook = self.uc.hook_add(UC_HOOK_MEM_INVALID, _invalid, weakref.ref(self))
 
-    def _invalid(self, uc, access, address, size, value, ud):
-        if self.fetch is None:
-            self.fetch = address
-        return False
+    def close(self) -> None:
+        """unicorn's Python binding keeps a closure over the Uc for every hook ever added (a cycle
+        hook_del does not break), so a dropped Uc holds its address space until the cycle
+        collector runs: a check worker verifies thousands of modules under RLIMIT_AS
+        (ci/workers.py). Every VERIFY_GC_EVERY-th close asks the collector (about 30 ms)."""
+        global _closed
+        self.uc.hook_del(self._hook)
+        _closed += 1
+        if _closed % VERIFY_GC_EVERY == 0:
+            gc.collect()
 
     def step(self, addr: int, thumb: bool, flags: int = 0) -> tuple[int | None, str]:
         """Execute one instruction at addr; return (arrival | thumb bit, error text)."""
@@ -208,98 +233,105 @@ class _IsaMap:
         return self.thumb[i]
 
 
-def verify_module(module: LoadedModule, kernel=None) -> VerifyResult:
-    t0 = time.perf_counter()
+def _stepper(module: LoadedModule) -> _Stepper:
     try:
-        st = _Stepper(module)
+        return _Stepper(module)
     except UcError as e:
         raise EmulationError(f"{module.name}: cannot map the module for verification: {e}") from None
-    thumb_kernel = bool(module.config.thumb2)
-    isa = _IsaMap(module, thumb_kernel)
 
-    def sym(addr: int) -> str:
-        s = module.symbolize(addr & ~1)
-        if s:
-            return s
-        for name, rs in module.resolved.items():
-            if (rs.addr & ~1) == (addr & ~1):
-                return name
-        if kernel is not None:
-            try:
-                k = kernel.symbolize(addr & ~1)
-                if k:
-                    return k
-            except Exception:
-                pass
-        for e in module.plt_entries:
-            if e.addr == addr & ~1:
-                return f"plt: {e.symbol or hex(e.target)}"
-        sec = module.section_at(addr & ~1)
-        return f"{sec.name}+{(addr & ~1) - sec.addr:#x}" if sec else ""
 
-    br = module.branches
-    failures: list[BranchFailure] = []
-    # ftrace_module_init NOPed the mcount calls: the relocation is checked on the call it replaced,
-    # and the site must now hold the kernel's NOP.
-    fin = getattr(module, "finalized", None)
-    old = fin.ftrace_old if fin is not None else {}
-    nop = struct.pack("<HH", 0xF10D, 0x0D04) if thumb_kernel else struct.pack("<I", 0xE28DD004)
-    for place, word in old.items():
-        st.uc.mem_write(place, word)
-    n = len(br)
-    via = 0
-    names = module.sym_names
-    for i in range(n):
-        row = br[i]
-        place = int(row["place"])
-        rtype = int(row["rtype"])
-        target = int(row["target"])
-        plt = int(row["plt"])
-        symname = names[int(row["sym"])] if int(row["sym"]) < len(names) else f"#{int(row['sym'])}"
-        thumb = rtype in THUMB_TYPES
-        rname = RTYPE_NAMES[rtype]            # the loader records branch types only
-        flags = 0
-        if not thumb:
-            try:
-                word = int.from_bytes(module.read(place, 4), "little")
-            except ValueError:
-                failures.append(BranchFailure(place, "", rname, symname, target, None, plt,
-                                              "site outside the module image"))
-                continue
-            flags = _COND_FLAGS[word >> 28]
-        exp_thumb = isa.is_thumb(target)
-        expected = (target & ~1) | (1 if exp_thumb else 0)
-        if place in old:
-            try:
-                word = int.from_bytes(old[place], "little")
-                flags = 0 if thumb else _COND_FLAGS[word >> 28]
-                if module.read(place, 4) != nop:
-                    failures.append(BranchFailure(place, sym(place), rname, symname, target, None, plt,
-                                                  "ftrace site does not hold the ftrace NOP"))
+def verify_module(module: LoadedModule, kernel=None) -> VerifyResult:
+    t0 = time.perf_counter()
+    st = _stepper(module)
+    try:
+        thumb_kernel = bool(module.config.thumb2)
+        isa = _IsaMap(module, thumb_kernel)
+
+        def sym(addr: int) -> str:
+            s = module.symbolize(addr & ~1)
+            if s:
+                return s
+            for name, rs in module.resolved.items():
+                if (rs.addr & ~1) == (addr & ~1):
+                    return name
+            if kernel is not None:
+                try:
+                    k = kernel.symbolize(addr & ~1)
+                    if k:
+                        return k
+                except Exception:
+                    pass
+            for e in module.plt_entries:
+                if e.addr == addr & ~1:
+                    return f"plt: {e.symbol or hex(e.target)}"
+            sec = module.section_at(addr & ~1)
+            return f"{sec.name}+{(addr & ~1) - sec.addr:#x}" if sec else ""
+
+        br = module.branches
+        failures: list[BranchFailure] = []
+        # ftrace_module_init NOPed the mcount calls: the relocation is checked on the call it replaced,
+        # and the site must now hold the kernel's NOP.
+        fin = getattr(module, "finalized", None)
+        old = fin.ftrace_old if fin is not None else {}
+        nop = struct.pack("<HH", 0xF10D, 0x0D04) if thumb_kernel else struct.pack("<I", 0xE28DD004)
+        for place, word in old.items():
+            st.uc.mem_write(place, word)
+        n = len(br)
+        via = 0
+        names = module.sym_names
+        for i in range(n):
+            row = br[i]
+            place = int(row["place"])
+            rtype = int(row["rtype"])
+            target = int(row["target"])
+            plt = int(row["plt"])
+            symname = names[int(row["sym"])] if int(row["sym"]) < len(names) else f"#{int(row['sym'])}"
+            thumb = rtype in THUMB_TYPES
+            rname = RTYPE_NAMES[rtype]            # the loader records branch types only
+            flags = 0
+            if not thumb:
+                try:
+                    word = int.from_bytes(module.read(place, 4), "little")
+                except ValueError:
+                    failures.append(BranchFailure(place, "", rname, symname, target, None, plt,
+                                                  "site outside the module image"))
                     continue
-            except ValueError:
-                pass
-        arrive, err, missed = st.through(place, thumb, plt, flags)
-        via += bool(plt)
-        if missed:
-            failures.append(BranchFailure(place, sym(place), rname, symname, expected, arrive, plt, err,
-                                          sym(arrive) if arrive is not None else ""))
-            continue
-        if arrive != expected:
-            reason = err
-            if not reason and arrive is not None and (arrive & ~1) == (expected & ~1):
-                reason = "right address, wrong instruction set"
-            failures.append(BranchFailure(place, sym(place), rname, symname, expected, arrive, plt, reason,
-                                          sym(arrive) if arrive is not None else ""))
+                flags = _COND_FLAGS[word >> 28]
+            exp_thumb = isa.is_thumb(target)
+            expected = (target & ~1) | (1 if exp_thumb else 0)
+            if place in old:
+                try:
+                    word = int.from_bytes(old[place], "little")
+                    flags = 0 if thumb else _COND_FLAGS[word >> 28]
+                    if module.read(place, 4) != nop:
+                        failures.append(BranchFailure(place, sym(place), rname, symname, target, None, plt,
+                                                      "ftrace site does not hold the ftrace NOP"))
+                        continue
+                except ValueError:
+                    pass
+            arrive, err, missed = st.through(place, thumb, plt, flags)
+            via += bool(plt)
+            if missed:
+                failures.append(BranchFailure(place, sym(place), rname, symname, expected, arrive, plt, err,
+                                              sym(arrive) if arrive is not None else ""))
+                continue
+            if arrive != expected:
+                reason = err
+                if not reason and arrive is not None and (arrive & ~1) == (expected & ~1):
+                    reason = "right address, wrong instruction set"
+                failures.append(BranchFailure(place, sym(place), rname, symname, expected, arrive, plt, reason,
+                                              sym(arrive) if arrive is not None else ""))
 
-    plt_fail: list[PltFailure] = []
-    for e in module.plt_entries:
-        arrive, err = st.step(e.addr, thumb_kernel)
-        if arrive != e.target:
-            plt_fail.append(PltFailure(e.addr, e.symbol, e.target, arrive, err))
-    return VerifyResult(module.name, n, n - len(failures), len(module.plt_entries),
-                        len(module.plt_entries) - len(plt_fail), failures, plt_fail,
-                        time.perf_counter() - t0, via)
+        plt_fail: list[PltFailure] = []
+        for e in module.plt_entries:
+            arrive, err = st.step(e.addr, thumb_kernel)
+            if arrive != e.target:
+                plt_fail.append(PltFailure(e.addr, e.symbol, e.target, arrive, err))
+        return VerifyResult(module.name, n, n - len(failures), len(module.plt_entries),
+                            len(module.plt_entries) - len(plt_fail), failures, plt_fail,
+                            time.perf_counter() - t0, via)
+    finally:
+        st.close()
 
 
 def verify_patched_sites(module: LoadedModule, sites, read) -> VerifyResult:
@@ -308,27 +340,27 @@ def verify_patched_sites(module: LoadedModule, sites, read) -> VerifyResult:
     arrive at its target, through its PLT slot when it names one. `sites`: dicts with place, thumb,
     target (bit 0 = Thumb), plt (0: direct) and symbol."""
     t0 = time.perf_counter()
+    st = _stepper(module)
     try:
-        st = _Stepper(module)
-    except UcError as e:
-        raise EmulationError(f"{module.name}: cannot map the module for verification: {e}") from None
-    failures: list[BranchFailure] = []
-    via = 0
-    copied: set[int] = set()
-    for s in sites:
-        place, thumb, target, plt = s["place"], s["thumb"], s["target"], s["plt"]
-        st.uc.mem_write(place, read(place, 4))
-        rname = "patched bl (Thumb)" if thumb else "patched bl"
-        expected = target if thumb else target & ~1
-        if plt:
-            via += 1
-            for x in module.sections:     # its PLT section as it is now in memory, not as loaded
-                if x.addr <= plt < x.addr + x.size and x.index not in copied:
-                    st.uc.mem_write(x.addr, read(x.addr, x.size))
-                    copied.add(x.index)
-        arrive, err, missed = st.through(place, thumb, plt)
-        if missed or arrive != expected:
-            failures.append(BranchFailure(place, module.symbolize(place) or "", rname, s["symbol"], expected,
-                                          arrive, plt, err))
-    n = len(sites)
-    return VerifyResult(module.name, n, n - len(failures), 0, 0, failures, [], time.perf_counter() - t0, via)
+        failures: list[BranchFailure] = []
+        via = 0
+        copied: set[int] = set()
+        for s in sites:
+            place, thumb, target, plt = s["place"], s["thumb"], s["target"], s["plt"]
+            st.uc.mem_write(place, read(place, 4))
+            rname = "patched bl (Thumb)" if thumb else "patched bl"
+            expected = target if thumb else target & ~1
+            if plt:
+                via += 1
+                for x in module.sections:     # its PLT section as it is now in memory, not as loaded
+                    if x.addr <= plt < x.addr + x.size and x.index not in copied:
+                        st.uc.mem_write(x.addr, read(x.addr, x.size))
+                        copied.add(x.index)
+            arrive, err, missed = st.through(place, thumb, plt)
+            if missed or arrive != expected:
+                failures.append(BranchFailure(place, module.symbolize(place) or "", rname, s["symbol"], expected,
+                                              arrive, plt, err))
+        n = len(sites)
+        return VerifyResult(module.name, n, n - len(failures), 0, 0, failures, [], time.perf_counter() - t0, via)
+    finally:
+        st.close()
