@@ -23,7 +23,7 @@ QEMU_MODH     := $(QEMU_BUILD)/modh
 QEMU_BATCH    ?= 100
 QEMU_ARGS     ?=
 QEMU_COMPARE_JOBS  ?= 2
-QEMU_COMPARE_ARGS  ?=
+QEMU_COMPARE_ARGS  ?= --timeout 7200     # test_bpf is 5.1 G instructions: beyond check's 600 s safety net on a loaded machine
 
 .PHONY: qemu-oracle qemu-tools
 

@@ -136,7 +136,7 @@ def test_outcomes_and_exit_status_follow_fail_on(tmp_path, booted_dir):
     assert rc == 1 and doc["ok"] is False and doc["failed"] == {"fault": 1}
     r = recs["nullderef-arm.ko"]
     assert r["stage"] == "init" and r["reason"].startswith("Unable to handle kernel NULL pointer dereference")
-    assert r["where"].startswith("nullderef_init+0x") and r["where"].endswith("[nullderef]")
+    assert r["where"].startswith("nullderef_init+0x") and "[nullderef]" in r["where"]
     assert recs["spin-arm.ko"]["reason"].startswith("no return within 3,0")
     assert recs["enodev-arm.ko"]["reason"] == "init returned -19 (-ENODEV)"
     s = doc["summary"]

@@ -91,13 +91,13 @@ def test_check_json_is_identical_for_any_jobs_and_order(booted_dir, tmp_path, ke
     docs = []
     for jobs in ("1", "2"):
         out = tmp_path / f"c{jobs}.json"
-        assert main(["check", str(tree), "--kernel", SYMVERS, "--kernel", BOOT_VMLINUZ, "--runtime", "booted", "-q",
+        assert main(["check", str(tree), "--kernel", SYMVERS, "--kernel", BOOT_VMLINUZ, "-q",
                      "--jobs", jobs, "--json", str(out), "--fail-on", "none", "--no-timing"]) == 0
         docs.append(out.read_bytes())
     assert docs[0] == docs[1]
     mods, _ = corpus.scan_with_deps(str(tree), str(tree))
     plan = corpus.plan_order(mods)
-    opts = corpus.CheckOptions(runtime="booted", image=BOOT_VMLINUZ, tree=str(tree), budget=corpus.BOOTED_BUDGET)
+    opts = corpus.CheckOptions(image=BOOT_VMLINUZ, tree=str(tree), budget=corpus.BOOTED_BUDGET)
     stats = corpus.run_checks(plan, kernel, DEBIAN_ARMMP, opts, jobs=2, names=list(reversed(plan.order)))
     theirs = {r["module"]: r for r in json.loads(docs[0])["modules"]}
     ours = {r["module"]: r for r in stats.records}

@@ -103,6 +103,8 @@ COMMAND_LINES = {
                           lambda o, t: _json(o)["task-rename"]["verdict"]["reproduced"]),
     "bench sanitize": (["bench", "sanitize", "--limit", "2", "--json"], 0,
                        lambda o, t: _json(o)["sanitize"]["modules"] == 2 and _json(o)["sanitize"]["ratio"]),
+    "bench call": (["bench", "call", "--json"], 0,
+                   lambda o, t: 1 <= _json(o)["call"]["ratio_instructions"] <= _json(o)["call"]["target"]),
     "bench speed": (["bench", "speed", "--limit", "2", "--json"], 0,
                     lambda o, t: _json(o)["speed"]["check"]["modules"] == 2 and _json(o)["speed"]["fork"]["forks"]),
 }

@@ -88,7 +88,7 @@ def test_image_is_written_at_the_kernels_addresses(booted_dir, capsys, tmp_path)
     out_elf = tmp_path / "dk.elf"
     rc, out, err = run(capsys, sample("devkit-arm-debug.ko"), "--image", str(out_elf), "--json")
     d = json.loads(out)
-    assert rc == 0 and d["images"] == [str(out_elf)]
+    assert rc == 0 and out_elf.exists()
     core = d["modules"][0]["core_base"]
     with open(out_elf, "rb") as f:
         elf = ELFFile(f)
@@ -112,14 +112,10 @@ def test_thumb2_modules_are_refused_with_the_reason(booted_dir, capsys):
     assert rc == 1 and "built for ARM mode" in err
 
 
-@pytest.mark.parametrize("opt,msg", [(["--trace"], "--trace: the call trace"),
-                                     (["--coverage", "x.info"], "--coverage: lcov coverage"),
-                                     (["--gdb", "1234"], "--gdb: the gdb server"),
-                                     (["--open", "/dev/x"], "device I/O (--open"),
-                                     (["--probe", "fentry:hello_init"], "no BPF trampoline")])
-def test_what_is_not_inside_the_booted_kernel_yet_is_refused(booted_dir, capsys, opt, msg):
-    rc, out, err = run(capsys, sample("hello-arm.ko"), *opt)
-    assert rc == 1 and msg in err and "init returned" not in out and "Traceback" not in err
+@pytest.mark.parametrize("kind", ["fentry", "fexit"])
+def test_what_this_kernel_has_not_is_refused(booted_dir, capsys, kind):
+    rc, out, err = run(capsys, sample("hello-arm.ko"), "--probe", f"{kind}:hello_init")
+    assert rc == 1 and "no BPF trampoline" in err and "init returned" not in out and "Traceback" not in err
 
 
 @pytest.mark.parametrize("opt", ["--runtime", "--unmodelled", "--placement"])

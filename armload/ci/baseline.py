@@ -64,7 +64,7 @@ def outcome_key(rec: dict) -> str:
     if o == "error":
         return f"{o} -{i.get('errno_name') or i.get('retval')}"
     if o == "fault":
-        fn = re.sub(r"\+0x[0-9a-f]+(/0x[0-9a-f]+)?", "", i.get("where") or "?")
+        fn = re.sub(r"\+0x[0-9a-f]+(/0x[0-9a-f]+)?", "", (i.get("where") or "?").split(" (")[0])   # no file:line
         return f"{o} {i.get('status')} in {fn}"
     return o
 
