@@ -307,11 +307,15 @@ def test_bench_devio_prints_round_trips_and_the_run_ratio(booted_dir):
     assert "getpid" in text and "ratio:" in text
 
 
-def test_file_operations_outside_the_booted_kernel_are_refused(booted_dir):
+def test_file_operations_need_the_booted_kernel_and_follow_the_calls(booted_dir):
     p = _cli("--open", "/dev/vfsdev", kernel=(SYMVERS,))
-    assert p.returncode != 0 and "give the image with --kernel vmlinuz" in p.stderr and "Traceback" not in p.stderr
-    p = _cli("--call", "vfsdev_init", "--open", "/dev/vfsdev")
-    assert p.returncode != 0 and "run them in a separate command" in p.stderr and "Traceback" not in p.stderr
+    assert p.returncode != 0 and "needs the kernel image" in p.stderr and "Traceback" not in p.stderr
+    p = _cli("--call", "vfsdev_poll", "0", "0", "--open", "/dev/vfsdev", "--write", "s:a", "--poll")
+    assert p.returncode == 0, p.stderr
+    out = p.stdout
+    assert "vfsdev_poll(0, 0) returned 260 (0x104)" in out                    # EPOLLOUT|EPOLLWRNORM: len 0
+    assert out.index("vfsdev_poll(0, 0)") < out.index("/dev/vfsdev: open = 3")
+    assert "/dev/vfsdev: poll(POLLIN|POLLPRI|POLLOUT, timeout 0): revents 0x5 (POLLIN|POLLOUT)" in out
 
 
 def test_module_files_for_tests(run):

@@ -102,3 +102,28 @@ def test_a_wrong_result_would_be_caught(oracle):
     assert ops == {"open", "write", "read", "lseek", "ioctl", "poll", "mmap", "close", "cat", "echo"}
     assert plan_args(["lseek -1", "ioctl 0x7603 0", "echo 1 /x"]) == ["--lseek=-1", "--ioctl", "0x7603", "0",
                                                                        "--echo", "1", "/x"]
+
+
+def test_a_pytest_file_outside_the_repository_gets_qemus_results(oracle, booted_dir, tmp_path):
+    """The plugin's ModuleHandle drives vfsdev through the kernel's VFS from a test file next to
+    nothing of armload's; its results are QEMU's for the plan's first lines (open .. ioctl LEN)."""
+    import subprocess
+    import sys
+    q = {i: o for i, o in enumerate(oracle["ops"])}
+    assert [q[i]["line"] for i in (1, 2, 4, 5, 9)] == ["open /dev/vfsdev", "write s:hello", "lseek 1", "read 16",
+                                                       "ioctl 0x80047601 buf:4"]
+    t = tmp_path / "test_mine.py"
+    t.write_text(f"""
+def test_vfsdev(load_module):
+    m = load_module({MODULE!r})
+    assert m.init() == 0
+    assert m.sysfs("parameters/fill") + "\\n" == bytes.fromhex({q[0]['hex']!r}).decode()
+    with m.open("/dev/vfsdev") as f:
+        assert f.fd == {q[1]['result']} and f.write(b"hello") == {q[2]['result']}
+        assert f.lseek(1) == {q[4]['result']} and f.read(16).hex() == {q[5]['hex']!r}
+        assert f.ioctl(0x80047601, bytes(4))[1].hex() == {q[9]['hex']!r}
+""")
+    env = {k: v for k, v in os.environ.items() if k != "ARMLOAD_KERNEL"}
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(t)], cwd=tmp_path,
+                       env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and "1 passed" in r.stdout, r.stdout + r.stderr
