@@ -157,7 +157,7 @@ def test_check_where_names_the_line(booted_dir, tmp_path):
     import shutil
     shutil.copy(sample("nullderef-arm-debug.ko"), tmp_path / "nullderef.ko")
     subprocess.run([sys.executable, "-m", "armload", "check", str(tmp_path), "--kernel", SYMVERS, "-q",
-                    "--kernel", BOOT_VMLINUZ, "--runtime", "booted", "--json", str(tmp_path / "c.json")],
+                    "--kernel", BOOT_VMLINUZ, "--json", str(tmp_path / "c.json")],
                    capture_output=True, text=True, cwd=ROOT)
     rec = json.load(open(tmp_path / "c.json"))["modules"][0]
     line = src_line("nullderef", "v = *(volatile int *)nullderef_ptr;")
