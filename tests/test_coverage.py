@@ -1,9 +1,8 @@
-"""--coverage: the block-hook coverage against a per-instruction Unicorn code hook (the oracle),
-the lcov tracefile's line/function records, genhtml accepting it, and the CLI summary."""
+"""run --coverage's CLI summary inside the booted kernel (the block counter against a
+per-instruction hook, the lcov records and lcov --summary: tests/test_observe_booted.py)."""
 import os
 import subprocess
 import sys
-
 
 from conftest import ROOT, sample
 

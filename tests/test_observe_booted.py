@@ -145,3 +145,21 @@ def test_bad_observer_options_are_one_error_before_the_run(booted_dir, opts, msg
     out = p.stdout + p.stderr
     assert p.returncode != 0 and msg in out and "Traceback" not in out
     assert "hello: loaded" not in out                      # refused before any module ran
+
+
+def test_module_handle_coverage_and_calls(booted_dir, tmp_path):
+    from armload.devkit.testing import load_module
+    from armload.errors import ArmloadError
+    h = load_module(sample("devkit-arm-debug.ko"), kernel=BOOT_VMLINUZ, params={"count": 2}, coverage=True, trace=True)
+    assert h.init() == 0
+    assert len(h.called("kmalloc_trace")) == 2 and all(c.where.startswith("devkit_add+") for c in h.called("kmalloc_trace"))
+    h.call("devkit_add", 5)
+    assert len(h.called("kmalloc_trace")) == 3
+    rep = h.coverage(str(tmp_path / "h.info"))
+    assert da(rep, devkit_line("it = kmalloc(")) == 3 and (tmp_path / "h.info").read_text().startswith("TN:")
+    plain = load_module(sample("devkit-arm-debug.ko"), kernel=BOOT_VMLINUZ)
+    assert plain.init() == 0
+    with pytest.raises(ArmloadError, match="coverage was not recorded"):
+        plain.coverage()
+    with pytest.raises(ArmloadError, match="calls were not traced"):
+        plain.calls

@@ -145,7 +145,7 @@ class ModuleHandle(FileMethods):
     system calls of pid 1 (devkit/files.py)."""
 
     def __init__(self, path: str, *, kernel: str | None = None, params=None, deps=(), budget: int | None = None,
-                 thumb2: bool | None = None):
+                 thumb2: bool | None = None, coverage: bool = False, trace: bool = False):
         from ..kernel.isa import refuse_thumb2_modules
         from ..loader.elf import read_object
         self.vmlinuz = kernel or default_kernel_path()
@@ -167,6 +167,8 @@ class ModuleHandle(FileMethods):
         self._allocs = 0
         self._replaced: dict[str, object] = {}
         self._mark = 0
+        self._observe = (coverage, trace)   # emu/booted/observe.py, set on the kernel before the loads
+        self._obs = None
 
     # --- the kernel this handle runs in ----------------------------------------------------
     @property
@@ -182,7 +184,38 @@ class ModuleHandle(FileMethods):
         return self.run_
 
     def _hooked(self) -> bool:
-        return self._fail is not None or bool(self._replaced)
+        return self._fail is not None or bool(self._replaced) or any(self._observe)
+
+    # --- coverage and the call trace (load_module(path, coverage=True, trace=True)) ---------------
+    def _observation(self):
+        if self._obs is None and any(self._observe):
+            from ..emu.booted.observe import Observation
+            self._obs = Observation(self.kernel, coverage=self._observe[0], trace=self._observe[1])
+        return self._obs
+
+    def coverage(self, lcov: str | None = None):
+        """The module's coverage so far inside the booted kernel (ModuleCoverage: .summary(),
+        ran/instructions, lines, functions); `lcov` also writes the tracefile."""
+        if not self._observe[0] or self._obs is None:
+            raise ArmloadError("coverage was not recorded: load_module(path, coverage=True), then init()")
+        from ..emu.coverage import write_lcov
+        reps = [rep for name, rep in self._obs.coverage(self.name) if rep is not None]
+        if not reps:
+            raise ArmloadError(f"{self.name}: armload's loader did not load it: no coverage")
+        if lcov:
+            write_lcov(reps[-1:], lcov)
+        return reps[-1]
+
+    @property
+    def calls(self) -> list:
+        """The kernel calls the module made so far (emu/booted/observe.py Call: name, args, ret,
+        where, text), in order."""
+        if not self._observe[1] or self._obs is None:
+            raise ArmloadError("calls were not traced: load_module(path, trace=True), then init()")
+        return self._obs.calls
+
+    def called(self, name: str) -> list:
+        return [c for c in self.calls if c.name == name]
 
     # --- running ---------------------------------------------------------------------------
     def init(self) -> int:
@@ -196,10 +229,11 @@ class ModuleHandle(FileMethods):
             self._mark = 0
         else:
             run = self.kernel
+            obs = self._observation()
             results = []
             for p, ps in [(d, "") for d in self.deps] + [(self.path, self.params)]:
                 kw = {"budget": self.budget} if self.budget else {}
-                results.append(run.load(p, ps, **kw))
+                results.append(obs.load(p, ps, **kw) if obs is not None else run.load(p, ps, **kw))
                 if not results[-1].ok:
                     break
             if not self._hooked():
