@@ -209,11 +209,12 @@ def run_matrix(cells: list[Cell], config, options: CheckOptions, *, patterns=(),
         cell_config = (follow_kernel(config, cell.image, tree=cell.tree) if cell.image else
                        dataclasses.replace(follow_headers(config, cell.symvers), struct_module=sm))
         kernel.config = cell_config
-        cell_opts = options
-        if options.runtime == "booted":
-            if not cell.image:
-                raise ArmloadError(f"matrix: {cell.release}: no vmlinuz-{cell.release} beside its tree to boot")
-            cell_opts = dataclasses.replace(options, image=cell.image, tree=cell.tree)
+        cell_opts, why = options, None
+        if options.emulate and not cell.image:
+            why = "init not run: no kernel image for this cell (init runs inside the booted kernel)"
+            cell_opts = dataclasses.replace(options, emulate=False, no_init="no kernel image")
+        elif options.emulate:                 # init inside this cell's booted kernel, modprobe from its tree
+            cell_opts = dataclasses.replace(options, image=cell.image, tree=os.path.abspath(cell.tree))
         if progress:
             progress(cell.release, len(names))
         stats = run_checks(plan, kernel, cell_config, cell_opts, jobs=jobs, names=names,
@@ -222,8 +223,7 @@ def run_matrix(cells: list[Cell], config, options: CheckOptions, *, patterns=(),
         out_cells.append({"release": cell.release, "kernel": kernel.describe(), "vermagic": cell.vermagic,
                           "struct_module": ({"size": sm.size, "name": sm.name, "init": sm.init, "exit": sm.exit}
                                             if sm else None),
-                          "init": ("run in this kernel booted" if cell_opts.runtime == "booted" else "run")
-                          if cell_opts.emulate else "not run (--no-emulate)",
+                          "init": "run in this kernel booted" if cell_opts.emulate else (why or "not run (--no-emulate)"),
                           "modules": len(stats.records), "outcomes": {k: v for k, v in summ["outcomes"].items() if v},
                           "success": summ["success"]})
         for r in stats.records:

@@ -41,6 +41,7 @@ from unicorn import arm_const as A
 from .machine import RAM_BASE, RAM_SIZE, GuestFault, _scan
 
 CHUNK = 20_000_000               # instructions between checks
+MIN_CHUNK = 50_000               # the first chunk (doubling to CHUNK while busy), and the least when idle
 PROBE_LIMIT = 20_000             # instructions one probe may take (two passes of a loop)
 TIME_BUDGET_NS = 300_000_000_000  # simulated time per call: 300 s (the hung-task detector: 120 s, checked every 120 s)
 TAINT_SOFTLOCKUP = 14            # include/linux/panic.h
@@ -59,7 +60,7 @@ _REGS = [getattr(A, f"UC_ARM_REG_R{i}") for i in range(13)] + [A.UC_ARM_REG_SP, 
 class Watch:
     def __init__(self, k):
         self.k = k
-        self.time_budget_ns = TIME_BUDGET_NS
+        self.time_budget_ns = None       # None: TIME_BUDGET_NS as it is at each call
         self.panicking = False
         self.skipped_ns = 0              # simulated time skipped over proven spins (all calls)
         self.skips = 0
@@ -128,12 +129,18 @@ class Watch:
     def run(self, until: int, budget: int) -> str:
         """Machine.run(until, budget) in chunks, with the checks of this module between them."""
         m = self.k.m
-        t_end = m.now_ns() + self.time_budget_ns
-        left, back = budget, None
+        tb = self.time_budget_ns or TIME_BUDGET_NS
+        t_end = m.now_ns() + tb
+        left, back, chunk = budget, None, MIN_CHUNK
         while True:
-            i0 = m.t.insns
-            how = m.run(until, max(1, min(left, CHUNK)))
+            i0, n0 = m.t.insns, m.now_ns()
+            how = m.run(until, max(1, min(left, chunk)))
             left -= m.t.insns - i0
+            # idle time passes without instructions: size the next chunk so that it does not
+            # overshoot the time budget by much (instructions per simulated ns of this one)
+            ran, passed = m.t.insns - i0, m.now_ns() - n0
+            chunk = (min(CHUNK, 2 * chunk) if passed <= 2 * ran else
+                     max(MIN_CHUNK, min(CHUNK, ran * max(0, t_end - m.now_ns()) // passed)))
             verdict = None
             if back is not None:
                 m.uc.hook_del(back)
@@ -143,10 +150,12 @@ class Watch:
             if how != "budget" or left <= 0 or m.t.insns == i0 and verdict is None:   # (no block fits what is left)
                 return how
             if m.now_ns() >= t_end:
-                raise GuestFault(f"time-budget: no return within {self.time_budget_ns / 1e9:.0f} s of simulated "
+                raise GuestFault(f"time-budget: no return within {tb / 1e9:.0f} s of simulated "
                                  f"time (armload's budget; {budget - left:,} instructions)")
             if verdict == "same":           # one more pass of the proven loop, with the proven inputs
                 spin = self.proof[0]
+            elif verdict is None and budget - left < CHUNK:
+                continue                    # probe only a call that has run CHUNK instructions
             else:
                 i0 = m.t.insns
                 how, spin = self._probe(until, min(left, PROBE_LIMIT))

@@ -44,6 +44,17 @@ MAX_LISTED = 20                        # differing words listed per module (all 
 BootedResult = Result                  # the one result type (result.py)
 
 
+def insmod_args(words) -> str:
+    """insmod's argument string: words joined by spaces; a value with spaces quoted."""
+    out = []
+    for a in words:
+        if " " in a and '"' not in a:
+            k, eq, v = a.partition("=")
+            a = f'{k}="{v}"' if eq else f'"{a}"'
+        out.append(a)
+    return " ".join(out)
+
+
 class _Replay(ModuleAllocator):
     """module_alloc as the kernel answered it, in order; a size the kernel did not ask for is a
     layout difference and is recorded."""
@@ -149,7 +160,14 @@ class BootedRun:
         self.bk.m.service = {"coming": self.bk.cstr(mod + (sm.name if sm else MODULE_NAME_OFF), MODULE_NAME_LEN)}
         uc.emu_stop()
 
-    def load(self, path: str, params: str = "", budget: int = LOAD_BUDGET) -> BootedResult:
+    def load(self, path: str, params: str | list[str] = "", budget: int = LOAD_BUDGET,
+             timeout: float | None = None) -> BootedResult:
+        """The kernel's load_module of `path` (init included), with armload's image checked against the
+        kernel's. `params`: insmod's argument string, or its words (a value with spaces is quoted, as
+        the kernel's next_arg reads it). `timeout`: the wall-clock safety net (seconds; status
+        "stopped" when it ends the load)."""
+        if not isinstance(params, str):
+            params = insmod_args(params)
         if self.dead is not None:
             return BootedResult(os.path.basename(path).removesuffix(".ko"), path, None, "refused-dead", [], "", 0,
                                 loader=LoaderCheck(), stopped=f"pid 1 died in an oops in {self.dead}: no "
@@ -159,12 +177,16 @@ class BootedRun:
             ko = f.read()
         busy = module_stem(path)
         self.loading.add(busy)
+        from .call import Watchdog
         try:
-            r = kernel_load(self.bk, ko, params, name=os.path.basename(path), budget=budget)
+            with Watchdog(self.bk.m, timeout) as wd:
+                r = kernel_load(self.bk, ko, params, name=os.path.basename(path), budget=budget)
         finally:
             self.loading.discard(busy)
         check, name = self._check(path, ko, r)
         status = status_of(r.ret, r.core_bytes, r.oops_text, r.stopped, r.console_lines)
+        if r.ret is None and wd.fired:
+            status = "stopped"                          # the wall-clock safety net, not the module
         r.stopped = self.bk.watch.named(r.stopped)    # a spin's address with armload's module symbol
         res = BootedResult(name, path, r.ret, status, r.console_lines, r.oops_text, r.instructions, r.core_base,
                            r.init_base, check, r.stopped, decompressed_by=r.decompressed_by)
