@@ -123,3 +123,20 @@ def test_booted_6_1_has_no_in_kernel_decompression_so_kmod_inflates(booted_dir, 
         assert r.to_dict()["decompressed_by"].startswith("kmod in user space")
     plain = run.load(sample("hello-arm.ko"))
     assert plain.ok and plain.decompressed_by == "" and "decompressed_by" not in plain.to_dict()
+
+
+def test_a_compressed_modules_dwarf_is_read_through_the_stream(tmp_path):
+    """Line tables and addr2line (oops decoding, coverage, sanitizers) read .ko.xz too: the 6.12
+    tree's check ended in ELFError 'Magic number does not match' when an oops was decoded."""
+    from armload.emu.debuginfo import line_table, module_addr2line
+    from armload.kernel.config import DEBIAN_ARMMP
+    from armload.kernel.provider import Kernel
+    from armload.loader.session import Session
+    data = open(sample("devkit-arm-debug.ko"), "rb").read()
+    packed = tmp_path / "devkit-arm-debug.ko.xz"
+    packed.write_bytes(PACK[".ko.xz"](data))
+    k = Kernel.from_files([SYMVERS], DEBIAN_ARMMP)
+    plain = Session(k, DEBIAN_ARMMP).load(sample("devkit-arm-debug.ko"))
+    xz = Session(k, DEBIAN_ARMMP).load(str(packed))
+    assert len(line_table(xz).addrs) == len(line_table(plain).addrs) > 0
+    assert module_addr2line(xz) is not None

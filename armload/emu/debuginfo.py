@@ -12,6 +12,7 @@ import os
 import weakref
 from dataclasses import dataclass
 
+from ..errors import ArmloadError
 from ..loader.dwarf_files import file_names
 
 
@@ -69,11 +70,11 @@ def _build(mod) -> LineTable:
     from elftools.elf.elffile import ELFFile
     from ..loader.debug_image import debug_image_bytes
     try:
-        with open(mod.path, "rb") as f:           # cheap check first: distro modules have no DWARF
+        with _module_stream(mod.path) as f:           # cheap check first: distro modules have no DWARF
             if ELFFile(f).get_section_by_name(".debug_line") is None:
                 return LineTable([], [], [])
         data = debug_image_bytes(mod)
-    except (OSError, ValueError):
+    except (OSError, ValueError, ArmloadError):
         return LineTable([], [], [])
     elf = ELFFile(io.BytesIO(data))
     if not elf.has_dwarf_info() or elf.get_section_by_name(".debug_line") is None:
@@ -147,7 +148,7 @@ def struct_layout(mod, name: str) -> tuple[int, dict[str, int]] | None:
     """(byte size, member -> offset) of `struct name` from the module's DWARF; None without it."""
     from elftools.elf.elffile import ELFFile
     try:
-        with open(mod.path, "rb") as f:
+        with _module_stream(mod.path) as f:
             elf = ELFFile(f)
             if not elf.has_dwarf_info():
                 return None
@@ -166,7 +167,7 @@ def struct_layout(mod, name: str) -> tuple[int, dict[str, int]] | None:
                         if c.tag == "DW_TAG_member" and cn is not None and loc is not None and isinstance(loc.value, int):
                             out[cn.value.decode()] = loc.value
                     return die.attributes["DW_AT_byte_size"].value, out
-    except (OSError, ValueError):
+    except (OSError, ValueError, ArmloadError):
         return None
     return None
 
@@ -309,14 +310,21 @@ def module_addr2line(mod) -> Addr2Line | None:
         from elftools.elf.elffile import ELFFile
         from ..loader.debug_image import debug_image_bytes
         try:
-            with open(mod.path, "rb") as f:
+            with _module_stream(mod.path) as f:
                 if ELFFile(f).get_section_by_name(".debug_line") is None:
                     return None
             a = Addr2Line(io.BytesIO(debug_image_bytes(mod)))
-        except (OSError, ValueError):
+        except (OSError, ValueError, ArmloadError):
             return None
         _A2L[mod] = a
     return a if a else None
 
 
 _A2L: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _module_stream(path: str):
+    """The module file as ELF bytes (a .ko.xz/.zst/.gz inflated as kmod reads it)."""
+    import io as _io
+    from ..loader.kofile import read_module
+    return _io.BytesIO(read_module(path))

@@ -23,7 +23,7 @@ KEEP_PREFIXES = (".debug_", ".comment", ".ARM.attributes")
 
 def debug_sections(mod: LoadedModule) -> dict[str, bytes]:
     """name -> relocated contents of the module file's debug sections (empty when stripped)."""
-    with open(mod.path, "rb") as f:
+    with _module_stream(mod.path) as f:
         elf = ELFFile(f)
         final = {s.index: s.addr for s in mod.sections}
         symtab = elf.get_section_by_name(".symtab")
@@ -101,3 +101,10 @@ def debug_image_bytes(mod: LoadedModule) -> bytes:
 def write_debug_image(mod: LoadedModule, path: str) -> None:
     with open(path, "wb") as f:
         f.write(debug_image_bytes(mod))
+
+
+def _module_stream(path: str):
+    """The module file as ELF bytes (a .ko.xz/.zst/.gz inflated as kmod reads it)."""
+    import io as _io
+    from .kofile import read_module
+    return _io.BytesIO(read_module(path))

@@ -267,7 +267,7 @@ class Sanitizer:
         if not path:
             return
         from elftools.elf.elffile import ELFFile
-        with open(path, "rb") as f:
+        with _module_stream(path) as f:
             if ELFFile(f).get_section_by_name(".debug_info") is None:
                 return
         from ...loader.session import Session
@@ -924,3 +924,10 @@ class Sanitizer:
                 self._unhook(h)
             rec["hooks"] = []
         self._hooks = []
+
+
+def _module_stream(path: str):
+    """The module file as ELF bytes (a .ko.xz/.zst/.gz inflated as kmod reads it)."""
+    import io as _io
+    from ...loader.kofile import read_module
+    return _io.BytesIO(read_module(path))

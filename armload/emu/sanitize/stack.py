@@ -79,7 +79,7 @@ def frames_of(mod) -> list[FrameInfo]:
     """The functions of a loaded module with their stack arrays (empty without DWARF)."""
     from elftools.elf.elffile import ELFFile
     from ...loader.debug_image import debug_image_bytes
-    with open(mod.path, "rb") as f:
+    with _module_stream(mod.path) as f:
         if ELFFile(f).get_section_by_name(".debug_info") is None:
             return []
     elf = ELFFile(io.BytesIO(debug_image_bytes(mod)))
@@ -184,3 +184,10 @@ class _Mem:
 
     def read(self, addr, n):
         return self.m.read(addr, n)
+
+
+def _module_stream(path: str):
+    """The module file as ELF bytes (a .ko.xz/.zst/.gz inflated as kmod reads it)."""
+    import io as _io
+    from ...loader.kofile import read_module
+    return _io.BytesIO(read_module(path))
