@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..constants import (EF_ARM_EABI_MASK, EM_ARM, ET_REL, SHF_ALLOC, SHF_EXECINSTR, SHN_ABS, SHN_COMMON,
+from ..constants import (EF_ARM_EABI_MASK, EM_ARM, ET_REL, SHF_ALLOC, SHF_EXECINSTR, SHF_WRITE, SHN_ABS, SHN_COMMON,
                         SHN_LIVEPATCH,
                         SHN_UNDEF, SHT_NOBITS, SHT_NULL, SHT_REL, SHT_RELA, SHT_SYMTAB)
 from ..errors import ElfFormatError
@@ -347,6 +347,16 @@ class _Validator:
                             f"struct module size at run time (section {tm.index}: {tm.sh_size:#x} < "
                             f"{want:#x}; check added in Linux 6.4; 6.1 would write struct module "
                             f"past the section)", section=tm.index)
+        if tm.sh_flags & SHF_EXECINSTR or not tm.sh_flags & SHF_WRITE:
+            # layout_sections' masks put it in core text (SHF_EXECINSTR) or rodata (no SHF_WRITE);
+            # complete_formation's module_enable_ro makes that read-only and the next line writes
+            # mod->state: the Debian kernel oopses in load_module (case 317 of make fuzz-kernel)
+            part = "text" if tm.sh_flags & SHF_EXECINSTR else "read-only data"
+            raise self.fail(f"module {who}: .gnu.linkonce.this_module (section {tm.index}) has flags "
+                            f"{tm.sh_flags:#x}: 6.1's layout puts struct module in the core {part}, which "
+                            f"complete_formation makes read-only before load_module writes mod->state: "
+                            f"Unable to handle kernel paging request (the kernel oopses in load_module)",
+                            section=tm.index)
         at = tm.sh_offset + MODULE_NAME_OFF
         end = self.data.find(b"\0", at)              # no NUL before EOF: the reader's refusal says so
         if end - at >= MODULE_NAME_LEN:
