@@ -20,7 +20,7 @@ import ctypes
 import struct
 import time
 
-from unicorn import (UC_ARCH_ARM, UC_HOOK_CODE, UC_HOOK_INSN_INVALID, UC_HOOK_INTR, UC_HOOK_MEM_INVALID, UC_MODE_ARM,
+from unicorn import (UC_ARCH_ARM, UC_HOOK_CODE, UC_HOOK_INTR, UC_HOOK_MEM_INVALID, UC_MODE_ARM,
                      UC_PROT_EXEC, UC_PROT_READ, UC_PROT_WRITE, Uc, UcError)
 from unicorn import arm_const as A
 from unicorn import unicorn_const as UCC
@@ -59,7 +59,7 @@ THUMB_UDF = struct.pack("<H", 0xDE02)
 # returns to the caller with the original lr popped (mov ip, lr; pop {lr}; bx ip)
 ARM_MCOUNT = struct.pack("<III", 0xE1A0C00E, 0xE49DE004, 0xE12FFF1C)
 THUMB_MCOUNT = struct.pack("<HHHH", 0x46F4, 0xF85D, 0xEB04, 0x4760)
-EXCP_UDEF, EXCP_SWI, EXCP_BKPT = 1, 2, 7
+EXCP_UDEF, EXCP_SWI = 1, 2
 
 _ACCESS = {UCC.UC_MEM_READ_UNMAPPED: ("read", "unmapped"), UCC.UC_MEM_WRITE_UNMAPPED: ("write", "unmapped"),
            UCC.UC_MEM_FETCH_UNMAPPED: ("fetch", "unmapped"), UCC.UC_MEM_READ_PROT: ("read", "prot"),
@@ -112,7 +112,6 @@ class Machine:
         self._depth = 0
         self._current = TASK_BASE
         self.booted: dict[str, str | None] = {}     # boot initcall -> None (ran) or why it failed
-        self.breakpoints: dict[int, object] = {}      # addr -> fn(machine, addr): BKPT/UDF traps (probes)
         self._real_handles: dict[int, int] = {}
         self._real_seen: dict[int, int] = {}
         self.real_record_limit = None if trace is not None else REAL_RECORD_LIMIT
@@ -145,8 +144,6 @@ class Machine:
         self.uc.mem_write(SENTINEL_PAGE, ARM_UDF * (PAGE // 4))
         self.uc.hook_add(UC_HOOK_MEM_INVALID, self._on_invalid)
         self.uc.hook_add(UC_HOOK_INTR, self._on_intr)
-        # Unicorn raises UDF (the kprobe breakpoints) as UC_ERR_INSN_INVALID, never through UC_HOOK_INTR
-        self.uc.hook_add(UC_HOOK_INSN_INVALID, self._on_insn_invalid)
         # VFP/NEON on, as the kernel's vfp_init leaves them for kernel_neon_begin users
         self.uc.reg_write(A.UC_ARM_REG_C1_C0_2, 0x00F00000)
         self.uc.reg_write(A.UC_ARM_REG_FPEXC, 0x40000000)
@@ -388,36 +385,12 @@ class Machine:
         if intno == EXCP_SWI and pc in self._entries:
             self._on_trap(pc)
             return
-        # Unicorn reports BKPT with pc at the BKPT instruction itself (tests/test_probes.py checks it)
-        if intno in (EXCP_UDEF, EXCP_BKPT) and self._breakpoint(pc):
-            return
         if intno == EXCP_UDEF:
             self._stop_with(self._classify_udf(), "fault")
         else:
             self._stop_with(self._fault("exception", f"unexpected CPU exception {intno} at {pc:08x} "
                                         f"({self.symbolize(pc)})"), "fault")
         uc.emu_stop()
-
-    def _on_insn_invalid(self, uc, _user) -> bool:
-        """UDF and other undefined instructions: a registered breakpoint handles it, else the fault."""
-        return bool(self.breakpoints) and self._breakpoint(uc.reg_read(A.UC_ARM_REG_PC))
-
-    def _breakpoint(self, addr: int) -> bool:
-        fn = self.breakpoints.get(addr)
-        if fn is None:
-            return False
-        try:
-            fn(self, addr)               # sets pc/registers to continue; may raise to stop the run
-        except _Stop:
-            self.uc.emu_stop()
-        except ModelFault as f:
-            self._stop_with(self._fault(f.kind, str(f)), "fault")
-            self.uc.emu_stop()
-        except Exception as e:           # a probe handler's bug ends the run with a report
-            self._stop_with(self._fault("handler-error", f"breakpoint handler at {addr:#010x} raised "
-                                        f"{type(e).__name__}: {e}"), "fault")
-            self.uc.emu_stop()
-        return True
 
     def _on_trap(self, pc: int) -> None:
         uc = self.uc
@@ -612,16 +585,6 @@ class Machine:
     def leaks(self) -> list:
         """Live allocations that module code (or a model on its behalf) made: boot objects excluded."""
         return [a for a in self.heap.live.values() if a.caller and not a.boot]
-
-    def map_code(self, addr: int, code: bytes) -> None:
-        """Map extra executable code (a benchmark's or test's own ARM routines) at `addr`."""
-        end = (addr + len(code) + PAGE - 1) & ~(PAGE - 1)
-        pages = {p: UC_PROT_READ | UC_PROT_EXEC for p in range(addr & ~(PAGE - 1), end, PAGE)}
-        if any(p in self._perm for p in pages):
-            raise EmulationError(f"cannot map code at {addr:#010x}: the address is in use")
-        self._map_pages(pages)
-        self.uc.mem_write(addr, code)
-        self.clock.clear_cache()
 
     def timer_base(self) -> int:
         """A stand-in timer-wheel bucket: pending timers' entry.pprev points here (non-NULL)."""
