@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..constants import (EF_ARM_EABI_MASK, EM_ARM, ET_REL, SHF_ALLOC, SHF_EXECINSTR, SHF_WRITE, SHN_ABS, SHN_COMMON,
+                        SHN_LORESERVE,
                         SHN_LIVEPATCH,
                         SHN_UNDEF, SHT_NOBITS, SHT_NULL, SHT_REL, SHT_RELA, SHT_SYMTAB)
 from ..errors import ElfFormatError
@@ -414,6 +415,12 @@ class _Validator:
             raise self.fail(f"{name}: symbol {i} has section index {int(shndx[i - 1]):#x} >= e_shnum {len(sections)} "
                             f"(no kernel checks this: 6.1's simplify_symbols adds an sh_addr read from beyond the "
                             f"section header table)", section=st.index, symbol=i)
+        s0 = int(syms["st_shndx"][0]) if len(syms) else 0
+        if len(sections) <= s0 < SHN_LORESERVE:
+            # add_kallsyms calls elf_type on every symbol, the null one too: sechdrs[st_shndx].sh_flags
+            raise self.fail(f"{name}: symbol 0 has section index {s0:#x} >= e_shnum {len(sections)}: 6.1 reads "
+                            f"it unchecked (add_kallsyms' elf_type reads sh_flags from beyond the section header "
+                            f"table)", section=st.index, symbol=0)
         strtab = self.data[base:]
         return syms, strtab
 
