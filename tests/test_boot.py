@@ -205,3 +205,20 @@ def test_dependencies_load_first(booted):
 def test_module_alloc_call_sites_found(booted):
     sites = bl_sites(booted.image, booted.image.symbols["module_alloc"])
     assert sites and all(booted.image.symbols["_stext"] <= s < booted.image.symbols["_etext"] for s in sites)
+
+
+def test_restores_in_a_loop_keep_the_address_space_bounded(booted_dir):
+    """Each Uc reserves a 1 GiB translation buffer and a dropped Machine is freed only by the cycle
+    collector: machine.py collects once LIVE_MAX machines are alive, so a check worker's restores
+    stay under its RLIMIT_AS (ci/workers.py)."""
+    from armload.emu.booted import machine
+
+    def vmsize() -> int:
+        line = next(ln for ln in open("/proc/self/status") if ln.startswith("VmSize:"))
+        return int(line.split()[1]) << 10
+    for _ in range(2 * machine.LIVE_MAX + 2):
+        k = BootedKernel.get(BOOT_VMLINUZ)
+        k.call("msleep", 1)
+        del k
+        assert len(machine._LIVE) <= machine.LIVE_MAX
+    assert vmsize() < (machine.LIVE_MAX + 2) * (3 << 29)        # about 1.3 GiB a live machine

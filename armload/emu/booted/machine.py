@@ -15,8 +15,10 @@ after `cpsie i` in the idle loop, and msleep()/synchronize_rcu() complete.
 from __future__ import annotations
 
 import ctypes
+import gc
 import mmap
 import struct
+import weakref
 
 from unicorn import (UC_ARCH_ARM, UC_HOOK_CODE, UC_HOOK_INSN_INVALID, UC_HOOK_INTR, UC_MODE_ARM, UC_PROT_ALL, Uc,
                      UcError)
@@ -52,8 +54,18 @@ class Hardware:
         self.irqs_taken = 0
 
 
+_LIVE: "weakref.WeakSet[Machine]" = weakref.WeakSet()
+LIVE_MAX = 3        # machines alive in one process before the garbage collector is asked to free the rest
+
+
 class Machine:
     def __init__(self, image, ram: mmap.mmap, hw: Hardware | None = None):
+        # A Machine and its Uc form a reference cycle (the Uc keeps the bound hook methods), so a
+        # dropped one waits for the cycle collector, holding the Uc's 1 GiB translation buffer of
+        # address space meanwhile: restores in a loop (check's workers) would reach RLIMIT_AS.
+        if len(_LIVE) >= LIVE_MAX:
+            gc.collect()
+        _LIVE.add(self)
         self.image = image
         self.ram = ram
         self.hw = hw or Hardware()
