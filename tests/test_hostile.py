@@ -195,3 +195,37 @@ def test_the_classes_are_documented():
     readme = open(os.path.join(ROOT, "README.md")).read()
     for cls in ("panic", "soft-lockup", "hung-task", "reboot", "hang"):
         assert cls in OUTCOMES and cls in DEFAULT_FAIL_ON and f"`{cls}`" in readme
+
+
+# the library behind the pytest plugin (its `load_module` fixture is a ModuleHandle per test)
+PLUGIN = {"panic": "ModuleOops", "bug": "ModuleOops", "spin_irqoff": "ModuleStopped", "restart": "ModuleStopped",
+          "halt": "ModuleStopped", "wait": "ModuleStopped", "spin_irqon": "ModuleStopped", "oom": "ModuleOops",
+          "recurse": "ModuleOops", "wtext": "ModuleOops"}
+
+
+@pytest.mark.parametrize("name", list(PLUGIN))
+def test_pytest_plugin_raises_with_the_kernels_report(name, booted_dir):
+    from armload.devkit import testing
+    status, line, _ = CORPUS[name]
+    m = testing.ModuleHandle(ko(name), kernel=BOOT_VMLINUZ)
+    with pytest.raises(getattr(testing, PLUGIN[name])) as e:
+        m.init()
+    assert e.value.result.status == status
+    if line and status != "hung-task":
+        assert line.split(" [")[0] in str(e.value) or any(line in ln for ln in e.value.result.console)
+
+
+def test_pytest_plugin_exit_that_never_returns(booted_dir):
+    from armload.devkit import testing
+    m = testing.ModuleHandle(ko("exit_hang"), kernel=BOOT_VMLINUZ)
+    assert m.init() == 0
+    with pytest.raises(testing.ModuleStopped, match=r"time-budget: no return within 300 s of simulated time") as e:
+        m.exit()
+    assert e.value.result.function == "exit" and e.value.result.status == "time-budget"
+
+
+def test_pytest_plugin_requeue_and_timer_are_fine(booted_dir):
+    from armload.devkit import testing
+    for n in ("requeue", "timer"):
+        m = testing.ModuleHandle(ko(n), kernel=BOOT_VMLINUZ)
+        assert m.init() == 0 and m.exit() == 0

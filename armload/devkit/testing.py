@@ -38,7 +38,9 @@ KP_NAME, KP_MOD, KP_OPS, KP_SIZE, OPS_GET = 0, 4, 8, 20, 8    # struct kernel_pa
 
 
 class ModuleStopped(AssertionError):
-    """The run stopped without an oops: the instruction budget or the wall-clock safety net."""
+    """The run stopped without an oops: the instruction or simulated-time budget, the wall-clock
+    safety net, or a hostile end (a soft lockup, a hung task, a restart/halt, a spin nothing ends:
+    `.result.status` says which, emu/booted/hostile.py)."""
 
     def __init__(self, result):
         self.result = result
@@ -248,7 +250,14 @@ class ModuleHandle(FileMethods):
 
     def exit(self) -> int:
         """rmmod: delete_module (the module's exit runs); its return value."""
-        ret, _ = self.kernel.unload(self.name)
+        ret, lines = self.kernel.unload(self.name)
+        if ret is None:                     # an exit that never returns (emu/booted/hostile.py's stops)
+            from ..emu.booted.hostile import stop_class
+            from ..emu.booted.result import Result
+            why = self.kernel.exit_stopped
+            self.last = Result(self.name, self.path, None, stop_class(why) or "budget", lines, "", 0, stopped=why,
+                               function="exit")
+            raise ModuleStopped(self.last)
         return ret
 
     def run(self, name: str, *args):
@@ -269,7 +278,7 @@ class ModuleHandle(FileMethods):
     def _raise(res) -> None:
         if res.status in ("oops", "panic"):
             raise ModuleOops(res)
-        if res.status in ("budget", "stopped", "refused-dead"):
+        if res.status not in ("returned", "refused"):   # budget, stopped, refused-dead, hostile.py's ends
             raise ModuleStopped(res)
 
     def _check(self, res) -> int:

@@ -24,7 +24,7 @@ import sys
 import atheris
 
 with atheris.instrument_imports(include=["armload"]):
-    from armload.inputs import target, mutators
+    from armload.inputs import booted_diff, target, mutators
     from armload.inputs import fuzz as structured
     from armload.loader import elf, layout, plt, relocate, session, symbols, verify, validity  # noqa: F401
     from armload.inspect import explain, report  # noqa: F401
@@ -91,7 +91,9 @@ def _mutate(data: bytes, max_size: int, seed: int) -> bytes:
 
 
 def test_one_input(data: bytes) -> None:
-    target.exercise(data)               # InternalError propagates: libFuzzer records the crash
+    res = target.exercise(data)         # InternalError propagates: libFuzzer records the crash
+    if res.flags & 2 and not res.flags & 17:   # bit 1, not an object nor Thumb-2: the booted kernel decides too
+        booted_diff.check(target.split(data)[1])    # a Disagreement is a finding (booted_diff.py)
 
 
 def main(argv=None) -> int:

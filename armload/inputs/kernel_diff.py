@@ -36,10 +36,11 @@ OVERREAD = ("6.1 reads", "unchecked", "outside its allocation", "outside the fil
 def classify(res) -> tuple[str, str]:
     """(row, detail) for one modrun.BootedResult."""
     c = res.loader
-    if res.status in ("oops", "panic", "budget") and c.compared and not c.refusal:
+    crashed = res.status not in ("returned", "refused")      # oops, panic, budget, hostile.py's ends
+    if crashed and c.compared and not c.refusal:
         # load_module reached do_init_module: the module's own init crashed or ran on (nullderef, spin)
         return "both-accept", f"loaded; init: {res.status}" + ("" if c.identical else f"; {c.differences} word(s) differ")
-    if res.status in ("oops", "panic", "budget"):
+    if crashed:
         row = "kernel-crashed" if c.refusal else "kernel-crashed/armload-accepted"
         return row, f"{res.status}; armload " + ("refused: " + c.refusal if c.refusal else "accepted")
     kernel_ok = res.status == "returned"

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..constants import (EF_ARM_EABI_MASK, EM_ARM, ET_REL, SHF_ALLOC, SHF_EXECINSTR, SHN_ABS, SHN_COMMON,
+from ..constants import (EF_ARM_EABI_MASK, EM_ARM, ET_REL, SHF_ALLOC, SHF_EXECINSTR, SHF_WRITE, SHN_ABS, SHN_COMMON,
+                        SHN_LORESERVE,
                         SHN_LIVEPATCH,
                         SHN_UNDEF, SHT_NOBITS, SHT_NULL, SHT_REL, SHT_RELA, SHT_SYMTAB)
 from ..errors import ElfFormatError
@@ -347,6 +348,16 @@ class _Validator:
                             f"struct module size at run time (section {tm.index}: {tm.sh_size:#x} < "
                             f"{want:#x}; check added in Linux 6.4; 6.1 would write struct module "
                             f"past the section)", section=tm.index)
+        if tm.sh_flags & SHF_EXECINSTR or not tm.sh_flags & SHF_WRITE:
+            # layout_sections' masks put it in core text (SHF_EXECINSTR) or rodata (no SHF_WRITE);
+            # complete_formation's module_enable_ro makes that read-only and the next line writes
+            # mod->state: the Debian kernel oopses in load_module (case 317 of make fuzz-kernel)
+            part = "text" if tm.sh_flags & SHF_EXECINSTR else "read-only data"
+            raise self.fail(f"module {who}: .gnu.linkonce.this_module (section {tm.index}) has flags "
+                            f"{tm.sh_flags:#x}: 6.1's layout puts struct module in the core {part}, which "
+                            f"complete_formation makes read-only before load_module writes mod->state: "
+                            f"Unable to handle kernel paging request (the kernel oopses in load_module)",
+                            section=tm.index)
         at = tm.sh_offset + MODULE_NAME_OFF
         end = self.data.find(b"\0", at)              # no NUL before EOF: the reader's refusal says so
         if end - at >= MODULE_NAME_LEN:
@@ -404,6 +415,12 @@ class _Validator:
             raise self.fail(f"{name}: symbol {i} has section index {int(shndx[i - 1]):#x} >= e_shnum {len(sections)} "
                             f"(no kernel checks this: 6.1's simplify_symbols adds an sh_addr read from beyond the "
                             f"section header table)", section=st.index, symbol=i)
+        s0 = int(syms["st_shndx"][0]) if len(syms) else 0
+        if len(sections) <= s0 < SHN_LORESERVE:
+            # add_kallsyms calls elf_type on every symbol, the null one too: sechdrs[st_shndx].sh_flags
+            raise self.fail(f"{name}: symbol 0 has section index {s0:#x} >= e_shnum {len(sections)}: 6.1 reads "
+                            f"it unchecked (add_kallsyms' elf_type reads sh_flags from beyond the section header "
+                            f"table)", section=st.index, symbol=0)
         strtab = self.data[base:]
         return syms, strtab
 

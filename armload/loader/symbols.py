@@ -164,8 +164,8 @@ def _find(name: str, kernel: Kernel, providers: list[ExportTable], gplok: bool) 
         m = t.exports.get(name)
         if m is not None and (gplok or not m.gpl):
             return m, f"module:{t.module}"
-    if e is not None:                        # the built-in kernel simulates what no module exports
-        return e, "vmlinux"
+    if e is not None and (gplok or not e.gpl):   # the built-in kernel simulates what no module exports;
+        return e, "vmlinux"                      # a GPL-only one still not for a non-GPL module (case 161)
     return None, ""
 
 

@@ -90,7 +90,11 @@ def decodecode(line: str) -> list[str]:
 def decode_result(res, modules, vmlinux: str | None = None) -> None:
     """Fill a Result's `decoded` from its oops (nothing without one)."""
     if res.oops:
-        res.decoded = decode(res.oops, modules, vmlinux)
+        from elftools.common.exceptions import ELFError
+        try:
+            res.decoded = decode(res.oops, modules, vmlinux)
+        except ELFError as e:          # a module's DWARF pyelftools cannot read (a fuzzed file): no file:line
+            res.decoded = [f"(no file:line: the module's ELF/DWARF cannot be read for it: {e})"]
 
 
 def where(sym: str, modules=(), vmlinux: str | None = None) -> str:
