@@ -17,7 +17,7 @@ from armload.kernel.provider import Kernel
 FULL_SYMVERS = os.path.join(CACHE, "linux-headers-6.1.0-50-armmp", "usr", "src", "linux-headers-6.1.0-50-armmp",
                             "Module.symvers")
 SRC = os.path.join(ROOT, "sample_modules", "src", "sanbugs", "sanbugs.c")
-KO = "sanbugs-arm-debug.ko"
+KO = "sanitize/sanbugs-arm-debug.ko"
 
 
 def line_of(text: str) -> int:
