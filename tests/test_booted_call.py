@@ -1,6 +1,5 @@
 """Calls into a module's functions from pid 1's kernel context of the booted kernel
 (armload/emu/booted/call.py) and the one result type (armload/emu/booted/result.py)."""
-import errno
 
 import pytest
 

@@ -4,7 +4,6 @@ import json
 import os
 import subprocess
 import sys
-import types
 
 import pytest
 
@@ -72,29 +71,6 @@ def test_a_layout_bug_is_caught(run, monkeypatch):
     assert not r.loader.identical
 
 
-def _args(**kw):
-    base = dict(calls=[], trace=False, coverage=None, gdb=None, probes=[], devio=[], image=None,
-                unmodelled="fail", placement="window", thumb2=False, runtime=None, kernel=[BOOT_VMLINUZ])
-    base.update(kw)
-    return types.SimpleNamespace(**base)
-
-
-def test_runtime_choice():
-    from armload.commands.run_booted import choose_runtime
-    from armload.errors import ArmloadError
-    assert choose_runtime(_args()) == ("booted", "")
-    assert choose_runtime(_args(kernel=[SYMVERS])) == ("models", "")
-    rt, why = choose_runtime(_args(calls=[["f"]]))
-    assert rt == "models" and "--call" in why
-    assert choose_runtime(_args(placement="vmalloc"))[0] == "models"
-    assert choose_runtime(_args(runtime="models")) == ("models", "--runtime models")
-    with pytest.raises(ArmloadError, match="--call: not available inside the booted kernel"):
-        choose_runtime(_args(runtime="booted", calls=[["f"]]))
-    assert choose_runtime(_args(trace=True, coverage="c.info")) == ("booted", "")   # observe_booted.py
-    with pytest.raises(ArmloadError, match="needs the kernel image"):
-        choose_runtime(_args(runtime="booted", kernel=[SYMVERS]))
-
-
 def test_cli_run_booted_json_and_exit(booted_dir):
     p = subprocess.run([sys.executable, "-m", "armload", "run", sample("exporter-arm.ko"), sample("importer-arm.ko"),
                         "--kernel", BOOT_VMLINUZ, "--kernel", SYMVERS, "--exit", "--settle-ms", "50", "--json"],
@@ -119,7 +95,7 @@ def test_cli_verify_against_kernel_with_the_tree(booted_dir):
 
 
 def test_check_runtime_booted_outcomes_and_the_dependency_rule(booted_dir, tmp_path):
-    """check --runtime booted: each module after its dependencies in a fresh copy of the booted
+    """check with a vmlinuz (its default path): each module after its dependencies in a fresh copy of the booted
     kernel; the outcomes are the kernel's, the loader is compared on every module."""
     import shutil
     from armload.cli import main
@@ -128,7 +104,7 @@ def test_check_runtime_booted_outcomes_and_the_dependency_rule(booted_dir, tmp_p
     for n in ("hello", "nullderef", "enodev", "exporter", "importer"):
         shutil.copy(sample(f"{n}-arm.ko"), tree)
     out = tmp_path / "c.json"
-    rc = main(["check", str(tree), "--kernel", SYMVERS, "--kernel", BOOT_VMLINUZ, "--runtime", "booted", "-q",
+    rc = main(["check", str(tree), "--kernel", SYMVERS, "--kernel", BOOT_VMLINUZ, "-q",
                "--jobs", "1", "--json", str(out), "--fail-on", "none"])
     assert rc == 0
     recs = {r["module"]: r for r in json.loads(out.read_text())["modules"]}

@@ -13,13 +13,15 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from conftest import SAMPLES, SYMVERS
+from conftest import BOOT_VMLINUZ, SAMPLES, SYMVERS
 
 from armload.cli import main
 from armload.ci.corpus import DEFAULT_FAIL_ON, OUTCOMES, init_class, parse_fail_on
 
 MOV_R0_0, MVN_R0_18, BX_LR = 0xE3A00000, 0xE3E00012, 0xE12FFF1E     # mov r0,#0 / mvn r0,#18 (-19) / bx lr
 
+
+BOOTED = ["--kernel", BOOT_VMLINUZ, "--budget", "3000000"]     # init inside the booted kernel
 
 def make_tree(tmp_path, *names, sub="") -> str:
     root = tmp_path / "tree"
@@ -85,8 +87,9 @@ def test_init_status_table():
     assert init_class({"status": "returned", "retval": 0}) == "ok"
     assert init_class({"status": "returned", "retval": -19}) == "error"
     assert init_class({"status": "returned", "retval": 1}) == "ok"          # the kernel only warns
-    assert init_class({"status": "no-function", "retval": None}) == "ok"
-    for st in ("fault", "budget", "unmodelled", "timeout"):
+    assert init_class({"status": "refused", "retval": -22}) == "error"      # load_module: parse_args, ...
+    assert init_class({"status": "oops"}) == "fault"
+    for st in ("budget", "timeout"):
         assert init_class({"status": st}) == st
     assert init_class({"status": "not-run"}) == "internal"
     assert init_class({"status": "something-new"}) == "internal"             # never a silent success
@@ -94,60 +97,58 @@ def test_init_status_table():
     assert all(OUTCOMES[c][0] == "harness" for c in ("timeout", "internal"))
 
 
-def test_unmodelled_init_result_is_classified():
-    """The emulator interface turns a run that ended on an unmodelled call into plain data
-    (the status string, the call as the place to show); the tables do the rest."""
-    from types import SimpleNamespace as NS
+def test_a_booted_result_is_classified():
+    """check's one reader of the booted kernel's Result turns it into plain data; the tables do the rest."""
     from armload.ci.baseline import outcome_key
-    from armload.ci.corpus import CheckOptions, _result_data, failing_apis
-    msg = "unmodelled: regulator_get called from foo_probe+0x10/0x40 [foo]"
-    fault = NS(kind="unmodelled", message=msg, pc=0xC0100000, pc_sym="regulator_get+0x0", access_addr=None,
-               access_type=None, lr_sym="foo_probe+0x14/0x40 [foo]")
-    call = NS(name="regulator_get", ret=None, caller_sym="foo_probe+0x10/0x40 [foo]")
-    r = NS(status="unmodelled", retval=None, elapsed=0.5, calls=[call], log=["foo: probing"], instructions=1234,
-           fault=fault, summary=lambda: msg)
-    d = _result_data(r, CheckOptions())
-    assert d.pop("elapsed") == 0.5
-    assert init_class(d) == "unmodelled"
-    assert d["reason"] == msg and d["where"] == "regulator_get called from foo_probe+0x10/0x40 [foo]"
-    assert d["unmodelled_call"] == "regulator_get"
-    rec = {"module": "foo.ko", "outcome": init_class(d), "init": d}
-    assert outcome_key(rec) == "unmodelled regulator_get"
-    assert failing_apis([rec])[0][:2] == ("regulator_get", 1)
+    from armload.ci.corpus import _booted_data
+    from armload.emu.booted.result import LoaderCheck, Result
+    oops = "Unable to handle kernel NULL pointer dereference at virtual address 00000000\nPC is at foo_init+0x10/0x40 [foo]"
+    d = _booted_data(Result("foo", "/t/foo.ko", None, "oops", ["x"], oops, 1234, loader=LoaderCheck()))
+    assert init_class(d) == "fault" and d["where"] == "foo_init+0x10/0x40 [foo]"
+    assert d["reason"] == "Unable to handle kernel NULL pointer dereference at virtual address 00000000"
+    assert outcome_key({"outcome": "fault", "init": d}) == "fault oops in foo_init [foo]"
+    d = _booted_data(Result("foo", "/t/foo.ko", -22, "refused", [], "", 10, loader=LoaderCheck()))
+    assert init_class(d) == "error" and d["reason"] == "load_module returned -22 (-EINVAL)"
+    assert outcome_key({"outcome": "error", "init": d}) == "error -EINVAL"
+    d = _booted_data(Result("foo", "/t/foo.ko", None, "stopped", ["x"], "", 99, loader=LoaderCheck(),
+                            stopped="the wall-clock safety net of 1 s stopped it"))
+    assert init_class(d) == "timeout" and set(d) == {"status", "retval", "reason"}
+    assert init_class(_booted_data(Result("foo", "/t/foo.ko", None, "refused-dead", [], "", 0,
+                                          loader=LoaderCheck(), stopped="pid 1 died"))) == "internal"
 
 
 def test_parse_fail_on():
     assert parse_fail_on("fault,load") == ("load", "fault")                 # table order
     assert parse_fail_on("none") == ()
     assert set(parse_fail_on("all")) == set(OUTCOMES) - {"ok"}
-    assert parse_fail_on("unmodelled,dependency-failed") == ("dependency-failed", "unmodelled")
+    assert parse_fail_on("budget,dependency-failed") == ("dependency-failed", "budget")
     for bad in ("faults", "ok", "", "load,bogus"):
         with pytest.raises(ValueError, match="unknown outcome class"):
             parse_fail_on(bad)
     assert DEFAULT_FAIL_ON == parse_fail_on(",".join(DEFAULT_FAIL_ON)) and "fault" in DEFAULT_FAIL_ON
 
 
-def test_outcomes_and_exit_status_follow_fail_on(tmp_path):
+def test_outcomes_and_exit_status_follow_fail_on(tmp_path, booted_dir):
     tree = make_tree(tmp_path, "nullderef", "spin", "enodev", "hello")
-    rc, doc, recs = check(tree)
+    rc, doc, recs = check(tree, *BOOTED)
     assert {m: r["outcome"] for m, r in recs.items()} == {
         "nullderef-arm.ko": "fault", "spin-arm.ko": "budget", "enodev-arm.ko": "error", "hello-arm.ko": "ok"}
     assert rc == 1 and doc["ok"] is False and doc["failed"] == {"fault": 1}
     r = recs["nullderef-arm.ko"]
     assert r["stage"] == "init" and r["reason"].startswith("Unable to handle kernel NULL pointer dereference")
-    assert r["where"].startswith("nullderef_init+0x")
-    assert recs["spin-arm.ko"]["reason"].startswith("instruction budget of 5,000,000 instructions")
+    assert r["where"].startswith("nullderef_init+0x") and r["where"].endswith("[nullderef]")
+    assert recs["spin-arm.ko"]["reason"].startswith("no return within 3,0")
     assert recs["enodev-arm.ko"]["reason"] == "init returned -19 (-ENODEV)"
     s = doc["summary"]
     assert s["outcomes"] == {**{c: 0 for c in OUTCOMES}, "ok": 1, "fault": 1, "budget": 1, "error": 1}
     assert s["success"] == {"ok": 1, "decided": 4, "ratio": 0.25}
     for fail_on, want in (("budget", 1), ("error", 1), ("load,verify", 0), ("none", 0), ("all", 1),
-                          ("fault,budget,error", 1), ("unmodelled,dependency-failed", 0)):
-        rc, doc, _ = check(tree, "--fail-on", fail_on, "--no-timing")
+                          ("fault,budget,error", 1), ("timeout,dependency-failed", 0)):
+        rc, doc, _ = check(tree, "--fail-on", fail_on, "--no-timing", *BOOTED)
         assert rc == want, fail_on
         assert doc["ok"] is (want == 0)
         assert doc["options"]["fail_on"] == list(parse_fail_on(fail_on))
-    rc, doc, _ = check(tree, "--fail-on", "fault,budget,error")
+    rc, doc, _ = check(tree, "--fail-on", "fault,budget,error", *BOOTED)
     assert doc["failed"] == {"fault": 1, "budget": 1, "error": 1}
 
 
@@ -158,38 +159,20 @@ def test_bad_fail_on_is_one_clear_error(tmp_path, capsys):
     assert err.count("\n") == 1 and "--fail-on: unknown outcome class faults" in err
 
 
-def _timeout_result():
-    """A RunResult as the emulator returns it when its wall-clock safety net stopped a run
-    (where it stopped depends on the machine's load, so it is simulated here)."""
-    from types import SimpleNamespace as NS
-    fault = NS(kind="timeout", message="wall-clock safety net of 0.001 s reached after 12,345 instructions",
-               pc=0xBF000020, pc_sym="spin_init+0x20/0x5c [spin]", access_addr=None, access_type=None, lr_sym="")
-    return NS(status="timeout", retval=None, elapsed=0.0011, calls=[], log=[], instructions=12345, fault=fault,
-              summary=lambda: fault.message)
-
-
-@pytest.fixture
-def init_times_out(monkeypatch):
-    """Every init run (in this process: --jobs 1) ends on the wall-clock safety net."""
-    import armload.ci.corpus as corpus
-    monkeypatch.setattr(corpus, "_run_init",
-                        lambda mod, deps, kernel, opts: corpus._result_data(_timeout_result(), opts))
-
-
-def test_wall_clock_timeout_is_a_harness_outcome(tmp_path, init_times_out):
+def test_wall_clock_timeout_is_a_harness_outcome(tmp_path, booted_dir):
     tree = make_tree(tmp_path, "spin")
-    rc, doc, recs = check(tree, "--timeout", "0.001", "--fail-on", "none")
+    slow = ["--kernel", BOOT_VMLINUZ, "--budget", "100000000000", "--timeout", "0.3"]
+    rc, doc, recs = check(tree, "--fail-on", "none", *slow)
     r = recs["spin-arm.ko"]
     assert r["outcome"] == "timeout" and rc == 0
-    assert r["reason"] == ("the wall-clock safety net of 0.001 s stopped init (a harness failure, "
+    assert r["reason"] == ("the wall-clock safety net of 0.3 s stopped it (a harness failure, "
                            "not module behaviour)")
     assert set(r["init"]) == {"status", "retval", "reason"}          # nothing that depends on the load
     assert doc["summary"]["success"] == {"ok": 0, "decided": 0, "ratio": None}
-    assert doc["timing"]["modules"]["spin-arm.ko"]["init.emulator"] == 0.0011
-    rc, doc, _ = check(tree, "--timeout", "0.001")
+    rc, doc, _ = check(tree, *slow)
     assert rc == 1 and doc["failed"] == {"timeout": 1}              # in the default --fail-on
     xml = str(tmp_path / "junit.xml")
-    check(tree, "--junit", xml, "--timeout", "0.001")
+    check(tree, "--junit", xml, *slow)
     e = [c.find("error") for c in ET.parse(xml).getroot().iter("testcase") if c.get("name") == "init"][0]
     assert e is not None and e.get("type") == "timeout" and "safety net" in e.get("message")
 
@@ -197,25 +180,25 @@ def test_wall_clock_timeout_is_a_harness_outcome(tmp_path, init_times_out):
 # --------------------------------------------------------------------------------------------
 # dependency-failed
 # --------------------------------------------------------------------------------------------
-def test_dependency_init_failure_makes_dependents_dependency_failed(tmp_path):
+def test_dependency_init_failure_makes_dependents_dependency_failed(tmp_path, booted_dir):
     tree = make_tree(tmp_path, "exporter", "importer", "hello")
-    rc, doc, recs = check(tree)
+    rc, doc, recs = check(tree, *BOOTED)
     assert rc == 0 and recs["importer-arm.ko"]["outcome"] == "ok"
     patch_init(os.path.join(tree, "exporter-arm.ko"), MVN_R0_18, BX_LR)
-    rc, doc, recs = check(tree, "--fail-on", "dependency-failed")
+    rc, doc, recs = check(tree, "--fail-on", "dependency-failed", *BOOTED)
     assert recs["exporter-arm.ko"]["outcome"] == "error"
     imp = recs["importer-arm.ko"]
     assert imp["outcome"] == "dependency-failed" and imp["stage"] == "dependency"
     assert imp["reason"] == "dependency exporter (exporter-arm.ko) init error: init returned -19 (-ENODEV)"
     assert imp["dependency"] == {"name": "exporter", "module": "exporter-arm.ko", "outcome": "error"}
-    assert imp["init"]["status"] == "returned" and imp["init"]["retval"] == 0    # its own result is kept
+    assert imp["init"]["status"] == "not-run"           # the kernel never loads it: its dependency failed there
     assert imp["init"]["dependency_init_failures"][0]["name"] == "exporter"
     assert recs["hello-arm.ko"]["outcome"] == "ok"
     assert rc == 1 and doc["failed"] == {"dependency-failed": 1}
     assert doc["summary"]["outcomes"]["dependency-failed"] == 1
-    assert check(tree, "--fail-on", "fault")[0] == 0
+    assert check(tree, "--fail-on", "fault", *BOOTED)[0] == 0
     # Checked alone, the dependency's init (run before the module's own) is the evidence.
-    rc, doc, recs = check(tree, "--module", "importer-arm.ko", "--fail-on", "dependency-failed")
+    rc, doc, recs = check(tree, "--module", "importer-arm.ko", "--fail-on", "dependency-failed", *BOOTED)
     assert list(recs) == ["importer-arm.ko"] and rc == 1
     assert recs["importer-arm.ko"]["reason"].startswith("dependency exporter (exporter-arm.ko) init error when "
                                                         "run before this module's own: ")
@@ -243,23 +226,23 @@ def test_missing_dependency_is_a_load_failure(tmp_path):
 # --------------------------------------------------------------------------------------------
 # Baselines
 # --------------------------------------------------------------------------------------------
-def test_baseline_diff_names_what_changed(tmp_path, capsys):
+def test_baseline_diff_names_what_changed(tmp_path, booted_dir, capsys):
     tree = make_tree(tmp_path, "hello", "nullderef", "enodev", "exporter", "importer")
-    rc, base, _ = check(tree, "--fail-on", "none", name="base")
+    rc, base, _ = check(tree, "--fail-on", "none", name="base", *BOOTED)
     compact = str(tmp_path / "baseline.json")
-    assert check(tree, "--fail-on", "none", "--baseline", compact, "--update-baseline")[0] == 0
+    assert check(tree, "--fail-on", "none", "--baseline", compact, "--update-baseline", *BOOTED)[0] == 0
     text = open(compact).read()
     lines = [x.rstrip(",") for x in text.splitlines()]
     assert json.loads(text)["format"] == "armload-check-baseline/2"
     assert sum(1 for x in lines if x.startswith('"') and '.ko":[' in x) == 5       # one line each
     bid = _build_id(os.path.join(tree, "nullderef-arm.ko"))
-    assert any(x.startswith('"nullderef-arm.ko":["fault null-deref in nullderef_init [nullderef]",2,4,0,0,32768,'
+    assert any(x.startswith('"nullderef-arm.ko":["fault oops in nullderef_init [nullderef]",2,4,0,0,32768,'
                             f'"{_sha16(os.path.join(tree, "nullderef-arm.ko"))}","{bid}","') for x in lines)
     assert any(x.startswith('"enodev-arm.ko":["error -ENODEV",2,4,0,0,32768,"') for x in lines)
     capsys.readouterr()
     # Same tree: no difference against either form of the baseline.
     for b in (str(tmp_path / "base.json"), compact):
-        rc, doc, _ = check(tree, "--fail-on", "none", "--baseline", b)
+        rc, doc, _ = check(tree, "--fail-on", "none", "--baseline", b, *BOOTED)
         assert rc == 0 and doc["baseline"]["differences"] == 0 and doc["baseline"]["modules_compared"] == 5
     # Corrupt hello, fix nullderef, put another module where enodev was.
     open(os.path.join(tree, "hello-arm.ko"), "r+b").truncate(3000)
@@ -267,7 +250,7 @@ def test_baseline_diff_names_what_changed(tmp_path, capsys):
     shutil.copy(os.path.join(SAMPLES, "kalloc-arm.ko"), os.path.join(tree, "enodev-arm.ko"))
     capsys.readouterr()
     for b in (str(tmp_path / "base.json"), compact):
-        rc, doc, _ = check(tree, "--fail-on", "none", "--baseline", b, "--top", "0")
+        rc, doc, _ = check(tree, "--fail-on", "none", "--baseline", b, "--top", "0", *BOOTED)
         out = capsys.readouterr().out
         d = doc["baseline"]
         assert rc == 1 and doc["ok"] is False
@@ -289,11 +272,11 @@ def test_baseline_diff_names_what_changed(tmp_path, capsys):
         assert d["option_differences"] == ["total relocations: 102 in the baseline, 97 now",
                                            "total branches: 16 in the baseline, 20 now"]
         row = next(x for x in out.splitlines() if x.startswith("nullderef-arm.ko ") and "newly" in x)
-        assert "newly passing" in row and "fault null-deref in nullderef_init [nullderef]" in row and row.endswith("ok")
+        assert "newly passing" in row and "fault oops in nullderef_init [nullderef]" in row and row.endswith("ok")
         assert "check: FAILED: baseline: 3 module(s) differ, 2 option/total difference(s)" in out
     # --update-baseline accepts the new state (exit 0), after which there is no difference.
-    assert check(tree, "--fail-on", "none", "--baseline", compact, "--update-baseline")[0] == 0
-    assert check(tree, "--fail-on", "none", "--baseline", compact)[1]["baseline"]["differences"] == 0
+    assert check(tree, "--fail-on", "none", "--baseline", compact, "--update-baseline", *BOOTED)[0] == 0
+    assert check(tree, "--fail-on", "none", "--baseline", compact, *BOOTED)[1]["baseline"]["differences"] == 0
 
 
 def test_baseline_change_kinds():
@@ -314,20 +297,20 @@ def test_baseline_change_kinds():
     assert changed_text(ch) == ("PLT reserved 2+4; 24,576 bytes", "PLT reserved 3+4; 28,672 bytes")
 
 
-def test_baseline_passes_and_options(tmp_path):
+def test_baseline_passes_and_options(tmp_path, booted_dir):
     tree = make_tree(tmp_path, "hello", "nullderef")
     compact = str(tmp_path / "b.json")
-    check(tree, "--fail-on", "none", "--baseline", compact, "--update-baseline")
+    check(tree, "--fail-on", "none", "--baseline", compact, "--update-baseline", *BOOTED)
     check(tree, "--fail-on", "none", "--baseline", compact, "--update-baseline", "--placement", "vmalloc",
-          "--no-emulate")
+          "--no-emulate", *BOOTED)
     assert set(json.load(open(compact))["passes"]) == {"window+init", "vmalloc"}
-    rc, doc, _ = check(tree, "--fail-on", "none", "--baseline", compact, "--placement", "vmalloc", "--no-emulate")
+    rc, doc, _ = check(tree, "--fail-on", "none", "--baseline", compact, "--placement", "vmalloc", "--no-emulate", *BOOTED)
     assert rc == 0 and doc["baseline"]["pass"] == "vmalloc"
     vm = json.load(open(compact))["passes"]["vmalloc"]["modules"]["hello-arm.ko"]
     assert vm[3] > 0                                     # in vmalloc space kernel calls go through PLTs
-    rc, doc, _ = check(tree, "--fail-on", "none", "--baseline", compact, "--budget", "1000")
+    rc, doc, _ = check(tree, "--fail-on", "none", "--baseline", compact, *BOOTED, "--budget", "1000")
     assert rc == 1 and doc["baseline"]["option_differences"] == [
-        "option budget: 5000000 in the baseline, 1000 now"]
+        "option budget: 3000000 in the baseline, 1000 now"]
     assert main(["check", tree, "--kernel", SYMVERS, "-q", "--baseline", compact, "--placement", "vmalloc"]) == 1
 
 
@@ -348,11 +331,11 @@ def test_baseline_errors(tmp_path, capsys):
 # --------------------------------------------------------------------------------------------
 # JUnit XML (read back with the standard library, not with the writer's library)
 # --------------------------------------------------------------------------------------------
-def test_junit_report(tmp_path):
+def test_junit_report(tmp_path, booted_dir):
     tree = make_tree(tmp_path, "nullderef", "spin", "enodev", "hello", "exporter", "importer")
     patch_init(os.path.join(tree, "exporter-arm.ko"), MVN_R0_18, BX_LR)
     xml = str(tmp_path / "junit.xml")
-    rc, doc, recs = check(tree, "--junit", xml, "--fail-on", "fault,dependency-failed,timeout")
+    rc, doc, recs = check(tree, "--junit", xml, "--fail-on", "fault,dependency-failed,timeout", *BOOTED)
     assert rc == 1
     root = ET.parse(xml).getroot()
     suites = root.findall("testsuite") if root.tag == "testsuites" else [root]
@@ -367,7 +350,7 @@ def test_junit_report(tmp_path):
     f = by[("nullderef-arm", "init")].find("failure")
     assert f.get("type") == "fault"
     assert f.get("message").startswith("fault: Unable to handle kernel NULL pointer dereference")
-    assert "(at nullderef_init+0x" in f.get("message") and "log: nullderef: about to read *NULL" in f.text
+    assert "(at nullderef_init+0x" in f.get("message") and "console: " in f.text and "---[ end trace" in f.text
     f = by[("importer-arm", "init")].find("failure")
     assert f.get("type") == "dependency-failed" and "dependency exporter (exporter-arm.ko)" in f.get("message")
     for m in ("nullderef-arm", "importer-arm"):
@@ -379,7 +362,7 @@ def test_junit_report(tmp_path):
     assert by[("hello-arm", "init")].find("system-out") is None
     assert all(float(c.get("time")) >= 0 for c in cases)
     # Stages that did not run are skipped; a harness failure is an <error>.
-    rc, doc, recs = check(tree, "--junit", xml, "--no-emulate", "--no-verify")
+    rc, doc, recs = check(tree, "--junit", xml, "--no-emulate", "--no-verify", *BOOTED)
     cases = ET.parse(xml).getroot().iter("testcase")
     skipped = {(c.get("classname"), c.get("name")): c.find("skipped") for c in cases}
     assert all((s is not None) == (stage != "load") for (m, stage), s in skipped.items())
@@ -399,17 +382,17 @@ def test_junit_classname_is_not_split_inside_a_module_name():
 # --------------------------------------------------------------------------------------------
 # Determinism, names, text
 # --------------------------------------------------------------------------------------------
-def test_json_is_deterministic_apart_from_timing(tmp_path):
+def test_json_is_deterministic_apart_from_timing(tmp_path, booted_dir):
     tree = make_tree(tmp_path, "nullderef", "spin", "enodev", "hello", "exporter", "importer", sub="a/b")
     a, b = tmp_path / "a.json", tmp_path / "b.json"
-    assert main(["check", tree, "--kernel", SYMVERS, "-q", "--jobs", "1", "--json", str(a), "--no-timing"]) == 1
-    assert main(["check", tree, "--kernel", SYMVERS, "-q", "--jobs", "2", "--json", str(b), "--no-timing"]) == 1
+    assert main(["check", tree, "--kernel", SYMVERS, *BOOTED, "-q", "--jobs", "1", "--json", str(a), "--no-timing"]) == 1
+    assert main(["check", tree, "--kernel", SYMVERS, *BOOTED, "-q", "--jobs", "2", "--json", str(b), "--no-timing"]) == 1
     assert a.read_bytes() == b.read_bytes()
     doc = json.loads(a.read_text())
     assert "timing" not in doc
     assert [r["module"] for r in doc["modules"]][:2] == ["a/b/enodev-arm.ko", "a/b/exporter-arm.ko"]
     assert not any("elapsed" in json.dumps(r) or "time" in r for r in doc["modules"])
-    rc, timed, _ = check(tree, "--jobs", "2")
+    rc, timed, _ = check(tree, "--jobs", "2", *BOOTED)
     t = timed.pop("timing")
     assert set(t) == {"jobs", "wall_seconds", "check_seconds", "setup_seconds", "modules"}
     assert set(t["modules"]) == {r["module"] for r in doc["modules"]}
@@ -436,9 +419,9 @@ def test_text_lists_every_module_that_did_not_succeed():
     assert "check: FAILED: 30 module(s) in fault 30 (--fail-on fault)" in text
 
 
-def test_success_ratio_is_the_same_in_text_and_json(tmp_path, capsys):
+def test_success_ratio_is_the_same_in_text_and_json(tmp_path, booted_dir, capsys):
     tree = make_tree(tmp_path, "nullderef", "spin", "enodev", "hello", "exporter", "importer")
-    rc, doc, _ = check(tree)
+    rc, doc, _ = check(tree, *BOOTED)
     out = capsys.readouterr().out
     s = doc["summary"]["success"]
     assert s == {"ok": 3, "decided": 6, "ratio": 0.5}

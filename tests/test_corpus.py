@@ -18,7 +18,7 @@ import sys
 
 import pytest
 
-from armload.ci.corpus import ModuleInfo, init_class, plan_order, read_modinfo, scan_tree
+from armload.ci.corpus import ModuleInfo, plan_order, read_modinfo, scan_tree
 from oracles.module_plts import kernel_plt_counts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -151,11 +151,10 @@ def test_small_tree_all_ok(tmp_path):
     assert set(r["symbols"]["from_modules"]) == {"9pnet", "fscache", "netfs"}
     assert "p9_client_create" in r["symbols"]["from_modules"]["9pnet"]
     assert r["symbols"]["crc_checked"] == r["symbols"]["undefined"]
-    # Without the kernel image, 9p's register_filesystem has no model under armload/emu (unmodelled).
-    assert r["outcome"] == init_class(r["init"]) and r["outcome"] in ("ok", "unmodelled")
-    assert recs["9pnet"]["init"]["status"] == "returned" and recs["9pnet"]["init"]["retval"] == 0
-    assert recs["netfs"]["init"]["status"] == "no-function"
-    assert doc["summary"]["loaded"] == 5 and doc["summary"]["outcomes"]["ok"] >= 4
+    # Without the kernel image init is not run (it runs only inside the booted kernel), and check says so.
+    assert all("init" not in r for r in recs.values())
+    assert doc["options"]["emulate"] is False and "no kernel image" in doc["options"]["init_not_run"]
+    assert doc["summary"]["loaded"] == 5 and doc["summary"]["outcomes"]["ok"] == 5
 
 
 @needs_corpus
@@ -362,21 +361,3 @@ def test_regress_every_module_as_in_the_baseline(result, baseline_passes):
     rows = [f"{c['module']}: {', '.join(c['kinds'])}: {' -> '.join(changed_text(c))}" for c in d["changes"]]
     assert d["differences"] == 0, "\n".join(d["option_differences"] + rows[:50])
     assert d["modules_compared"] == len(result["modules"])
-
-
-# The real kernel's verdicts: tests/oracles/qemu/results.json (`make qemu-oracle`, the Debian kernel
-# booted in QEMU, insmod per module). The floor is the agreement measured when it was last raised:
-# raise it as the runtime improves (`make qemu-compare` / `armload agree` list the disagreements).
-QEMU_RESULTS = os.path.join(ROOT, "tests", "oracles", "qemu", "results.json")
-QEMU_AGREEMENT_FLOOR = 63.0             # measured 63.4% (448 of 707), 2026-12-01
-
-
-@needs_window_result
-def test_regress_init_verdicts_agree_with_the_real_kernel(result):
-    from armload.ci.agreement import armload_verdicts, compare, load_json, oracle_verdicts
-    ag = compare(oracle_verdicts(load_json(QEMU_RESULTS, "oracle results")), armload_verdicts(result))
-    missing = [r.module for r in ag.rows if r.armload.kind == "missing"]
-    assert not missing, f"oracle modules not in the corpus result: {missing[:10]}"
-    assert ag.percent >= QEMU_AGREEMENT_FLOOR, (
-        f"agreement with the real kernel {ag.agreed}/{ag.total} ({ag.percent:.1f}%) fell below "
-        f"{QEMU_AGREEMENT_FLOOR}%: {dict(ag.classes().most_common(8))}")

@@ -10,6 +10,7 @@ import pytest
 
 from conftest import BOOT_VMLINUZ, ROOT, SYMVERS, require_input
 from armload.kernel.config import DEBIAN_ARMMP
+from armload.emu.booted.user import File
 from armload.kernel.provider import Kernel
 
 VFSDEV = os.path.join(ROOT, "sample_modules", "devio", "vfsdev-arm-debug.ko")
@@ -98,17 +99,23 @@ def test_mmap_reads_what_the_module_maps(run, fs):
     f.write(b"M")                                       # the same page: the mapping sees it
     assert f.peek(addr, 2) == b"Ma"
     assert _errno(f.mmap, 8192) == EINVAL               # the module refuses more than a page
+    with pytest.raises(OSError, match=r"mmap /dev/vfsdev: EINVAL"):
+        f.mmap(8192)
     assert _errno(f.mmap, 4096, 3, 1, 1) == EINVAL      # and an offset
     f.close()
     assert run.unload("vfsdev")[0] == -EAGAIN           # the mapping still holds the file (and module)
-    assert f.munmap(addr, 4096) == 0
+    assert f.maps == [(addr, 4096)] and f.peek(addr, 0) == b""
+    with pytest.raises(OSError, match=re.escape("munmap /dev/vfsdev: EINVAL")):
+        f.munmap(addr + 1, 4096)                        # not page aligned
+    assert f.munmap(addr, 4096) == 0 and f.maps == []
     assert run.unload("vfsdev")[0] == 0
 
 
 def test_a_user_access_that_faults_is_the_kernels_signal(fs):
     from armload.emu.booted.user import UserFault
     fs.mount_all()
-    with pytest.raises(UserFault, match=r"force_sig_fault\(signal 11"):        # SIGSEGV, nothing mapped
+    with pytest.raises(UserFault, match=r"^a user load at 0x1000: the user access faulted: force_sig_fault\(signal 11, "
+                                        r"code 1, addr 0x1000\)$"):        # SIGSEGV, SEGV_MAPERR: nothing mapped
         fs.sys.peek(0x1000, 4)
     assert fs.sys.call("getpid") == 1                   # pid 1 goes on
 
@@ -390,3 +397,40 @@ def test_cat_says_where_it_stopped(booted_dir):
     assert rec["result"] == CAT_LIMIT and rec["truncated"] is True and " T _stext" in rec["text"]
     p = _cli("--cat", "/proc/kallsyms")
     assert f"(the first {CAT_LIMIT:,} bytes: armload's cat stops there)" in p.stdout
+
+
+def test_errors_name_the_call_the_file_and_the_errno(fs):
+    f = fs.open("/dev/vfsdev", 0)                       # O_RDONLY
+    for call, args, msg in ((f.write, (b"x",), "write /dev/vfsdev: EBADF"), (f.lseek, (-1,), "lseek /dev/vfsdev: EINVAL"),
+                            (f.ioctl, (0x7699,), "ioctl 0x7699 /dev/vfsdev: ENOTTY"),
+                            (f.mmap, (4096,), "mmap /dev/vfsdev: EACCES")):      # MAP_SHARED|PROT_WRITE, O_RDONLY
+        with pytest.raises(OSError, match=re.escape(msg)) as e:
+            call(*args)
+        assert str(e.value).startswith(f"[Errno {e.value.errno}] ")
+    f.close()
+    with pytest.raises(OSError, match=re.escape("read /dev/vfsdev: EBADF")):
+        File(fs.sys, "/dev/vfsdev", 99).read(1)             # no such descriptor
+    with pytest.raises(OSError, match=re.escape("open /dev/nope: ENOENT")):
+        fs.open("/dev/nope")
+
+
+def test_file_methods_for_a_module_handle(run):
+    """What ModuleHandle mixes in: its BootedRun is `.kernel`, the module's name `.name`."""
+    from armload.devkit.files import FileMethods
+
+    class Handle(FileMethods):
+        def __init__(self, kernel, name):
+            self.kernel, self.name = kernel, name
+    h = Handle(run, "vfsdev")
+    with h.open("/dev/vfsdev") as f:
+        assert f.write(b"hi") == 2 and f.ioctl(IOC_LEN, bytes(4)) == (0, struct.pack("<i", 2))
+    assert h.sysfs("parameters/fill") == "118" and h.sysfs("parameters/fill", 90) == 3
+    assert h.cat("/sys/module/vfsdev/parameters/fill") == "90\n" and h.echo("1", PARAM) == 2
+    assert h.files is h.files and h.files.run is run
+
+
+def test_the_process_exit_closes_and_unmaps_what_is_left(booted_dir):
+    p = _cli("--open", "/dev/vfsdev", "--mmap", "8", "--open", "/dev/vfsdev", "--write", "s:a", "--exit")
+    assert p.returncode == 0, p.stderr
+    assert "armload: at the end, as the process's exit would: munmap(0xb6eff000, 8), close(3), close(4)" in p.stdout
+    assert "vfsdev: delete_module returned 0" in p.stdout           # nothing holds the module any more

@@ -203,19 +203,6 @@ def test_unmodelled_real_runs_the_kernel_code(kernel):
     assert "ran the kernel's own code" in r.calls[0].note
 
 
-def test_cli_run_with_the_image(kernel):
-    import subprocess
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    p = subprocess.run([sys.executable, "-m", "armload", "run", sample("hello-arm.ko"), "--kernel", DEBIAN_SYMVERS,
-                        "--kernel", DEBIAN_VMLINUZ, "--trace", "--runtime", "models"], cwd=root, capture_output=True, text=True,
-                       timeout=300)
-    assert p.returncode == 0, p.stderr
-    assert "no kernel image" not in p.stdout
-    assert "call [real] _printk(0x" in p.stdout and "call [model] vprintk_emit(" in p.stdout
-    assert "] hello: loaded, answer=42, greeting=world\n" in p.stdout
-    assert "hello: 2 kernel call(s): _printk [real], vprintk_emit [model]" in p.stdout
-
-
 def test_a_dependency_without_init_frees_its_init_memory_and_the_next_module_runs(kernel):
     """do_init_module with mod->init == NULL still makes the module live and frees its init memory:
     xor-neon (no init) must not stop xor, whose memory reuses that init allocation."""

@@ -332,7 +332,7 @@ def test_ko_without_this_module(tmp_path):
     p = patched(tmp_path, data=bytes(b))
     with pytest.raises(ElfFormatError, match=r"hello: No module found in object"):
         load_module(p)
-    r = cli("run", p, "--json")
+    r = cli("load", p, "--json", "--kernel", SYMVERS)
     assert r.returncode == 1 and '"error": "ElfFormatError"' in r.stdout and "No module found" in r.stderr
     # not SHF_ALLOC: find_sec ignores it, same refusal
     p = hostile(tmp_path, (".gnu.linkonce.this_module", "sh_flags", 0))

@@ -291,6 +291,23 @@ def test_pv_table_stubs_get_the_boards_offset_by_rotation():
     assert [mem.u32(a) for a in stubs] == [0xE282247F, 0xE2822830, 0xE241147F]
 
 
+def test_lpae_pv_stubs_movw_and_the_high_word():
+    """LPAE (6.1.0-50-armmp-lpae's mvpp2, words the booted kernel wrote): __pv_add_carry_stub's
+    `movw r1, #0x81` gets offset<31:20> (0x800), __pv_stub_mov_hi's `mov r1, #0x81` becomes `mvn r1,
+    #0` when __pv_offset's high word is all ones, `mov r1, #0` when it is zero."""
+    mem = _mem()
+    table = BASE + 0x300
+    stubs = {BASE + 0x40: 0xE3001081, BASE + 0x44: 0xE3A01081, BASE + 0x48: 0xE2822481}    # movw, mov, add
+    for i, a in enumerate(stubs):
+        mem.put32(a, stubs[a])
+        mem.put32(table + 4 * i, (a - (table + 4 * i)) & 0xFFFFFFFF)
+    F.fixup_pv_table(mem, table, 12, 0x80000000, F.Finalized(), high_ones=True)
+    assert [mem.u32(a) for a in stubs] == [0xE3001800, 0xE3E01000, 0xE2822480]
+    assert [next(ARM.disasm(struct.pack("<I", mem.u32(a)), a)).mnemonic for a in stubs] == ["movw", "mvn", "add"]
+    F.fixup_pv_table(mem, table, 12, 0x7F300000, F.Finalized(), high_ones=False)
+    assert [mem.u32(a) for a in stubs] == [0xE30017F3, 0xE3A01000, 0xE282247F]
+
+
 def test_pv_table_entry_outside_module_memory_is_refused():
     mem = _mem()
     mem.put32(BASE + 0x300, 0x10000000)

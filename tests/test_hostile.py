@@ -1,265 +1,197 @@
-"""Hostile input, round two (issue 21): one regression test per input class, both sides of each
-bound, and the operation bounds of the worst classes (counted Python calls, not wall clock).
+"""Hostile modules at run time (issue 33), in the booted Debian kernel: each sample of
+sample_modules/hostile/ attacks the kernel one way, and `run`, `check` and the library report what
+the real kernel shows, its own detectors given the simulated time to fire (emu/booted/hostile.py).
 
-The oracle for what 6.1 reads is the kernel source (cited in armload/loader/validity.py); the
-loader's own parse is not used to build the inputs: headers are patched at fixed offsets."""
+The oracle for each outcome is the kernel's own console (its panic, oops, soft-lockup and hung-task
+reports, reboot's lines); where the kernel is silent (a spin with interrupts off: no hard-lockup
+detector in Debian's armmp config), armload's own stop, named as such."""
+from __future__ import annotations
+
+import json
 import os
-import re
 import shutil
-import struct
-import sys
 
-import numpy as np
 import pytest
 
-from conftest import CACHE, OBJS, ROOT, require_input, sample
+from conftest import BOOT_VMLINUZ, ROOT, SAMPLES, require_input
 
-from armload.errors import ArmloadError, ElfFormatError
-from armload.inputs import fuzz
-from armload.kernel.config import KernelConfig
-from armload.loader import relocate, session as session_mod, validity
-from armload.loader.relocate import overlap_batches
-from armload.loader.session import Session
+from armload.cli import main
 
-FIELDS = ("sh_name", "sh_type", "sh_flags", "sh_addr", "sh_offset", "sh_size", "sh_link", "sh_info",
-          "sh_addralign", "sh_entsize")
-VMLINUZ = os.path.join(CACHE, "linux-image-6.1.0-50-armmp", "boot", "vmlinuz-6.1.0-50-armmp")
-HELLO = open(sample("hello-arm.ko"), "rb").read()
-N = len(HELLO)                      # hello-arm.ko: section 9 .rodata.str1.4 (0xd0, 0x47), 16 .modinfo,
-                                    # 19 __versions, 25 .gnu.linkonce.this_module, 4 .init.text
+HOSTILE = os.path.join(SAMPLES, "hostile")
+SYMVERS_H = os.path.join(HOSTILE, "Module.symvers")
+SYMVERS = os.path.join(SAMPLES, "Module.symvers")
+CONFIG = os.path.join(os.path.dirname(BOOT_VMLINUZ), "config-6.1.0-50-armmp")
 
-
-def sec(b: bytes, i: int, **kw) -> bytes:
-    b = bytearray(b)
-    shoff, = struct.unpack_from("<I", b, 32)
-    for k, v in kw.items():
-        struct.pack_into("<I", b, shoff + 40 * i + 4 * FIELDS.index(k), v)
-    return bytes(b)
-
-
-def field(b: bytes, i: int, name: str) -> int:
-    shoff, = struct.unpack_from("<I", b, 32)
-    return struct.unpack_from("<I", b, shoff + 40 * i + 4 * FIELDS.index(name))[0]
-
-
-def load(data, **kw):
-    return Session().load("x.ko", data, **kw)
+# sample -> (run's status, a line the kernel prints (None: it prints nothing of its own), check's class)
+CORPUS = {
+    "spin_irqoff": ("hang", None, "hang"),
+    "spin_irqon": ("soft-lockup", "watchdog: BUG: soft lockup - CPU#0 stuck for 22s! [init:1]", "soft-lockup"),
+    "panic": ("panic", "Kernel panic - not syncing: hostile_panic: asked to panic", "panic"),
+    "bug": ("oops", "Internal error: Oops - BUG: 0 [#1] SMP ARM", "fault"),
+    "wtext": ("oops", "Unable to handle kernel paging request at virtual address c0", "fault"),
+    "wmod": ("oops", "Unable to handle kernel paging request at virtual address bf", "fault"),
+    "recurse": ("oops", "Internal error: kernel stack overflow: 0 [#1] SMP ARM", "fault"),
+    "requeue": ("returned", None, "ok"),
+    "timer": ("returned", None, "ok"),
+    "restart": ("restart", "reboot: Restarting system", "reboot"),
+    "halt": ("halt", "reboot: System halted", "reboot"),
+    "oom": ("panic", "Kernel panic - not syncing: System is deadlocked on memory", "panic"),
+    "exit_hang": ("returned", None, "ok"),
+    "wait": ("hung-task", "INFO: task init:1 blocked for more than 120 seconds.", "hung-task"),
+}
+DEPS = {"wmod": ["exporter-arm.ko"]}
+# instructions each may take (the runs' own, boot excluded): bounded whatever the module does
+MAX_INSNS = {"spin_irqon": 100_000_000, "wait": 60_000_000, "spin_irqoff": 60_000_000, "oom": 100_000_000}
+RUN_ARGS = {"requeue": ["--settle-ms", "20"]}     # its deferred work keeps the CPU busy: 1 G instructions a second
 
 
-# --- SHT_NULL + SHF_ALLOC: move_module copies it ---------------------------------------------------
-@pytest.mark.parametrize("idx,name", [(9, ".rodata.str1.4"), (4, ".init.text"), (25, ".gnu.linkonce.this_module")])
-@pytest.mark.parametrize("obj", [False, True])
-def test_sht_null_alloc_outside_the_file_is_refused(idx, name, obj):
-    size = field(HELLO, idx, "sh_size")
-    with pytest.raises(ElfFormatError, match=rf"section {idx} \({re.escape(name)}\) is SHT_NULL with SHF_ALLOC, "
-                                             rf"offset 0x{N - size + 1:x} \+ size 0x{size:x} past the end of the file "
-                                             rf".*move_module copies it from outside .*elf_validity_cache_sechdrs"):
-        load(sec(HELLO, idx, sh_type=0, sh_offset=N - size + 1), object=obj)
+def ko(name: str) -> str:
+    return os.path.join(HOSTILE, f"hostile_{name}-arm.ko")
 
 
-def test_sht_null_alloc_inside_the_file_is_copied_as_6_1_does():
-    """The other side: offset + size == file size loads, and the bytes copied are the file's."""
-    size = field(HELLO, 9, "sh_size")
-    m = load(sec(HELLO, 9, sh_type=0, sh_offset=N - size))
-    s = next(x for x in m.sections if x.name == ".rodata.str1.4")
-    assert s.data == HELLO[N - size:]
-    m0 = load(sec(HELLO, 9, sh_type=0, sh_offset=N + 0x1000, sh_size=0))     # memcpy of 0 bytes
-    assert next(x for x in m0.sections if x.name == ".rodata.str1.4").size == 0
+def test_every_sample_is_in_the_corpus():
+    built = sorted(f[len("hostile_"):-len("-arm.ko")] for f in os.listdir(HOSTILE) if f.endswith(".ko"))
+    src = sorted(d[len("hostile_"):] for d in os.listdir(os.path.join(SAMPLES, "src")) if d.startswith("hostile_"))
+    assert built == src == sorted(CORPUS)
 
 
-def test_plain_object_sht_null_text_outside_is_refused():
-    o = open(os.path.join(OBJS, "relocs-arm-gcc12.o"), "rb").read()
-    shoff, = struct.unpack_from("<I", o, 32)
-    text = next(i for i in range(1, struct.unpack_from("<H", o, 48)[0])
-                if field(o, i, "sh_flags") & 0x6 == 0x6 and field(o, i, "sh_size"))
-    with pytest.raises(ElfFormatError, match="is SHT_NULL with SHF_ALLOC"):
-        load(sec(o, text, sh_type=0, sh_offset=len(o) + 0x10), object=True)
-    load(o, object=True)
+def test_debian_has_no_hard_lockup_detector():
+    """What the `hang` outcome's text claims, read from Debian's config next to the image."""
+    require_input(CONFIG, "make test-inputs")
+    cfg = open(CONFIG).read()
+    assert "CONFIG_SOFTLOCKUP_DETECTOR=y" in cfg and "CONFIG_DETECT_HUNG_TASK=y" in cfg
+    assert "CONFIG_DEFAULT_HUNG_TASK_TIMEOUT=120" in cfg and "CONFIG_PANIC_TIMEOUT=0" in cfg
+    assert "CONFIG_HARDLOCKUP_DETECTOR=y" not in cfg and "CONFIG_HARDLOCKUP_DETECTOR_PERF=y" not in cfg
+    assert "# CONFIG_PREEMPT is not set" in cfg          # a spin in init is not preempted: soft lockup
 
 
-# --- the sections 6.1 reads whatever their type ----------------------------------------------------
-def test_versions_sht_null_outside_is_refused_inside_is_read():
-    with pytest.raises(ElfFormatError, match=r"section 19 \(__versions\) is SHT_NULL with offset 0x10e8 \+ size "
-                                             r"0x100 past the end of the file \(0x10f8\)"):
-        load(sec(HELLO, 19, sh_type=0, sh_offset=N - 0x10))
-    m = load(sec(HELLO, 19, sh_type=0))          # inside: check_version reads the same CRCs
-    assert m.resolved
+def _run(name, capsys, *extra):
+    require_input(BOOT_VMLINUZ, "make test-inputs")
+    mods = [os.path.join(SAMPLES, d) for d in DEPS.get(name, [])] + [ko(name)]
+    rc = main(["run", *mods, "--kernel", BOOT_VMLINUZ, "--kernel", SYMVERS_H, "--json", *extra])
+    out, err = capsys.readouterr()
+    assert "internal error" not in err and "Traceback" not in err, err
+    return rc, json.loads(out)
 
 
-def test_modinfo_sht_null_outside_is_refused():
-    with pytest.raises(ElfFormatError, match=r"section 16 \(\.modinfo\) is SHT_NULL with offset 0x1108 \+ size "
-                                             r"0x96 past the end of the file: 6.1 reads it at sh_offset unchecked"):
-        load(sec(HELLO, 16, sh_type=0, sh_offset=N + 0x10))
-    with pytest.raises(ElfFormatError, match=r"\.modinfo\) is SHT_NULL with offset 0x10f8 \+ size 0x0 .*"):
-        load(sec(HELLO, 16, sh_type=0, sh_offset=N, sh_size=0))           # the first string is still read
-    m = load(sec(HELLO, 16, sh_type=0))
-    assert m.modinfo.get("license") == ["GPL"]
+@pytest.mark.parametrize("name", list(CORPUS))
+def test_run(name, capsys, booted_dir):
+    status, line, _ = CORPUS[name]
+    rc, doc = _run(name, capsys, *RUN_ARGS.get(name, []))
+    r = doc["modules"][-1]
+    assert r["status"] == status, (r["status"], r["stopped"], r["console"][-5:])
+    assert rc == (0 if status == "returned" else 1)
+    if line:
+        assert any(line in ln for ln in r["console"]), r["console"][-20:]
+    assert r["instructions"] < MAX_INSNS.get(name, 20_000_000), r["instructions"]
+    assert r["loader_vs_kernel"]["identical"]          # armload's loader agrees, whatever init does
+    if status not in ("returned", "oops", "panic"):
+        assert r["stopped"].startswith(f"{status}: ") or status == "hung-task"
 
 
-def test_percpu_sht_null_outside_is_refused():
-    b = bytearray(HELLO)
-    at = field(HELLO, 34, "sh_offset") + field(HELLO, 9, "sh_name")
-    b[at:at + 14] = b".data..percpu\0"
-    with pytest.raises(ElfFormatError, match=r"section 9 \(\.data\.\.percpu\) is SHT_NULL with offset"):
-        load(sec(bytes(b), 9, sh_type=0, sh_flags=3, sh_offset=N - 4))
+def test_spin_with_interrupts_off_is_armloads_stop_named(capsys, booted_dir):
+    rc, doc = _run("spin_irqoff", capsys)
+    r = doc["modules"][0]
+    assert "hostile_init+0x30/0x6c [hostile_spin_irqoff]" in r["stopped"]
+    assert "CONFIG_HARDLOCKUP_DETECTOR is not set" in r["stopped"] and "armload's own stop" in r["stopped"]
+    assert r["console"][-1].endswith("hostile_spin_irqoff: spinning with interrupts off")   # the kernel: silent
 
 
-def test_exec_rel_target_sht_null_outside_is_refused():
-    with pytest.raises(ElfFormatError, match=r"relocates SHT_NULL executable section 4 \(\.init\.text"):
-        load(sec(sec(HELLO, 4, sh_type=0, sh_offset=N - 4), 4, sh_flags=0x4))
+def test_soft_lockup_is_the_kernels_report(capsys, booted_dir):
+    """Time advanced over the proven spin: the kernel's watchdog hrtimer (every 4 s) found its
+    stopper thread starved for 22 s and printed its report, with the spinning PC."""
+    rc, doc = _run("spin_irqon", capsys)
+    c = doc["modules"][0]["console"]
+    i = next(i for i, ln in enumerate(c) if "BUG: soft lockup" in ln)
+    stamp = float(c[i].split("]")[0].strip("[ "))
+    assert 22.0 <= stamp < 30.0
+    assert any("PC is at hostile_init+0x2c/0x1000 [hostile_spin_irqon]" in ln for ln in c[i:])
+    assert any("IRQs on" in ln for ln in c[i:])
 
 
-# --- .ARM.exidx of the wrong type: not unwound -------------------------------------------------------
-class _CountingMachine:
-    def __init__(self, mod):
-        self.mod, self.read_bytes = mod, 0
-
-    def read(self, addr, size):
-        self.read_bytes += size
-        r = self.mod.region_of(addr)
-        return bytes(r.data[addr - r.base:addr - r.base + size])
-
-
-def test_nobits_exidx_is_not_walked():
-    from armload.emu import unwind
-    d = open(sample("nullderef-arm.ko"), "rb").read()
-    assert field(d, 9, "sh_type") == 0x70000001 and field(d, 13, "sh_type") == 0x70000001
-    big = sec(d, 9, sh_type=8, sh_size=0xE0000)
-    m = load(big)
-    assert [s.index for s in unwind.unwind_sections(m)] == [13]         # type, not name, decides
-    mc = _CountingMachine(m)
-    t = unwind.module_table(mc, m)
-    assert mc.read_bytes == 8 and len(t.starts) == 1
-    m_ok = load(d)                                                       # the other side: both walked
-    assert sorted(s.index for s in unwind.unwind_sections(m_ok)) == [9, 13]
+def test_a_spin_that_changes_memory_it_reads_is_not_proven(capsys, booted_dir):
+    """The other side of the proof: spin-arm.ko's loop increments a counter it reads, so no two
+    passes read the same values; it runs to the instruction budget, no time is skipped and no
+    soft lockup is invented."""
+    require_input(BOOT_VMLINUZ, "make test-inputs")
+    rc = main(["run", os.path.join(SAMPLES, "spin-arm.ko"), "--kernel", BOOT_VMLINUZ, "--kernel", SYMVERS,
+               "--budget", "45000000", "--json"])
+    r = json.loads(capsys.readouterr().out)["modules"][0]
+    assert rc == 1 and r["status"] == "budget", r["status"]
+    assert not any("soft lockup" in ln for ln in r["console"])
 
 
-def test_nobits_exidx_unwind_table_is_bounded_in_operations():
-    """A 16 MiB NOBITS .ARM.exidx.exit.text in core memory: the unwind table the sanitizers' backtraces use
-    (emu/unwind.module_table, over armload's image of the module) ignores it as 6.1's
-    module_finalize does, and costs a bounded number of Python calls, not one per zero entry (the
-    model's name-based walk read its 2M entries one by one: 8.5M calls, 5.6 GB for a 19 KB input)."""
-    from armload.emu import unwind
-    d = sec(open(sample("nullderef-arm.ko"), "rb").read(), 9, sh_type=8, sh_size=0x1000000)
-
-    class Mem:
-        def __init__(self, m):
-            self.m = m
-
-        def read(self, addr, n):
-            return self.m.read(addr, n)
-
-    def go():
-        s = Session(placement="vmalloc")
-        m = s.load("x.ko", d)
-        table = unwind.module_table(Mem(m), m)
-        return m, table
-    ops, (m, table) = _count(go)
-    big = [x for x in m.sections if x.size == 0x1000000]
-    assert [x.name for x in big] == [".ARM.exidx.exit.text"] and big[0] not in unwind.unwind_sections(m)
-    assert table is not None and table.starts                 # the other index sections are read
-    assert ops < fuzz.OPS_BASE + fuzz.OPS_PER_BYTE * len(d), ops
-
-
-def _count(fn):
-    c = fuzz._OpCounter()
-    sys.setprofile(c)
-    try:
-        out = fn()
-    finally:
-        sys.setprofile(None)
-    return c.n, out
-
-
-# --- overlapping relocations: only the overlapping entries leave the vector path ---------------------
-def _rows(*pairs):
-    off = np.array([p[0] for p in pairs], dtype=np.uint32)
-    info = np.array([p[1] for p in pairs], dtype=np.uint32)
-    return off, info
-
-
-def test_overlap_batches():
-    ABS, NONE = 2, 0
-    assert overlap_batches(*_rows()) == []
-    assert overlap_batches(*_rows((0, ABS), (4, ABS), (8, ABS))) == [(0, 3)]
-    assert overlap_batches(*_rows((0, ABS), (4, ABS), (8, ABS), (4, ABS), (12, ABS))) == [(0, 3), (3, 5)]
-    assert overlap_batches(*_rows((8, ABS), (0, ABS), (5, ABS))) == [(0, 2), (2, 3)]      # 5..8 overlaps 8
-    assert overlap_batches(*_rows((4, NONE), (4, ABS), (4, NONE))) == [(0, 3)]            # NONE writes nothing
-    assert overlap_batches(*_rows(*[(0, ABS)] * 5)) == [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5)]
-    assert overlap_batches(*_rows((0, ABS), (3, ABS))) == [(0, 1), (1, 2)]
-    assert overlap_batches(*_rows((0, ABS), (4, ABS))) == [(0, 2)]                          # adjacent: no cut
-
-
-def _overlapping_pair(d: bytes) -> bytes:
-    """The second entry of the biggest REL table of `d` made to overlap the first."""
-    shoff, = struct.unpack_from("<I", d, 32)
-    shnum, = struct.unpack_from("<H", d, 48)
-    rels = [i for i in range(1, shnum) if field(d, i, "sh_type") == 9]
-    big = max(rels, key=lambda i: field(d, i, "sh_size"))
-    off = field(d, big, "sh_offset")
-    b = bytearray(d)
-    r0, = struct.unpack_from("<I", b, off)
-    struct.pack_into("<I", b, off + 8, r0)
-    return bytes(b), big
-
-
-def test_one_overlapping_pair_keeps_the_fast_path(monkeypatch):
-    d = open(sample("devkit-arm.ko"), "rb").read()
-    data, big = _overlapping_pair(d)
-    calls = []
-    real = session_mod.apply_rel_section
-
-    def counting(*a, **kw):
-        calls.append(len(a[3]))
-        return real(*a, **kw)
-    monkeypatch.setattr(session_mod, "apply_rel_section", counting)
-    m = load(data)
-    n_tables = len(calls)
-    # per-entry would be one call per entry of the big table; the pair costs one extra call
-    entries = field(d, big, "sh_size") // 8
-    assert entries > 20 and sum(calls) >= entries
-    calls.clear()
-    load(d)
-    assert n_tables <= len(calls) + 2
-    # the result is the entry-by-entry result
-    monkeypatch.setattr(session_mod, "overlap_batches", lambda off, info: [(i, i + 1) for i in range(len(off))])
-    calls.clear()
-    m1 = load(data)
-    assert len(calls) >= entries
-    assert [r.data for r in m.regions] == [r.data for r in m1.regions]
-
-
-# --- --thumb2 against the ARM-only Debian image --------------------------------------------------------
-def test_thumb2_with_the_arm_image_is_refused_up_front():
-    require_input(VMLINUZ, "make test-inputs")
+def test_simulated_time_budget_both_sides(booted_dir, monkeypatch):
+    """Under 120 s the hung-task detector cannot have fired: the time budget ends the run, named;
+    at 300 s (the default) the kernel's report is there."""
+    from armload.emu.booted import hostile
+    from armload.emu.booted.modrun import BootedRun
+    from armload.kernel.config import KernelConfig
     from armload.kernel.provider import Kernel
-    cfg = KernelConfig(thumb2=True)
-    k = Kernel.from_files([VMLINUZ], cfg)
-    with pytest.raises(ArmloadError, match=r"--thumb2: the kernel image .* is an ARM kernel, not "
-                                           r"CONFIG_THUMB2_KERNEL \(.*config-6.1.0-50-armmp: CONFIG_THUMB2_KERNEL "
-                                           r"is not set\).*unknown relocation"):
-        Session(k, cfg)
-    Session(Kernel.from_files([VMLINUZ], KernelConfig()), KernelConfig())      # ARM: fine
-    Session(Kernel.builtin(cfg), cfg)                                           # no image: nothing to contradict
+    k = Kernel.from_files([SYMVERS_H, BOOT_VMLINUZ], KernelConfig())
+    monkeypatch.setattr(hostile, "TIME_BUDGET_NS", 100_000_000_000)
+    r = BootedRun(BOOT_VMLINUZ, k, k.config).load(ko("wait"))
+    assert r.status == "time-budget" and "no return within 100 s of simulated time" in r.stopped
+    assert not any("blocked for more than" in ln for ln in r.console)
+    monkeypatch.setattr(hostile, "TIME_BUDGET_NS", 300_000_000_000)
+    r = BootedRun(BOOT_VMLINUZ, k, k.config).load(ko("wait"))
+    assert r.status == "hung-task" and r.stopped.startswith("time-budget: ")
 
 
-def test_image_vermagic_says_arm_only_without_a_config_file(tmp_path):
-    require_input(VMLINUZ, "make test-inputs")
-    p = tmp_path / "zImage"
-    os.symlink(VMLINUZ, p)
-    thumb2, why = validity.image_thumb2(str(p))
-    assert thumb2 is False and why == ("its vermagic '6.1.0-50-armmp SMP mod_unload modversions ARMv7 p2v8 ' "
-                                       "has no 'thumb2'")
-    assert validity._VERMAGIC.search(b"x\x006.1.0-50-armmp SMP mod_unload modversions ARMv7 thumb2 p2v8 \x00").group(2)
-    (tmp_path / "config-9.9").write_text("CONFIG_THUMB2_KERNEL=y\n")
-    os.symlink(VMLINUZ, tmp_path / "vmlinuz-9.9")
-    assert validity.image_thumb2(str(tmp_path / "vmlinuz-9.9"))[0] is True
+def test_deferred_work_and_exit(capsys, booted_dir):
+    """A work item requeueing itself keeps the system busy, said so; exit cancels it. A timer
+    every jiffy leaves it idle. An exit that never returns ends at the time budget, named."""
+    rc, doc = _run("requeue", capsys, "--settle-ms", "20", "--exit")
+    assert rc == 0 and doc["settled"]["idle"] is False
+    assert doc["unloaded"][0]["ret"] == 0 and any("hostile_requeue: ran" in ln for ln in doc["unloaded"][0]["console"])
+    rc, doc = _run("timer", capsys, "--settle-ms", "400", "--exit")
+    assert rc == 0 and doc["settled"]["idle"] is True and doc["unloaded"][0]["ret"] == 0
+    assert any("hostile_timer: fired" in ln for ln in doc["unloaded"][0]["console"])
+    rc, doc = _run("exit_hang", capsys, "--exit")
+    u = doc["unloaded"][0]
+    assert rc == 1 and u["ret"] is None and u["stopped"].startswith("time-budget: no return within 300 s")
+    assert any("hostile_exit_hang: exit never returns" in ln for ln in u["console"])
 
 
-# --- the table and its documentation ----------------------------------------------------------------
-def test_every_rule_is_documented():
+def test_run_text_names_the_end(capsys, booted_dir):
+    require_input(BOOT_VMLINUZ, "make test-inputs")
+    rc = main(["run", ko("restart"), "--kernel", BOOT_VMLINUZ, "--kernel", SYMVERS_H])
+    out = capsys.readouterr().out
+    assert rc == 1 and "reboot: Restarting system" in out
+    assert "hostile_restart: init restarted the machine: restart: the machine restarts (machine_restart)" in out
+
+
+def test_check_gives_each_outcome_its_class(tmp_path, booted_dir):
+    """One check over the whole corpus with ordinary modules after it, one worker (each module
+    restores its own copy of the kernel: the next one is unaffected); the class in the JSON and
+    the JUnit; the run itself bounded."""
+    require_input(BOOT_VMLINUZ, "make test-inputs")
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    for n in CORPUS:
+        shutil.copy(ko(n), tree)
+    for n in ("exporter", "kalloc", "tailcall"):
+        shutil.copy(os.path.join(SAMPLES, f"{n}-arm.ko"), tree)
+    rc = main(["check", str(tree), "--kernel", SYMVERS, "--kernel", SYMVERS_H, "--kernel", BOOT_VMLINUZ,
+               "--runtime", "booted", "-q", "--jobs", "1", "--json", str(tmp_path / "c.json"),
+               "--junit", str(tmp_path / "c.xml")])
+    recs = {r["module"]: r for r in json.load(open(tmp_path / "c.json"))["modules"]}
+    assert rc == 1
+    for n, (_, line, cls) in CORPUS.items():
+        rec = recs[f"hostile_{n}-arm.ko"]
+        assert rec["outcome"] == cls, (n, rec["outcome"], rec["reason"])
+        if line and cls != "fault":
+            assert line.split(" [")[0].split("at virtual")[0] in rec["reason"], (n, rec["reason"])
+    for n in ("exporter", "kalloc", "tailcall"):
+        assert recs[f"{n}-arm.ko"]["outcome"] == "ok"
+    xml = (tmp_path / "c.xml").read_text()
+    for cls in {"panic", "soft-lockup", "hung-task", "reboot", "hang", "fault"}:
+        assert f'type="{cls}"' in xml, cls
+    assert "internal" not in {r["outcome"] for r in recs.values()}
+
+
+def test_the_classes_are_documented():
+    from armload.ci.corpus import DEFAULT_FAIL_ON, OUTCOMES
     readme = open(os.path.join(ROOT, "README.md")).read()
-    part = readme[readme.index("### What the validation pass checks"):]
-    for r in validity.SECTION_RULES:
-        assert f"| {r.sections} |" in part, r.sections
-    assert validity.UNCHECKED_TYPES == (0, 8)
+    for cls in ("panic", "soft-lockup", "hung-task", "reboot", "hang"):
+        assert cls in OUTCOMES and cls in DEFAULT_FAIL_ON and f"`{cls}`" in readme

@@ -104,3 +104,65 @@ def test_a_6_12_module_in_its_shipped_form_runs_in_6_12_with_the_kernels_image()
     assert sorted(g.name for g in mod.regions) == ["data", "init_data", "init_rodata", "init_text", "rodata", "text"]
     assert mod.init_addr and mod.exit_addr
     assert run.unload("nls_cp437")[0] == 0
+
+
+def test_without_an_image_the_headers_release_decides_the_layout(tmp_path):
+    from armload.loader.for_kernel import follow_headers
+    cfg = follow_headers(DEBIAN_ARMMP, symvers(V612))
+    assert (cfg.layout, cfg.version) == ("6.4", (6, 12))
+    assert follow_headers(DEBIAN_ARMMP, symvers("6.1.0-50-armmp")).layout == "6.1"
+    with pytest.raises(ArmloadError, match="kernel 6.12.107\\+deb12-armmp's, whose load_module uses the 6.4 layout"):
+        follow_headers(DEBIAN_ARMMP, symvers(V612), layout_given="6.1")
+    bare = tmp_path / "Module.symvers"                     # no headers beside it: nothing is known
+    bare.write_text("")
+    assert follow_headers(DEBIAN_ARMMP, str(bare)) == DEBIAN_ARMMP
+
+
+def test_load_of_a_6_12_module_with_its_symvers_lays_it_out_as_6_12(capsys):
+    from armload.cli import main
+    m = os.path.join(tree(V612), "fs", "nls", "nls_cp437.ko.xz")
+    assert main(["load", m, "--kernel", symvers(V612), "--json"]) == 0
+    import json
+    doc = json.loads(capsys.readouterr().out)
+    mod = doc["modules"][0] if "modules" in doc else doc
+    names = {r["name"] for r in mod["regions"]}
+    assert {"text", "data", "rodata"} <= names and "core" not in names
+
+
+def test_matrix_boots_each_cells_own_kernel():
+    """6.1 and 6.12 side by side: each cell's init runs in its own booted kernel; 6.12's
+    nls_cp437.ko.xz is the same module as 6.1's nls_cp437.ko."""
+    import json
+    import subprocess
+    import sys
+    from conftest import ROOT
+    p = subprocess.run([sys.executable, "-m", "armload", "matrix", "--cell", "6.1.0-50-armmp", "--cell", V612,
+                        "--cache", CACHE, "--module", "nls_cp437", "--json", "-", "--no-timing", "-q"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=1200)
+    assert p.returncode == 0, p.stderr[-2000:]
+    doc = json.loads(p.stdout)
+    assert [c["init"] for c in doc["cells"]] == ["run in this kernel booted"] * 2
+    assert [c["struct_module"]["exit"] for c in doc["cells"]] == [0x230, 0x2C4]
+    row = doc["modules"]["fs/nls/nls_cp437.ko"]
+    assert row == {"6.1.0-50-armmp": {"outcome": "ok", "loaded": True}, V612: {"outcome": "ok", "loaded": True}}
+    assert doc["changes"] == []
+
+
+def test_rt_modules_load_as_the_rt_kernel_loads_them():
+    """rt-armmp: no CONFIG_JUMP_LABEL (no jump_label_module_notify) and trace notifiers that
+    rewrite print_fmt strings (TRACE_DEFINE_ENUM) in module data: the formed image is taken as
+    prepare_coming_module starts, so a module with trace events is identical word for word."""
+    from armload.emu.booted.modload import load_order, tree_index
+    from armload.emu.booted.modrun import BootedRun
+    from armload.kernel.provider import Kernel
+    from armload.loader.for_kernel import follow_kernel
+    rel = "6.1.0-50-rt-armmp"
+    cfg = follow_kernel(DEBIAN_ARMMP, image(rel))
+    assert cfg.struct_module.init == 0xC8
+    run = BootedRun(image(rel), Kernel.from_files([symvers(rel), image(rel)], cfg), cfg, tree=tree(rel))
+    idx = tree_index(tree(rel))
+    for p in load_order(idx["vmw_vsock_virtio_transport_common"], idx) + [os.path.join(tree(rel), "fs", "nls",
+                                                                                      "nls_cp437.ko")]:
+        r = run.load(p)
+        assert r.ok and r.loader.identical, (p, r.loader.to_dict())
+    assert run.unload("nls_cp437")[0] == 0

@@ -180,8 +180,9 @@ def test_load_imports_the_loader_and_nothing_else():
     assert ours == [
         "armload", "armload._lazy", "armload._moved", "armload.cli", "armload.commands", "armload.commands.load",
         "armload.constants", "armload.errors", "armload.inspect", "armload.inspect.explain",
-        "armload.inspect.report", "armload.kernel", "armload.kernel.config", "armload.kernel.provider",
-        "armload.loader", "armload.loader._kernsort", "armload.loader.elf", "armload.loader.finalize",
+        "armload.inspect.report", "armload.kernel", "armload.kernel.config", "armload.kernel.identity", "armload.kernel.provider",
+        "armload.kernel.setup_cache",
+        "armload.loader", "armload.loader._kernsort", "armload.loader.elf", "armload.loader.finalize", "armload.loader.for_kernel",
         "armload.loader.kofile", "armload.loader.layout",
         "armload.loader.model", "armload.loader.plt", "armload.loader.relocate", "armload.loader.session",
         "armload.loader.symbols", "armload.loader.this_module", "armload.loader.validity"], f"{len(ours)} armload modules"

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from conftest import SAMPLES, SYMVERS
+from conftest import BOOT_VMLINUZ, SAMPLES, SYMVERS
 
 from armload.cli import main
 
@@ -43,6 +43,10 @@ def _cell(cache, release, edit=lambda lines: lines, vermagic=None, move_init=0):
         if move_init:
             data = _move_init(data, move_init)
         (tree / f"{n}-arm.ko").write_bytes(data)
+    if release == "6.1.0-50-armmp":          # the one cell with an image: its init runs inside the booted kernel
+        boot = cache / f"linux-image-{release}" / "boot"
+        boot.mkdir(parents=True)
+        (boot / f"vmlinuz-{release}").symlink_to(BOOT_VMLINUZ)
     hdr = cache / f"linux-headers-{release}" / "usr" / "src" / f"linux-headers-{release}"
     hdr.mkdir(parents=True)
     (hdr / "Module.symvers").write_text("".join(edit(open(SYMVERS).read().splitlines(True))))
@@ -80,14 +84,15 @@ def test_tree_matrix_names_crc_changes_and_removed_symbols(cache, tmp_path, caps
     k = m["drivers/misc/kalloc-arm.ko"]
     assert k["6.1.0-50-armmp"] == {"outcome": "ok", "loaded": True}
     assert k["6.1.0-51-armmp"] == {"outcome": "load symbol EINVAL", "loaded": False,
-                                   "resolve": {"crc": ["kmalloc_trace"]}}
-    assert k["6.1.0-52-armmp"] == {"outcome": "ok", "loaded": True}
+                                   "resolve": {"crc": ["kmalloc_trace"]}, "init": "not run"}
+    assert k["6.1.0-52-armmp"] == {"outcome": "ok", "loaded": True, "init": "not run"}      # no image: no init
     d = m["drivers/misc/deferred-arm.ko"]
     assert d["6.1.0-52-armmp"] == {"outcome": "load symbol ENOENT", "loaded": False,
-                                   "resolve": {"missing": ["wake_up_process"]}}
-    assert all(v == {"outcome": "ok", "loaded": True} for v in m["drivers/misc/importer-arm.ko"].values())
-    assert all(c["init"] == "run" and c["struct_module"] == {"size": 0x240, "name": 0x0C, "init": 0xCC, "exit": 0x230}
-               for c in doc["cells"])
+                                   "resolve": {"missing": ["wake_up_process"]}, "init": "not run"}
+    assert m["drivers/misc/importer-arm.ko"]["6.1.0-50-armmp"] == {"outcome": "ok", "loaded": True}
+    assert all(c["struct_module"] == {"size": 0x240, "name": 0x0C, "init": 0xCC, "exit": 0x230} for c in doc["cells"])
+    assert [c["init"] for c in doc["cells"]] == ["run in this kernel booted"] + ["init not run: no kernel image for this cell (init runs "
+                                                           "inside the booted kernel)"] * 2
     assert {c["module"]: c["kind"] for c in doc["changes"]} == {
         "drivers/misc/kalloc-arm.ko": "CRC change", "drivers/misc/deferred-arm.ko": "symbol removed"}
     assert doc["summary"] == {"modules": 6, "changing": 2, "kinds": {"CRC change": 1, "symbol removed": 1}}

@@ -51,14 +51,30 @@ def binutils_a2l(mod, addrs, tmp_path) -> dict[int, list[str]]:
     return ref
 
 
+def decode_line(ln, modules=()):
+    from armload.emu.booted.decode import _Decoder
+    return _Decoder({m.name: m for m in modules}, None).line(ln)
+
+
 def test_null_dereference_names_its_source_line(run):
     r, lines = decoded(run, sample("nullderef-arm-debug.ko"))
     want = src_line("nullderef", "v = *(volatile int *)nullderef_ptr;")
     pc = next(ln for ln in lines if "PC is at " in ln)
     assert pc.endswith(f"PC is at nullderef_init (./sample_modules/src/nullderef/nullderef.c:{want}) nullderef")
     assert pc.startswith("[") and "+0x" not in pc          # decode_stacktrace.sh drops the offset it decoded
-    assert len(lines) == len(r.oops.splitlines())           # every line kept, in order
-    assert next(ln for ln in lines if "Code: " in ln).endswith(r.oops.split("Code: ")[1].splitlines()[0].strip())
+    oops = r.oops.splitlines()
+    code = next(i for i, ln in enumerate(lines) if "Code: " in ln)
+    assert lines[:code] == [decode_line(ln, run.session.modules) for ln in oops[:code]]      # in order
+    assert len(oops[code + 1:]) == 1
+    words = r.oops.split("Code: ")[1].splitlines()[0].split()
+    assert lines[code].endswith("Code: " + " ".join(words))                     # decodecode echoes it
+    assert lines[code + 1:code + 3] == ["All code", "========"]
+    trap = next(ln for ln in lines if ln.endswith("<-- trapping instruction"))
+    fault = words[-1].strip("()")
+    assert f":*\t{fault} \tldr\t" in trap                                     # the load through NULL
+    assert lines[-4:-1] == ["Code starting with the faulting instruction", "=" * 43, f"   0:\t{fault} \t"
+                            + trap.split(f"{fault} \t", 1)[1].split("\t\t<--")[0]]
+    assert lines[-1] == oops[-1]
 
 
 def test_frames_and_inlined_callers_equal_binutils_addr2line(run, tmp_path, binutils):
@@ -180,3 +196,18 @@ def test_the_result_carries_the_decoded_oops_of_a_load_and_of_a_call(run):
         f"PC is at devkit_peek (./sample_modules/src/devkit/devkit.c:{devkit_line('return *p + 1;')}) devkit")
     ok = run2.load(sample("hello-arm.ko"))
     assert ok.decoded == [] and not ok.oops
+
+
+def test_code_line_without_the_cross_binutils_says_so(monkeypatch):
+    from armload.emu.booted import decode as d
+    monkeypatch.setattr(d, "CROSS", "no-such-cross-")
+    line = "[    1.2] Code: e8bd4010 (e5900000)"
+    assert d.decode(line) == [line.strip() + "  (not disassembled: scripts/decodecode needs no-such-cross-as/strip/objdump)"]
+
+
+def test_thumb_code_halfwords_are_disassembled_as_thumb(binutils):
+    from armload.emu.booted.decode import decodecode
+    out = decodecode("Code: 4770 bf00 (6800) 4770")      # bx lr; nop; (ldr r0, [r0]); bx lr
+    assert out[0] == "Code: 4770 bf00 (6800) 4770"
+    assert any(ln.endswith("<-- trapping instruction") and "ldr\tr0, [r0" in ln and ":*" in ln for ln in out)
+    assert out[out.index("Code starting with the faulting instruction") + 2].split("\t")[2] == "ldr"

@@ -290,23 +290,6 @@ def test_thumb2_code_line():
     assert [x["sym"].split("+")[0] for x in f.backtrace] == ["devkit_peek", "devkit_crash"]
 
 
-def test_backtrace_continues_through_a_model_that_invoked_module_code(kernel):
-    from armload.devkit.testing import ModuleHandle, ModuleOops
-    dk = ModuleHandle(sample("devkit-arm-debug.ko"), kernel=kernel)
-    # a model calling back into the module (as a driver core model calls probe): the callback faults
-    dk.replace("kmalloc_trace", lambda call: call.invoke(dk.symbol("devkit_count_char"), 0, 0x61))
-    with pytest.raises(ModuleOops) as e:
-        dk.init()
-    f = e.value.result.fault
-    assert [x["sym"].split("+")[0] for x in f.backtrace] == ["devkit_count_char", "kmalloc_trace",
-                                                            "devkit_add", "devkit_init"]
-    assert f.backtrace[0]["from_sym"].startswith("kmalloc_trace+0x0/")
-    assert [x["line"] for x in f.backtrace] == [devkit_line("for (; *s; s++)"), None,
-                                                 devkit_line("kmalloc(sizeof(*it)"), devkit_line("err = devkit_add(")]
-    assert dk.machine.invoke_frames == []                  # popped on the way out
-    assert f.code == "Code: bad PC value "                 # traps.c: the first word before the PC is unmapped
-
-
 def test_load_image_keeps_relocated_debug_sections(tmp_path):
     import sys
     out = str(tmp_path / "dk.elf")

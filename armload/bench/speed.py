@@ -68,7 +68,7 @@ def run_check(patterns: list[str] | None, jobs: int, limit: int | None = None) -
     names = corpus.select(plan, patterns) if patterns else list(plan.order)
     if limit:
         names = names[:limit]
-    opts = corpus.CheckOptions(runtime="booted", image=VMLINUZ, tree=DEBIAN, budget=corpus.BOOTED_BUDGET)
+    opts = corpus.CheckOptions(image=VMLINUZ, tree=DEBIAN, budget=corpus.BOOTED_BUDGET)
     stats = corpus.run_checks(plan, kernel, DEBIAN_ARMMP, opts, jobs=jobs, names=names)
     wall, cpus = time.perf_counter() - w0, cpu() - c0
     insns = sum((r.get("init") or {}).get("instructions") or 0 for r in stats.records)

@@ -33,7 +33,7 @@ FINGERPRINT = ("file_sha256", "build_id", "image_sha256")
 # The options that change results: a baseline made with others is not comparable.
 TOTALS = ("modules", "relocations", "branches")          # summary totals compared as well
 RESULT_OPTIONS = ("placement", "plt_algorithm", "l1_cache_bytes", "dynamic_ftrace", "thumb2",
-                  "module_unload", "verify", "emulate", "budget", "dep_inits")
+                  "module_unload", "verify", "emulate", "budget")
 
 
 def pass_name(doc: dict) -> str:
@@ -64,11 +64,8 @@ def outcome_key(rec: dict) -> str:
     if o == "error":
         return f"{o} -{i.get('errno_name') or i.get('retval')}"
     if o == "fault":
-        f = i.get("fault") or {}
-        fn = re.sub(r"\+0x[0-9a-f]+(/0x[0-9a-f]+)?", "", f.get("pc_sym") or "?")
-        return f"{o} {f.get('kind')} in {fn}"
-    if o == "unmodelled":
-        return f"{o} {i.get('unmodelled_call')}"
+        fn = re.sub(r"\+0x[0-9a-f]+(/0x[0-9a-f]+)?", "", i.get("where") or "?")
+        return f"{o} {i.get('status')} in {fn}"
     return o
 
 

@@ -31,33 +31,38 @@ OUTCOMES = {
     "fault":             ("module", "init faulted"),
     "budget":            ("module", "init ran out of its instruction / simulated-time budget"),
     "error":             ("module", "init returned a negative errno"),
-    "unmodelled":        ("module", "init called a kernel function that has no model"),
+    "panic":             ("module", "the kernel panicked (its own report)"),
+    "soft-lockup":       ("module", "init spun until the kernel's soft-lockup watchdog reported it"),
+    "hung-task":         ("module", "init slept until the kernel's hung-task detector reported it"),
+    "reboot":            ("module", "init restarted, halted or powered off the machine"),
+    "hang":              ("module", "init spins with interrupts off: the kernel would hang silently (armload's stop)"),
     "loader-differs":    ("harness", "armload's loaded image differs from the booted kernel's load_module, "
                                      "or one refused what the other loaded (a bug in armload)"),
     "timeout":           ("harness", "the wall-clock safety net stopped init (machine load, not the module)"),
     "internal":          ("harness", "armload could not run a stage (a bug in armload)"),
 }
-DEFAULT_FAIL_ON = ("load", "verify", "fault", "loader-differs", "timeout", "internal")
+DEFAULT_FAIL_ON = ("load", "verify", "fault", "panic", "soft-lockup", "hung-task", "reboot", "hang", "loader-differs",
+                   "timeout", "internal")
 
-# The emulator's init status string -> outcome class. "returned" with a negative value is
+# The booted kernel's init status (ci.corpus._booted_data) -> outcome class. "returned" with a negative value is
 # "error" (do_init_module fails on ret < 0 and only warns on ret > 0). A status not listed here
 # is "internal": never a success by default.
 INIT_STATUS = {
     "returned": "ok",
-    "no-function": "ok",
-    "fault": "fault",
     "budget": "budget",
-    "unmodelled": "unmodelled",
     "timeout": "timeout",
-    "params-refused": "error",       # parse_args refused a parameter: the load fails, init never runs
-    "refused": "error",              # booted runtime: the kernel's load_module returned -errno before init
-    "oops": "fault",                 # booted runtime: the kernel oopsed (its own report)
+    "refused": "error",              # the kernel's load_module returned -errno before init (parse_args too)
+    "oops": "fault",                 # the kernel oopsed or panicked (its own report)
     "not-run": "internal",
+    # booted runtime, the ends of hostile modules (emu/booted/hostile.py)
+    "panic": "panic", "soft-lockup": "soft-lockup", "hung-task": "hung-task", "hang": "hang",
+    "restart": "reboot", "halt": "reboot", "power-off": "reboot", "time-budget": "budget",
 }
+HOSTILE_STATUSES = ("panic", "soft-lockup", "hung-task", "hang", "restart", "halt", "power-off", "time-budget")
 
-DEFAULT_BUDGET = 5_000_000          # instructions per init run (dependencies' inits get the same)
-BOOTED_BUDGET = 1_000_000_000       # booted runtime: per load_module (the kernel's loading and init)
-DEFAULT_TIMEOUT = 60.0              # seconds of wall clock per init run: only a safety net
+from ..emu.limits import BOOTED_BUDGET as DEFAULT_BUDGET    # per load_module (loading and init), as run's
+from ..emu.limits import BOOTED_TIMEOUT as DEFAULT_TIMEOUT  # wall clock per load: only a safety net
+BOOTED_BUDGET = DEFAULT_BUDGET
 
 
 def labelled(label: str, text: str | None) -> str:
@@ -392,18 +397,16 @@ def _find_cycle(start: str, by_name: dict[str, ModuleInfo], within: set[str]) ->
 @dataclass
 class CheckOptions:
     verify: bool = True
-    emulate: bool = True
+    emulate: bool = True            # run init inside the booted kernel (needs `image`)
     budget: int = DEFAULT_BUDGET
     timeout: float = DEFAULT_TIMEOUT
-    dep_inits: bool = True          # run the dependencies' inits first (as the kernel would have)
-    placement: object = "window"
+    placement: object = "window"    # the loader-only pass (the booted kernel's module_alloc places its own)
     modversions: bool = True
-    unmodelled: str = "fail"        # policy for calls nothing simulates: fail | real | zero
     params: dict = field(default_factory=dict)   # module name -> insmod parameter words
-    runtime: str = "models"         # models: armload's Python-model machine; booted: the booted kernel
-    image: str | None = None        # the vmlinuz the booted runtime boots
-    settle_ns: int = 0              # booted: deferred work after init (simulated ns)
-    tree: str | None = None         # booted: where request_module's modprobe finds modules
+    image: str | None = None        # the vmlinuz the booted kernel boots
+    settle_ns: int = 0              # deferred work after init (simulated ns)
+    tree: str | None = None         # where request_module's modprobe finds modules
+    no_init: str = "--no-emulate"   # why init is not run when emulate is False
 
 
 _WORKER: dict = {}
@@ -417,7 +420,7 @@ def set_worker_context(kernel, config, options: CheckOptions, plan: Plan) -> Non
         sim_restore(_WORKER["kernel"], _STACK.sims[0])
     _WORKER.update(kernel=kernel, config=config, options=options, plan=plan)
     _STACK.__init__()
-    if options.runtime == "booted" and options.emulate and options.image:
+    if options.emulate and options.image:
         try:                                  # restored once here: the workers fork from it
             _booted_handle([], _WORKER, options)
         except Exception:
@@ -527,6 +530,13 @@ def _new_record(info: ModuleInfo) -> dict:
             "outcome": "ok", "stage": None, "reason": None, "where": None}
 
 
+def lost_record(name: str, why: str) -> dict:
+    """The record of a module whose check worker died while checking it (ci/workers.py)."""
+    rec = _new_record(_WORKER["plan"].modules[name])
+    rec.update(outcome="internal", stage="worker", reason=why)
+    return rec
+
+
 def check_one(name: str) -> dict:
     """The full pipeline for one module; returns a JSON-ready record with its wall-clock
     timings under "_time" (run_checks moves them out). Never raises."""
@@ -549,7 +559,6 @@ def check_one(name: str) -> dict:
         rec["_time"] = {"total": time.perf_counter() - t0}
         return rec
     session = _STACK.session
-    deps = list(_STACK.mods)
     t_deps = time.perf_counter()
     try:
         mod = session.load(info.path)
@@ -587,10 +596,7 @@ def check_one(name: str) -> dict:
         times["verify"] = time.perf_counter() - t
     if opts.emulate:
         t = time.perf_counter()
-        if opts.runtime == "booted":
-            init = _run_booted(info, [plan.modules[d] for d in plan.closure[name]], ctx, opts)
-        else:
-            init = _run_init(mod, deps, ctx["kernel"], opts)
+        init = _run_booted(info, [plan.modules[d] for d in plan.closure[name]], ctx, opts)
         times["init"] = time.perf_counter() - t
         times["init.emulator"] = init.pop("elapsed", None)
         dep_inits = init.pop("dependency_inits", [])
@@ -684,70 +690,18 @@ def _module_record(mod) -> dict:
 
 
 # --------------------------------------------------------------------------------------------
-# The emulator interface: the only code here that drives the emulator or reads its results.
+# The booted kernel: the only code here that runs module code or reads its results (a Result,
+# armload/emu/booted/result.py).
 # It returns plain data; everything else in this file works on that data.
 # --------------------------------------------------------------------------------------------
-def _run_init(mod, deps, kernel, opts: CheckOptions) -> dict:
-    """Run the dependencies' inits (load order, as modprobe would have) and then the module's
-    own init, in one machine, each with the same instruction budget and wall-clock safety net.
-
-    Returns {"status": the emulator's status string (returned, no-function, fault, budget,
-    unmodelled, timeout; "not-run" when the machine could not start), "retval", "reason" (one
-    line), "where" (symbolized PC, or the unmodelled call), "fault", ..., "elapsed" (wall
-    seconds: moved to the timings by the caller), "dependency_inits": [the same for each
-    dependency: name, status, retval, reason]}. Only deterministic data apart from "elapsed"."""
-    from ..emu import Machine
-    try:
-        m = Machine(deps + [mod], kernel, budget=opts.budget, timeout=opts.timeout, console=_quiet,
-                    deferred_budget=opts.budget,
-                    unmodelled=opts.unmodelled)
-    except Exception as e:
-        return {"status": "not-run", "reason": f"emulator could not start: {_err_dict(e)['message']}"}
-    dep_inits = []
-    for d in deps:
-        if opts.dep_inits:
-            try:
-                r = m.run_init(d.name, budget=opts.budget, timeout=opts.timeout)
-                x = _result_data(r, opts)
-                dep_inits.append({"name": d.name, "status": x["status"], "retval": x.get("retval"),
-                                  "reason": x.get("reason"), "where": x.get("where")})
-            except Exception as e:
-                dep_inits.append({"name": d.name, "status": "not-run", "reason": _err_dict(e)["message"]})
-        # The kernel frees init memory after a successful init (and a later module may have been
-        # given those addresses). Release it whatever happened, so that the module under test
-        # can be mapped: a dependency whose init failed is treated as loaded, its init incomplete.
-        _release_init(m, d)
-    words = opts.params.get(mod.name.replace("-", "_"))
-    params = None
-    if words:
-        from ..emu.params import apply_params
-        try:
-            po = apply_params(m, mod, words)
-        except Exception as e:
-            return {"status": "not-run", "reason": f"parameters: {_err_dict(e)['message']}",
-                    "dependency_inits": dep_inits}
-        params = {"ok": po.ok, "error": po.error, "log": po.log, "notes": po.notes}
-        if not po.ok:                # load_module fails in parse_args: init never runs
-            return {"status": "params-refused", "retval": po.error, "reason": po.summary(),
-                    "params": params, "dependency_inits": dep_inits}
-    try:
-        r = m.run_init(mod)
-    except Exception as e:
-        return {"status": "not-run", "reason": f"init could not run: {_err_dict(e)['message']}",
-                "dependency_inits": dep_inits}
-    out = _result_data(r, opts)
-    out["dependency_inits"] = dep_inits
-    if params is not None:
-        out["params"] = params
-    return out
-
-
 def _run_booted(info, closure, ctx, opts: CheckOptions) -> dict:
     """The booted runtime: the closure then the module loaded by the kernel's own load_module (init
     and all), armload's image compared with the kernel's (modrun.py). The module runs in a fork of a
     process holding the restored kernel with its closure loaded (emu/booted/forkserver.py), which
-    is the state a fresh restore plus the closure's loads gives. Same shape as _run_init's dict,
-    plus "loader_vs_kernel" and the kernel's last console lines."""
+    is the state a fresh restore plus the closure's loads gives. Returns {"status":
+    returned | refused | oops | budget | timeout | a hostile end | not-run, "retval", "reason" (one
+    line), "where" (the oops's PC), "loader_vs_kernel", the kernel's last console lines,
+    "dependency_inits": [name, status, retval, reason]}."""
     from functools import partial
     from ..emu.booted import forkserver
     try:
@@ -803,7 +757,7 @@ def _booted_closure(opts: CheckOptions, run, closure) -> tuple[list, dict | None
     dep_inits = []
     for d in closure:
         try:
-            r = run.load(d.path, " ".join(opts.params.get(d.name, [])), budget=opts.budget)
+            r = run.load(d.path, opts.params.get(d.name, []), budget=opts.budget, timeout=opts.timeout)
         except Exception as e:
             return dep_inits, {"status": "not-run", "reason": f"dependency {d.name}: {_err_dict(e)['message']}"}
         x = _booted_data(r, run)
@@ -823,7 +777,7 @@ def _booted_module(info, opts: CheckOptions, dep_inits: list, run) -> dict:
         me = info.name.replace("-", "_")
         r = next((x for x in run.results if x.name.replace("-", "_") == me and x.ok), None)
         if r is None:
-            r = run.load(info.path, " ".join(opts.params.get(info.name, [])), budget=opts.budget)
+            r = run.load(info.path, opts.params.get(info.name, []), budget=opts.budget, timeout=opts.timeout)
         else:                                 # a dependency's request_module loaded it already (insmod: EEXIST)
             dep_inits.append({"name": info.name, "status": "returned", "retval": 0, "reason": "autoloaded"})
         if opts.settle_ns and r.ok:
@@ -838,17 +792,22 @@ def _booted_module(info, opts: CheckOptions, dep_inits: list, run) -> dict:
 
 
 def _booted_data(r, run=None) -> dict:
-    """A modrun.BootedResult as check's init data."""
-    st = {"returned": "returned", "refused": "refused", "oops": "oops", "panic": "oops",
-          "budget": "budget"}.get(r.status, "not-run")
-    out = {"status": st, "retval": r.ret, "instructions": r.instructions, "runtime": "booted",
+    """A Result (emu/booted/result.py) as check's init data."""
+    from ..emu.booted import hostile
+    st = {"returned": "returned", "refused": "refused", "oops": "oops", "stopped": "timeout",
+          "budget": "budget", **{k: k for k in HOSTILE_STATUSES}}.get(r.status, "not-run")
+    out = {"status": st, "retval": r.ret, "instructions": r.instructions,
            "console": r.console[-5:], "loader_vs_kernel": r.loader.to_dict()}
+    if r.ret is not None and r.ret < 0:
+        out["errno_name"] = _errno_name(r.ret)
     if getattr(r, "decompressed_by", ""):
         out["decompressed_by"] = r.decompressed_by           # who inflated the .ko.xz/.zst/.gz
     if r.status == "refused":
-        out["reason"] = f"load_module returned {r.ret} ({_errno_name(r.ret)})"
+        out["reason"] = f"load_module returned {r.ret} (-{_errno_name(r.ret)})"
     elif r.status == "returned" and r.ret and r.ret < 0:
-        out["reason"] = f"init returned {r.ret} ({_errno_name(r.ret)})"
+        out["reason"] = f"init returned {r.ret} (-{_errno_name(r.ret)})"
+    elif r.status in HOSTILE_STATUSES and r.status != "panic":
+        out["reason"], out["where"] = hostile.reason(r.status, r.console, r.stopped)
     elif r.status in ("oops", "panic"):
         first = next((ln for ln in r.oops.splitlines() if ln.strip()), "")
         out["reason"] = first.split("] ", 1)[-1]
@@ -858,23 +817,14 @@ def _booted_data(r, run=None) -> dict:
             out["where"] = where(out["where"], run.session.modules, run.session.kernel.vmlinux_debug)
     elif r.status == "budget":
         out["reason"] = f"no return within {r.instructions:,} instructions"
+    elif r.status == "stopped":
+        # where the wall clock stopped the code depends on the machine's load: keep nothing of it
+        return {"status": st, "retval": None, "reason": f"{r.stopped} (a harness failure, not module behaviour)"}
+    elif r.status == "refused-dead":
+        out["reason"] = r.stopped
     if not r.loader.agrees or not (r.loader.identical or r.status == "refused"):
         out["loader_differs"] = True
     return out
-
-
-def _release_init(machine, mod) -> None:
-    """Free a dependency's init memory (mapping it first if its init did not run)."""
-    if not any(r.init for r in mod.regions):
-        return
-    try:
-        machine.free_init_memory(mod)
-    except Exception:
-        pass
-
-
-def _quiet(*a, **k) -> None:
-    pass
 
 
 def _errno_name(v: int) -> str:
@@ -885,60 +835,6 @@ def _errno_name(v: int) -> str:
         import errno
         name = errno.errorcode.get(-v, name)
     return name
-
-
-def _result_data(r, opts: CheckOptions) -> dict:
-    """An emulator RunResult as plain, deterministic data (+ "elapsed")."""
-    st = r.status
-    d: dict = {"status": st, "retval": r.retval, "elapsed": round(r.elapsed, 6)}
-    if st == "timeout":
-        # Where a wall-clock limit stops the code depends on the machine's load: keep nothing of it.
-        d["reason"] = (f"the wall-clock safety net of {opts.timeout:g} s stopped init (a harness "
-                       f"failure, not module behaviour)")
-        return d
-    d.update(calls=len(r.calls), log=r.log[-5:])
-    if r.instructions is not None:
-        d["instructions"] = r.instructions
-    if r.retval is not None and r.retval < 0:
-        d["errno_name"] = _errno_name(r.retval)
-    if st == "no-function":
-        d["reason"] = None
-    elif st == "returned":
-        v = r.retval
-        if v < 0:
-            d["reason"] = f"init returned {v} (-{d['errno_name']})"
-        elif v > 0:
-            d["reason"] = f"init returned {v} (suspicious: the kernel only warns; init should follow 0/-E)"
-    if r.fault is not None:
-        f = r.fault
-        d["fault"] = {"kind": f.kind, "message": f.message, "pc": f.pc, "pc_sym": f.pc_sym,
-                      "in_kernel": getattr(f, "in_kernel", False),   # the faulting PC is in the kernel's code
-                      "access_addr": f.access_addr, "access_type": f.access_type, "lr_sym": f.lr_sym}
-        d["reason"] = _first_line(f.message)
-        d["where"] = f.pc_sym
-    if st == "unmodelled":
-        # "unmodelled: NAME called from SYM+0xOFF [module]": the call is the place to show.
-        msg = d.get("reason") or r.summary()
-        d["reason"] = msg
-        call = msg.split("unmodelled:", 1)[-1].strip()
-        d["where"] = call
-        name = getattr(r.fault, "unmodelled", None) if r.fault is not None else None
-        d["unmodelled_call"] = name or (call.split() or [call])[0]
-    real = [c for c in r.calls if c.name != "__gnu_mcount_nc"]
-    if real:
-        last = real[-1]
-        d["last_call"] = {"name": last.name, "ret": last.ret, "caller_sym": last.caller_sym}
-        errs = [c.name for c in r.calls if c.ret is not None and c.ret >= 0xFFFFF001]
-        if errs:
-            d["error_calls"] = errs[-3:]
-            if st == "returned" and (r.retval or 0) < 0:
-                d["where"] = f"after {errs[-1]}() returned an error"
-    d["kernel_calls"] = sorted({c.name for c in r.calls})[:200]
-    if hasattr(r, "class_counts"):
-        d["classes"] = r.class_counts()         # calls per simulation class (real, model, ...)
-    if r.fault is not None and getattr(r.fault, "unmodelled", None):
-        d["unmodelled"] = r.fault.unmodelled
-    return d
 
 
 # --------------------------------------------------------------------------------------------
@@ -1028,13 +924,10 @@ def run_checks(plan: Plan, kernel, config, options: CheckOptions, *, jobs: int =
             for n in g:
                 take(check_one(n))
         booted_release()
-    else:
-        import multiprocessing as mp
-        ctx = mp.get_context("fork")
-        with ctx.Pool(jobs) as pool:
-            for recs in pool.imap_unordered(check_group, groups, chunksize=1):
-                for rec in recs:
-                    take(rec)
+    else:                                    # isolated workers: limits, a dead one replaced (workers.py)
+        from .workers import run_pool
+        for rec in run_pool(groups, jobs, check_one, lost_record, release=booted_release):
+            take(rec)
     wall = time.perf_counter() - t0
     apply_dependencies(plan, records)
     ordered = [records[n] for n in names]
@@ -1150,34 +1043,11 @@ def stage_results(rec: dict, options: CheckOptions) -> dict[str, tuple[str | Non
     if o == "dependency-failed":
         out["init"] = (o, why)
     elif i is None:
-        out["init"] = (None, "not run (--no-emulate)" if not options.emulate else "not run")
+        out["init"] = (None, f"not run ({options.no_init})" if not options.emulate else "not run")
     else:
         out["init"] = (init_class(i), i.get("reason") or ("no init function" if i.get("status") == "no-function"
                                                           else None))
     return out
-
-
-def failing_apis(records: list[dict], top: int = 20) -> list[tuple[str, int, Counter]]:
-    """Kernel functions most often the last call before an init that did not succeed.
-    Returns (function, modules, Counter of outcomes)."""
-    per: dict[str, Counter] = {}
-    for r in records:
-        i = r.get("init")
-        cls = init_class(i)
-        if cls in (None, "ok", "timeout"):
-            continue
-        culprit = None
-        if cls == "error" and i.get("error_calls"):
-            culprit = i["error_calls"][-1]
-        elif cls == "unmodelled" and i.get("unmodelled_call"):
-            culprit = i["unmodelled_call"]
-        elif i.get("last_call"):
-            culprit = i["last_call"]["name"]
-        culprit = culprit or "(no kernel call)"
-        kind = (i.get("fault") or {}).get("kind")
-        per.setdefault(culprit, Counter())[cls + (f" ({kind})" if kind and kind != cls else "")] += 1
-    rows = sorted(((k, sum(v.values()), v) for k, v in per.items()), key=lambda x: (-x[1], x[0]))
-    return rows[:top]
 
 
 # --------------------------------------------------------------------------------------------

@@ -72,10 +72,7 @@ def _detail(rec: dict, stage: str) -> str:
         lines += v.get("failures", [])
     i = rec.get("init") or {}
     if stage == "init":
-        lines += [f"log: {x}" for x in i.get("log", [])]
-        if i.get("last_call"):
-            lc = i["last_call"]
-            lines.append(f"last kernel call: {lc['name']} from {lc['caller_sym']}")
+        lines += [f"console: {x}" for x in i.get("console", [])]     # the kernel's last console lines
     return "\n".join(lines)
 
 

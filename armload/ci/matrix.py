@@ -50,8 +50,9 @@ def packages(release: str) -> list[str]:
 
 def find_cell(release: str, caches: list[str]) -> Cell:
     """The cell's files in the first cache folder (or a folder inside one) that has them."""
-    if not re.fullmatch(r"[0-9][0-9.]*-[0-9]+-[a-z0-9-]+", release):
-        raise ArmloadError(f"matrix: {release!r} is not a kernel release such as 6.1.0-53-armmp")
+    if not re.fullmatch(r"[0-9][0-9.]*(-[0-9]+|\+deb[0-9]+)-[a-z0-9-]+", release):
+        raise ArmloadError(f"matrix: {release!r} is not a kernel release such as 6.1.0-53-armmp or "
+                           f"6.12.107+deb12-armmp")
     for c in caches:
         for base in [c] + sorted(glob.glob(os.path.join(c, "*", ""))):
             img = os.path.join(base, f"linux-image-{release}")
@@ -202,14 +203,18 @@ def run_matrix(cells: list[Cell], config, options: CheckOptions, *, patterns=(),
             names = [n for n in names if n in want]
         # struct module as this kernel's own modules lay it out (PREEMPT_RT and 6.12 move init and
         # exit); each cell runs init in its own kernel: the booted runtime boots the cell's image.
+        from ..loader.for_kernel import follow_headers, follow_kernel
         from ..loader.this_module import of_tree
         sm = of_tree(cell.tree)
-        cell_config = dataclasses.replace(config, struct_module=sm)
-        cell_opts = options
-        if options.runtime == "booted":
-            if not cell.image:
-                raise ArmloadError(f"matrix: {cell.release}: no vmlinuz-{cell.release} beside its tree to boot")
-            cell_opts = dataclasses.replace(options, image=cell.image, tree=cell.tree)
+        cell_config = (follow_kernel(config, cell.image, tree=cell.tree) if cell.image else
+                       dataclasses.replace(follow_headers(config, cell.symvers), struct_module=sm))
+        kernel.config = cell_config
+        cell_opts, why = options, None
+        if options.emulate and not cell.image:
+            why = "init not run: no kernel image for this cell (init runs inside the booted kernel)"
+            cell_opts = dataclasses.replace(options, emulate=False, no_init="no kernel image")
+        elif options.emulate:                 # init inside this cell's booted kernel, modprobe from its tree
+            cell_opts = dataclasses.replace(options, image=cell.image, tree=os.path.abspath(cell.tree))
         if progress:
             progress(cell.release, len(names))
         stats = run_checks(plan, kernel, cell_config, cell_opts, jobs=jobs, names=names,
@@ -218,8 +223,7 @@ def run_matrix(cells: list[Cell], config, options: CheckOptions, *, patterns=(),
         out_cells.append({"release": cell.release, "kernel": kernel.describe(), "vermagic": cell.vermagic,
                           "struct_module": ({"size": sm.size, "name": sm.name, "init": sm.init, "exit": sm.exit}
                                             if sm else None),
-                          "init": ("run in this kernel booted" if cell_opts.runtime == "booted" else "run")
-                          if cell_opts.emulate else "not run (--no-emulate)",
+                          "init": "run in this kernel booted" if cell_opts.emulate else (why or "not run (--no-emulate)"),
                           "modules": len(stats.records), "outcomes": {k: v for k, v in summ["outcomes"].items() if v},
                           "success": summ["success"]})
         for r in stats.records:

@@ -5,7 +5,7 @@ import json
 import sys
 
 WHAT = ("loader", "kallsyms", "kallsyms-arm", "emulate", "plt", "probes", "task-rename", "coverage", "devio", "speed",
-        "sanitize", "all")
+        "sanitize", "call", "all")
 
 
 def register(sub) -> None:
@@ -33,11 +33,13 @@ def register(sub) -> None:
                                    "(CPU ratio, equal instructions). "
                                    "devio: instructions per system-call round trip from pid 1's user mode in the "
                                    "booted kernel, and a run with device I/O against a plain run (ratio). "
-                                   "speed (not in all: minutes): check --runtime booted on the QEMU oracle's list "
+                                   "speed (not in all: minutes): check (init in the booted kernel) on the QEMU oracle's list "
                                    "(--tree: every module) in instructions per CPU-second beside bare Unicorn, "
                                    "the same list's cost under QEMU, and a test's fresh kernel (a fork). "
                                    "sanitize (not in all): CPU with the sanitizers on vs off on the QEMU-verified list "
-                                   "(tests/oracles/qemu/modules.txt), and every report they made there.")
+                                   "(tests/oracles/qemu/modules.txt), and every report they made there. "
+                                   "call: a run with --call against a plain run of the same module inside the "
+                                   "booted kernel: the ratio of instructions and of CPU seconds (target <= 2).")
     p.add_argument("what", nargs="?", choices=WHAT, default="loader")
     p.add_argument("--image", help="kernel image for the kallsyms benchmarks (default: the Debian vmlinuz in .cache)")
     p.add_argument("--many", action="store_true", help="probes: seed 004 at its scale, 40,000 kprobes on btrfs "
@@ -109,6 +111,11 @@ def run(args) -> int:
         results["sanitize"] = sanitize.run_benchmark(args.limit, args.only)
         if not args.json:
             sanitize.print_benchmark(results["sanitize"])
+    if args.what == "call":
+        from ..bench import call as call_bench
+        results["call"] = call_bench.run_benchmark()
+        if not args.json:
+            call_bench.print_benchmark(results["call"])
     if args.json:
         json.dump(results, sys.stdout, indent=2, default=str)
         print()

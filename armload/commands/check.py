@@ -21,10 +21,13 @@ def register(sub) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter,
                        description=fill("Walk a module tree, order modules by their .modinfo depends=, and for "
                                         "every module run the whole pipeline: modversions check, layout, PLT "
-                                        "counting, relocation, branch-reach verification and init_module in the "
-                                        "emulator. Each module is loaded into its own simulated kernel after its "
-                                        "dependency closure (whose inits run first). Every module ends in one "
-                                        "outcome class:") + "\n\n" + classes + "\n\n"
+                                        "counting, relocation, branch-reach verification, then (with --kernel "
+                                        "vmlinuz) init inside the booted Debian kernel: a fresh copy of it loads "
+                                        "the module's dependency closure and then the module with its own "
+                                        "load_module, which runs init, and armload's image is compared with the "
+                                        "kernel's, as `armload run` does (the same verdict). Without a kernel "
+                                        "image, init is not run (load and verify only) and check says so. Every "
+                                        "module ends in one outcome class:") + "\n\n" + classes + "\n\n"
                        + fill("The exit status is 1 when a module's class is in --fail-on or, with "
                               "--baseline, when any module differs from the baseline."))
     p.add_argument("tree", metavar="DIR", help="directory of .ko files (searched recursively), or one .ko")
@@ -53,10 +56,8 @@ def register(sub) -> None:
                         "one-line-per-module form (other passes kept; a subset or shard rewrites only its "
                         "modules' lines) and exit 0 once written, whatever --fail-on says")
     p.add_argument("--junit", metavar="FILE", help="write a JUnit XML report: one test case per module and stage")
-    p.add_argument("--no-emulate", action="store_true", help="do not run init_module in the emulator")
+    p.add_argument("--no-emulate", action="store_true", help="do not run init (load and verify only)")
     p.add_argument("--no-verify", action="store_true", help="skip branch-reach verification")
-    p.add_argument("--no-dep-inits", action="store_true",
-                   help="do not run the dependencies' init functions before a module's own init")
     p.add_argument("--limit", type=int, metavar="N", help="check only the first N modules in dependency order")
     p.add_argument("--module", action="append", default=[], metavar="NAME",
                    help="check only these modules: a module name, a path relative to the tree, a directory "
@@ -70,21 +71,14 @@ def register(sub) -> None:
                    help="check shard K of N (every N-th module of the selection); the baseline is compared "
                         "on the modules that ran; `armload check-merge` joins the shards' --json outputs")
     p.add_argument("--budget", type=int, default=None, metavar="INSNS",
-                   help=f"instruction budget per init run, dependencies' included (default {DEFAULT_BUDGET:,})")
+                   help=f"instruction budget per load_module (the kernel's loading and init), for each "
+                        f"dependency and the module (default {DEFAULT_BUDGET:,})")
     p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
-                   help=f"wall-clock safety net per init run (default {DEFAULT_TIMEOUT:g}); when it ends a run "
+                   help=f"wall-clock safety net per load (default {DEFAULT_TIMEOUT:g}); when it ends one "
                         "the outcome is 'timeout', a harness failure")
-    p.add_argument("--runtime", choices=("models", "booted"), default="models",
-                   help="where init runs: models (armload's Python-model machine, the default) or booted (the "
-                        "Debian kernel booted in Unicorn: its own load_module loads each module after its "
-                        "dependencies and runs init, and armload's image is compared with the kernel's; needs "
-                        "--kernel vmlinuz)")
-    p.add_argument("--unmodelled", choices=("fail", "real", "zero"), default="fail",
-                   help="a call to a kernel function armload does not simulate: fail (default: the init's "
-                        "outcome is unmodelled), real (run the kernel's own code), zero (return 0, marked)")
     p.add_argument("--params", metavar="FILE",
-                   help="module parameters, one module a line: `MODULE name=value ...` (# comments); set "
-                        "through each module's __param table before its init, as insmod would")
+                   help="module parameters, one module a line: `MODULE name=value ...` (# comments); passed "
+                        "to the kernel's load_module as insmod passes them")
     p.add_argument("--top", type=int, default=10, metavar="N", help="rows in the slowest/largest tables")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     p.set_defaults(func=run)
@@ -174,7 +168,7 @@ def _hms(sec: float | None) -> str:
 
 def run(args) -> int:
     from ..ci import baseline as bl
-    from ..ci.corpus import (BOOTED_BUDGET, CheckOptions, DEFAULT_BUDGET, DEFAULT_TIMEOUT, build_kernel, failed_modules,
+    from ..ci.corpus import (CheckOptions, DEFAULT_BUDGET, DEFAULT_TIMEOUT, build_kernel, failed_modules,
                              parse_fail_on, parse_shard, plan_order, run_checks, scan_tree, scan_with_deps,
                              select, shard, summarize)
     from ..ci.merge import shard_info
@@ -232,18 +226,17 @@ def run(args) -> int:
             raise ArmloadError(f"check: --shard {e}") from None
         shard_of = (k, n, names)
         names = shard(names, k, n)
-    opts = CheckOptions(verify=not args.no_verify, emulate=not args.no_emulate, unmodelled=args.unmodelled,
+    image = getattr(kernel, "image_path", None)
+    opts = CheckOptions(verify=not args.no_verify, emulate=not args.no_emulate and bool(image),
                         budget=args.budget or DEFAULT_BUDGET, timeout=args.timeout or DEFAULT_TIMEOUT,
-                        dep_inits=not args.no_dep_inits, placement=parse_placement(args.placement),
+                        placement=parse_placement(args.placement),
                         modversions=not args.no_modversions, params=read_params_file(args.params),
-                        runtime=args.runtime, image=getattr(kernel, "image_path", None),
+                        image=image, no_init="--no-emulate" if args.no_emulate else
+                        "no kernel image: give --kernel vmlinuz to run init inside the booted kernel",
                         tree=os.path.abspath(args.deps_from or (args.tree if os.path.isdir(args.tree) else
                                                                 os.path.dirname(args.tree))))
-    if opts.runtime == "booted" and not opts.image:
-        raise ArmloadError("check --runtime booted needs the kernel image (--kernel vmlinuz): it is the kernel "
-                           "that boots")
-    if opts.runtime == "booted" and not args.budget:
-        opts.budget = BOOTED_BUDGET
+    if not opts.emulate and not args.no_emulate and not args.quiet:
+        print(f"check: init was not run: {opts.no_init}; load and verify only", file=sys.stderr)
     t_setup = time.perf_counter() - t_start
     progress = Progress(enabled=not args.quiet)
     executor = None
@@ -269,7 +262,7 @@ def run(args) -> int:
                       "module_unload": config.module_unload, "layout": config.layout,
                       "placement": args.placement},
            "options": {"verify": opts.verify, "emulate": opts.emulate, "budget": opts.budget,
-                       "timeout": opts.timeout, "dep_inits": opts.dep_inits, "modversions": opts.modversions,
+                       "timeout": opts.timeout, "modversions": opts.modversions, "init_not_run": None if opts.emulate else opts.no_init,
                        "fail_on": list(fail_on)},
            "summary": summ,
            "failed": failed,
@@ -328,7 +321,7 @@ def format_report(recs: list[dict], summ: dict, plan, opts, kernel_desc: str, to
                   fail_on=(), timing: dict | None = None, diff: dict | None = None, updated: str | None = None,
                   baseline_file: str | None = None, rc: int = 0) -> str:
     from ..ci.baseline import changed_text
-    from ..ci.corpus import OUTCOMES, failing_apis
+    from ..ci.corpus import OUTCOMES
     from ..inspect.report import table
     n = summ.get("modules", 0)
     g = summ.get
@@ -345,7 +338,7 @@ def format_report(recs: list[dict], summ: dict, plan, opts, kernel_desc: str, to
         rows.append(["init run", g("init_run", 0),
                      f"budget {opts.budget:,} instructions, wall-clock safety net {opts.timeout:g} s"])
     else:
-        rows.append(["init run", "-", "not run (--no-emulate)"])
+        rows.append(["init run", "-", f"not run ({opts.no_init})"])
     lines.append(table([[a, str(b), c] for a, b, c in rows], ["", "modules", ""], "lrl"))
     lines.append("")
     oc = summ["outcomes"]
@@ -395,12 +388,6 @@ def format_report(recs: list[dict], summ: dict, plan, opts, kernel_desc: str, to
             for r in grp:
                 where = f"; at {r['where']}" if r.get("where") and r["where"] not in (r.get("reason") or "") else ""
                 lines.append(f"  {r['module']}: {r.get('reason') or c}{where}")
-    if opts.emulate:
-        rows = failing_apis(recs, 15)
-        if rows:
-            lines += ["", "init runs that did not succeed, by the last kernel call made:"]
-            lines.append(table([[k, str(n), ", ".join(f"{o} {c}" for o, c in v.most_common(3))]
-                                for k, n, v in rows], ["kernel function", "modules", "outcomes"], "lrl"))
     if diff is not None:
         ran = ", the modules that ran" if diff.get("subset") else ""
         lines += ["", f"baseline {diff['file']} (pass {diff['pass']}, {diff['modules_compared']:,} modules compared{ran}): "
@@ -452,8 +439,6 @@ def _init_text(r: dict) -> str:
     if st == "returned":
         v = i.get("retval")
         return f"returned {v}" + (f" ({i['errno_name']})" if i.get("errno_name") else "")
-    if st == "no-function":
-        return "no init function"
     from ..ci.corpus import labelled
     where = i.get("where")
     return labelled(st, i.get("reason")) + (f" (at {where})" if where and where not in (i.get("reason") or "") else "")

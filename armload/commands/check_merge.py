@@ -61,7 +61,7 @@ def run(args) -> int:
             f.close()
     o = doc["options"]
     opts = CheckOptions(verify=o["verify"], emulate=o["emulate"], budget=o["budget"], timeout=o["timeout"],
-                        dep_inits=o["dep_inits"], modversions=o["modversions"])
+                        modversions=o["modversions"])
     fail_on = tuple(o["fail_on"])
     if args.junit:
         from ..ci import junit

@@ -17,16 +17,20 @@ def parse_placement(s: str) -> str | int:
         raise ArmloadError(f"bad --placement {s!r}: use window, vmalloc or an address like 0xe0000000") from None
 
 
-def add_common_args(p) -> None:
-    """Kernel and configuration options shared by load/run/verify/disasm."""
+def add_common_args(p, placement: bool = True) -> None:
+    """Kernel and configuration options shared by load/run/verify/disasm (run has no --placement:
+    the booted kernel's module_alloc decides)."""
     g = p.add_argument_group("simulated kernel")
     g.add_argument("--kernel", action="append", default=[], metavar="FILE",
                    help="Module.symvers, System.map, /proc/kallsyms text or a kernel image (vmlinuz); "
                         "repeat to combine (CRCs from symvers, addresses from a map). "
                         "Default: a built-in kernel that gives every symbol a simulated address")
-    g.add_argument("--placement", default="window", metavar="WHERE",
-                   help="window (module area below the kernel, vmalloc fallback), vmalloc (far away: "
-                        "every kernel call needs a PLT), or an address (default: window)")
+    if placement:
+        g.add_argument("--placement", default="window", metavar="WHERE",
+                       help="window (module area below the kernel, vmalloc fallback), vmalloc (far away: "
+                            "every kernel call needs a PLT), or an address (default: window)")
+    else:
+        p.set_defaults(placement="window")
     g.add_argument("--thumb2", action="store_true", help="CONFIG_THUMB2_KERNEL (Thumb-2 relocations allowed)")
     g.add_argument("--l1", type=int, choices=(32, 64), default=64, help="L1 cache line in bytes (PLT group size)")
     g.add_argument("--no-ftrace", action="store_true", help="no CONFIG_DYNAMIC_FTRACE (no fixed PLT entries; mcount calls stay calls)")
@@ -58,10 +62,14 @@ def config_from_args(args) -> KernelConfig:
 def follow_image(config: KernelConfig, kernel, args) -> KernelConfig:
     """The config as the kernel image (when one is given) decides it; the kernel object follows."""
     image = getattr(kernel, "image_path", None)
-    if not image:
+    symvers = list(getattr(kernel, "symvers_vmlinux", None) or ())
+    if not image and not symvers:
         return config
-    from ..loader.for_kernel import follow_kernel
-    config = follow_kernel(config, image, layout_given=getattr(args, "layout", None))
+    from ..loader.for_kernel import follow_kernel, follow_headers
+    if image:
+        config = follow_kernel(config, image, layout_given=getattr(args, "layout", None))
+    else:
+        config = follow_headers(config, symvers[0], layout_given=getattr(args, "layout", None))
     kernel.config = config
     return config
 
@@ -78,8 +86,8 @@ def session_from_args(args):
                                known=known)
     kernel.vermagic = getattr(args, "vermagic", None)
     if args.thumb2 and getattr(kernel, "image_path", None):      # refused up front, with the reason
-        from ..devkit.testing import refuse_thumb2_on_arm
-        refuse_thumb2_on_arm(kernel, args.thumb2)
+        from ..kernel.isa import refuse_thumb2_on_arm
+        refuse_thumb2_on_arm(kernel.image_path, args.thumb2)
     config = follow_image(config, kernel, args)
     return Session(kernel, config, parse_placement(args.placement), modversions=not args.no_modversions)
 

@@ -55,11 +55,8 @@ def run(args) -> int:
     if args.modules and not os.path.exists(args.modules):
         raise ArmloadError(f"matrix: --modules {args.modules}: no such file or directory")
     cells = [find_cell(c, args.cache or [".cache"]) for c in args.cell]
-    # each cell's own kernel booted when every cell has its image (the kernel's own load_module and init)
-    booted = not args.no_emulate and all(c.image for c in cells)
-    from ..ci.corpus import BOOTED_BUDGET
-    opts = CheckOptions(emulate=not args.no_emulate, runtime="booted" if booted else "models",
-                        budget=args.budget or (BOOTED_BUDGET if booted else DEFAULT_BUDGET))
+    # each cell's init inside its own kernel booted (a cell without its image: init not run, said so)
+    opts = CheckOptions(emulate=not args.no_emulate, budget=args.budget or DEFAULT_BUDGET)
     config = KernelConfig()
     executor = None
     if args.ray:

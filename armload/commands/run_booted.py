@@ -1,29 +1,28 @@
-"""`armload run` inside the booted Debian kernel (the default when --kernel names a vmlinuz).
+"""`armload run` inside the booted Debian kernel: the only way module code runs.
 
 The kernel boots once (cached in .cache/boot); each run restores it copy-on-write, and the kernel's
 own load_module loads the modules in order and runs their init through do_init_module. armload's
 loader loads the same files at the same addresses and is compared with the kernel's image (see
 armload/emu/booted/modrun.py). --probe registers the kernel's own kprobes, kretprobes, ftrace
 and function_graph (commands/probe_booted.py); --trace, --coverage, --gdb, --image and the oops
-decoded to file:line are commands/observe_booted.py's. Options that need armload's Python-model
-runtime (calls into the module, armload's fentry/fexit trampolines, a chosen placement) select
-that runtime instead, and the run says so. File operations (--open, --cat, --echo
-...: commands/devio_booted.py) are real system calls after the inits.
+decoded to file:line are commands/observe_booted.py's; --call calls module functions from pid 1's
+kernel context (emu/booted/call.py). File operations (--open, --cat, --echo ...:
+commands/devio_booted.py) are real system calls after the inits and the calls. Without a kernel
+image nothing runs: run says how to get one; Thumb-2 modules are refused (kernel/isa.py).
 """
 from __future__ import annotations
 
 import json
 import sys
 
-from ..errors import ArmloadError
+from ..errors import ArmloadError, EmulationError
 
-# option -> why it needs the model runtime; each is checked on the parsed args
-MODEL_ONLY = {
-    "calls": "--call", "call_args": "--arg",
-}
+NO_IMAGE = ("run executes module code inside the booted Debian kernel, so it needs the kernel image: "
+            "`make test-inputs` fetches it, then add --kernel .cache/linux-image-6.1.0-50-armmp/boot/"
+            "vmlinuz-6.1.0-50-armmp (load, verify, explain, disasm and report work without it)")
 
 
-def _has_image(paths) -> bool:
+def has_image(paths) -> bool:
     from ..kernel.provider import _looks_like_image
     for p in paths or ():
         try:
@@ -35,45 +34,71 @@ def _has_image(paths) -> bool:
     return False
 
 
-def choose_runtime(args) -> tuple[str, str]:
-    """("booted" | "models", why). --runtime decides when given; else booted with an image."""
-    model_opts = [flag for attr, flag in MODEL_ONLY.items() if getattr(args, attr, None)]
-    extension = [p for p in getattr(args, "probes", None) or () if p.split(":")[0] in ("fentry", "fexit")]
-    if extension:
-        model_opts.append(f"--probe {extension[0]} (armload's own trampoline: 32-bit ARM 6.1 has none)")
-    if args.unmodelled != "fail":
-        model_opts.append("--unmodelled")
-    if args.placement != "window":
-        model_opts.append("--placement (the booted kernel's module_alloc decides)")
-    if args.thumb2:
-        model_opts.append("--thumb2")
-    image = _has_image(args.kernel)
-    if args.runtime == "booted":
-        if not image:
-            raise ArmloadError("--runtime booted needs the kernel image (--kernel vmlinuz): it is the kernel that boots")
-        if model_opts:
-            raise ArmloadError(f"{', '.join(model_opts)}: not available inside the booted kernel yet; "
-                               f"use --runtime models for armload's Python-model runtime")
-        return "booted", ""
-    if args.runtime == "models":
-        return "models", "--runtime models"
-    if not image:
-        return "models", ""
-    if model_opts:
-        return "models", f"{', '.join(model_opts)} run on armload's Python-model runtime"
-    return "booted", ""
+def refuse_unsupported(args) -> None:
+    """Everything run cannot do inside the booted kernel, refused before anything runs."""
+    if not has_image(args.kernel):
+        raise ArmloadError(NO_IMAGE)
+    for p in args.probes or ():
+        if p.split(":")[0] in ("fentry", "fexit"):
+            raise ArmloadError(f"--probe {p}: 32-bit ARM 6.1 has no BPF trampoline, so fentry/fexit do not "
+                               f"exist in this kernel (kprobe:/kretprobe:/ftrace:/graph: do)", errno=-22)
+    if args.budget <= 0:
+        raise EmulationError("--budget must be positive")
+    if args.timeout is not None and args.timeout < 0:
+        raise EmulationError("--timeout must not be negative")
+
+
+def parse_calls(args) -> list[tuple[str, list[str], list]]:
+    """(name, the arguments as written, the arguments as call.parse_arg makes them) per --call."""
+    from ..emu.booted.call import parse_arg
+    if args.call_args and not args.calls:
+        raise EmulationError("--arg needs --call NAME")
+    if args.call_args:                 # the old form: --call NAME --arg N ...
+        print("armload: --arg is deprecated: write --call NAME ARG... (arguments go to the last --call)",
+              file=sys.stderr)
+        args.calls[-1].extend(str(a) for a in args.call_args)
+    return [(c[0], list(c[1:]), [parse_arg(a) for a in c[1:]]) for c in args.calls]
+
+
+def check_calls(session, paths, calls) -> None:
+    """Every --call names a function of one of the modules and, where DWARF says how many
+    parameters it has, passes that many: refused before any module code runs (armload's own
+    loader reads the files; the kernel has not run yet)."""
+    if not calls:
+        return
+    from ..emu.booted.call import find_function
+    from ..emu.debuginfo import line_table
+    for p in paths:
+        session.load(p)
+    for name, specs, _ in calls:
+        try:
+            owner, _ = find_function(session, name)
+        except ArmloadError as e:
+            raise EmulationError(f"--{e}") from None
+        fn = next((f for f in line_table(owner).functions if f.name == name), None)
+        if fn is not None and fn.params is not None and fn.params != len(specs):
+            raise EmulationError(f"--call {name}: {name} takes {fn.params} argument{'s' if fn.params != 1 else ''} "
+                                 f"(DWARF of {owner.name}), {len(specs)} given")
 
 
 def cmd_run_booted(args) -> int:
+    from ..emu.booted.hostile import sentence, settle_line, stop_class
     from ..emu.booted.modrun import BootedRun, package_tree
     from .load import session_from_args
     from ..loader.elf import read_object
     from .modargs import assign_params, split_modules
     from .observe_booted import Observer, say_decoded
+    from ..kernel.isa import refuse_thumb2_modules
+    refuse_unsupported(args)
+    calls = parse_calls(args)
     session = session_from_args(args)
     pairs = split_modules(args.modules)
-    names = [read_object(p).name for p, _ in pairs]
+    objs = [read_object(p) for p, _ in pairs]
+    refuse_thumb2_modules(objs, session.kernel.image_path)
+    check_calls(session, [p for p, _ in pairs], calls)
+    names = [o.name for o in objs]
     per = assign_params(names, pairs, args.params)
+    timeout = args.timeout or None
     as_json = args.json
     from .devio_booted import check_devio
     check_devio(args.devio)
@@ -112,7 +137,7 @@ def cmd_run_booted(args) -> int:
         start = len(run.bk.console)
         if observer is not None:
             observer.before(path, last=path == pairs[-1][0])
-        r = sanitize_opts.load(san, run, path, " ".join(params), budget=args.budget)
+        r = sanitize_opts.load(san, run, path, params, budget=args.budget, timeout=timeout)
         if observer is not None:
             observer.after(r)
         results.append(r)
@@ -126,13 +151,25 @@ def cmd_run_booted(args) -> int:
         mods = ", ".join(f"{m['module']} ({m['ret']})" for m in q["modules"]) or q.get("note", "nothing")
         say(f"armload: request_module({q['request']}) served as /sbin/modprobe would: {mods}; exit status "
             f"{q['status'] >> 8}")
+    verified = _verify(args, run, say) if ok else {}
+    ok &= all(v["ok"] for v in verified.values())
+    done = []
+    if ok and calls:
+        for name, specs, cargs in calls:
+            start = len(run.bk.console)
+            c = run.call(name, *cargs, budget=args.budget, timeout=timeout)
+            done.append(c)
+            console(c.console, start)
+            say(_call_line(c, specs, cargs))
+            if c.status != "returned":
+                ok = False
+                break
     settled = None
     if ok and args.settle_ms:
         start = len(run.bk.console)
         settled = run.settle(args.settle_ms * 1_000_000)
         console(settled["console"], start)
-        say(f"armload: deferred work ran for {settled['ns'] / 1e6:.1f} ms simulated "
-            f"({settled['insns']:,} instructions){'; the system is idle' if settled['idle'] else ''}")
+        say(settle_line(settled))
     probe_report = None
     if probes:
         for line in probes.summary():
@@ -153,8 +190,10 @@ def cmd_run_booted(args) -> int:
             ret, lines = run.unload(r.name)
             sanitize_opts.after_unload(san, r.name)
             console(lines, start)
-            say(f"{r.name}: delete_module returned {ret}")
-            unloaded.append({"module": r.name, "ret": ret, "console": lines})
+            say(f"{r.name}: delete_module returned {ret}" if ret is not None else
+                sentence(r.name, "exit (delete_module)", stop_class(run.exit_stopped) or "budget", run.exit_stopped))
+            unloaded.append({"module": r.name, "ret": ret, "console": lines,
+                             **({"stopped": run.exit_stopped} if ret is None else {})})
             ok &= ret == 0
     observed = observer.finish(as_json) if observer is not None else {}
     clean, sanitized = sanitize_opts.finish(san, say, as_json)
@@ -162,6 +201,7 @@ def cmd_run_booted(args) -> int:
     if as_json:
         json.dump({**observed, "ok": ok, "runtime": "booted", "sanitize": sanitized, "kernel": session.kernel.describe(),
                    "boot": run.bk.meta, "modules": [r.to_dict() for r in results],
+                   "calls": [c.to_dict() for c in done], "verify": verified,
                    "settled": settled, "devio": devio, "unloaded": unloaded, "request_module": run.requests,
                    "probes": dict(probe_report, hits=probes.all_hits()) if probes else None,
                    "tree": tree}, sys.stdout, indent=2)
@@ -169,7 +209,43 @@ def cmd_run_booted(args) -> int:
     return 0 if ok else 1
 
 
+def _verify(args, run, say) -> dict:
+    """Every branch of the loaded modules reaches its target (skipped with --no-verify)."""
+    if args.no_verify:
+        say("armload: branch verification skipped (--no-verify)")
+        return {}
+    from ..loader.verify import verify_module
+    out = {}
+    for m in run.session.modules:
+        v = verify_module(m, run.session.kernel)
+        say(v.format())
+        out[m.name] = v.to_dict()
+    return out
+
+
+def _call_line(c, specs, cargs) -> str:
+    from ..emu.booted.call import Buffer
+    head = f"{c.name}: {c.function}({', '.join(specs)})"
+    if c.status == "returned":
+        line = f"{head} returned {c.ret} ({c.ret & 0xFFFFFFFF:#x})"
+    elif c.status in ("oops", "panic"):
+        line = f"{head}: {c.status} (the kernel's own report above)"
+    else:
+        line = f"{head}: {c.status}: {c.stopped}"
+    line += f"; {c.instructions:,} instructions"
+    for spec, a, rec in zip(specs, cargs, c.args):
+        if isinstance(a, Buffer) and c.status == "returned":
+            b = a.bytes
+            line += f"\n{c.name}:   {spec} @{rec['addr']:#x} = {b.hex()}  '{_printable(b)}'"
+    return line
+
+
+def _printable(b: bytes) -> str:
+    return "".join(chr(x) if 32 <= x < 127 else "." for x in b)
+
+
 def _verdict(r) -> str:
+    from ..emu.booted.hostile import SENTENCES, sentence
     c = r.loader
     if r.status == "refused":
         head = f"{r.name}: load_module refused it: {r.ret}"
@@ -177,6 +253,8 @@ def _verdict(r) -> str:
         head = f"{r.name}: init returned {r.ret}"
     elif r.status == "budget":
         head = f"{r.name}: stopped: {r.stopped}"
+    elif r.status in SENTENCES:
+        head = sentence(r.name, "init", r.status, r.stopped)
     else:
         head = f"{r.name}: {r.status} in init (the kernel's own report above)"
     head += f"; {r.instructions:,} instructions"

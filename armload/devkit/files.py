@@ -62,3 +62,28 @@ def _text(value) -> str:
     if isinstance(value, bool):
         return "Y" if value else "N"
     return str(value)
+
+
+class FileMethods:
+    """ModuleHandle's file operations (mix in): `self.kernel` is its BootedRun, `self.name` the
+    module's name. `mod.open("/dev/X")`, `mod.cat(path)`, `mod.echo(value, path)`,
+    `mod.sysfs("parameters/fill")` / `mod.sysfs("parameters/fill", 65)`."""
+
+    @property
+    def files(self) -> ModuleFiles:
+        f = getattr(self, "_files", None)
+        if f is None or f.run is not self.kernel:
+            f = self._files = ModuleFiles(self.kernel, self.name)
+        return f
+
+    def open(self, path: str, mode: str = "rw") -> File:
+        return self.files.open(path, mode)
+
+    def cat(self, path: str) -> str:
+        return self.files.cat(path)
+
+    def echo(self, value, path: str) -> int:
+        return self.files.echo(value, path)
+
+    def sysfs(self, attr: str, value=None) -> str | int:
+        return self.files.sysfs(attr, value)

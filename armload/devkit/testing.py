@@ -1,20 +1,23 @@
-"""Unit-testing kernel modules like ordinary Python code (the library behind the pytest plugin).
+"""Unit-testing kernel modules like ordinary Python code, inside the booted Debian kernel (the
+library behind the pytest plugin).
 
     from armload.devkit.testing import load_module
     dk = load_module("devkit-arm-debug.ko", params={"count": 2})
-    assert dk.init() == 0
-    assert dk.call("devkit_sum", 3) == 3
+    assert dk.init() == 0                         # the kernel's load_module: init ran in the kernel
+    assert dk.call("devkit_sum", 3) == 3          # from pid 1's kernel context (emu/booted/call.py)
     buf = dk.buffer(32)
     dk.call("devkit_describe", buf, 32)
     assert buf.text == "devkit/t0:2"
 
-A `ModuleHandle` owns one emulated machine (the Debian kernel image when given, else the built-in
-kernel) with the module and its dependencies loaded. `init()`/`call()` return the function's
-int result and raise `ModuleOops` (the oops as the kernel prints it) when it faults, and
-`ModuleStopped` (its base class) when it only stopped: an unmodelled call or the budget; `run()` returns the raw RunResult instead.
-Arguments: int, str (copied into kernel memory as a C string), bytes (a buffer), `buffer(n)`.
-Kernel functions can be replaced for this handle only (`replace`, `returns`), the n-th
-kmalloc made to fail (`fail_kmalloc`), timers and work run (`run_pending`).
+A `ModuleHandle` owns one copy of the booted kernel (emu/booted/modrun.BootedRun) into which its
+dependencies and then the module are loaded by the kernel's own load_module. `init()`/`call()`
+return the int result (r0, signed) and raise `ModuleOops` (the kernel's own oops report) when the
+kernel oopsed or panicked, `ModuleStopped` (its base class) when it only stopped: the instruction
+budget or the wall-clock safety net; `run()` returns the Result instead. Arguments: int, str (a
+C string), bytes, `buffer(n)`, copied into the kernel's __kmalloc'ed memory.
+Fault injection goes through the kernel: `fail_kmalloc(nth)` makes the nth kmalloc-family
+allocation the module makes return NULL (as failslab would), `replace`/`returns` answer a kernel
+function for calls from the module, at its entry.
 """
 from __future__ import annotations
 
@@ -22,33 +25,35 @@ import os
 import struct as _struct
 
 from ..errors import ArmloadError
+from .files import FileMethods
 
 DEBIAN_KREL = "6.1.0-50-armmp"
-KMALLOC_KINDS = ("kmalloc", "kvmalloc", "kmem_cache_alloc", "devm_kmalloc")
+# the kmalloc family's entry points in 6.1 (mm/slab_common.c, mm/slub.c, mm/util.c, devres)
+KMALLOC_ENTRIES = ("__kmalloc", "kmalloc_trace", "kmem_cache_alloc", "kmalloc_large", "kmalloc_node_trace",
+                   "__kmalloc_node", "kmalloc_large_node", "kvmalloc_node", "krealloc", "devm_kmalloc",
+                   "kmem_cache_alloc_lru")
+MODULES_VADDR, MODULES_END = 0xBF000000, 0xC0000000      # arch/arm: the module area below PAGE_OFFSET
+PAGE_SIZE = 4096
+KP_NAME, KP_MOD, KP_OPS, KP_SIZE, OPS_GET = 0, 4, 8, 20, 8    # struct kernel_param / kernel_param_ops (32-bit)
 
 
 class ModuleStopped(AssertionError):
-    """The run stopped without a fault: a call armload does not simulate (`.unmodelled` names
-    it) or the instruction budget. Not an oops: nothing faulted."""
+    """The run stopped without an oops: the instruction budget or the wall-clock safety net."""
 
     def __init__(self, result):
         self.result = result
-        f = result.fault
-        self.unmodelled = f.unmodelled if f is not None else None
-        text = f.format() if f is not None else result.summary()
-        super().__init__(f"{result.summary()}\n{text}")
+        super().__init__(f"{result.summary()}\n{result.oops or result.stopped}")
 
 
 class ModuleOops(ModuleStopped):
-    """The module's code faulted: the message is the oops as the kernel prints it."""
+    """The kernel oopsed (or panicked) in the module's code: the message is the kernel's own report."""
 
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BUILTIN = "builtin"             # --armload-kernel builtin: armload's built-in kernel, asked for by name
 HOW_TO_GET = (f"fetch Debian's image once with `make test-inputs` in {REPO_ROOT} (it lands in "
               f"{os.path.join(REPO_ROOT, '.cache', f'linux-image-{DEBIAN_KREL}', 'boot')}), then pass "
               f"--armload-kernel PATH, set $ARMLOAD_KERNEL, or put `armload_kernel = PATH` in pytest.ini "
-              f"([pytest]); `--armload-kernel builtin` runs on armload's built-in kernel (Python models only)")
+              f"([pytest]); module code runs only inside the booted kernel")
 
 
 def cache_image(root: str | None) -> str | None:
@@ -59,15 +64,13 @@ def cache_image(root: str | None) -> str | None:
     return p if os.path.exists(p) else None
 
 
-def find_kernel(option: str | None = None, ini: str | None = None, root: str | None = None) -> tuple[str | None, str]:
+def find_kernel(option: str | None = None, ini: str | None = None, root: str | None = None) -> tuple[str, str]:
     """(path, where it came from): an explicit option, the ini value, $ARMLOAD_KERNEL, the test
-    tree's .cache, armload's own checkout's .cache (where `make test-inputs` puts it). path is
-    None for `builtin`; ArmloadError with the fix when there is nothing."""
+    tree's .cache, armload's own checkout's .cache (where `make test-inputs` puts it); ArmloadError
+    with the fix when there is nothing."""
     for value, where in ((option, "--armload-kernel"), (ini, "armload_kernel (ini)"),
                          (os.environ.get("ARMLOAD_KERNEL"), "$ARMLOAD_KERNEL")):
         if value:
-            if value == BUILTIN:
-                return None, where
             if not os.path.exists(value):
                 raise ArmloadError(f"{where}: no such kernel file {value!r}; {HOW_TO_GET}")
             return value, where
@@ -79,203 +82,175 @@ def find_kernel(option: str | None = None, ini: str | None = None, root: str | N
 
 
 def default_kernel_path(root: str | None = None) -> str | None:
-    """$ARMLOAD_KERNEL, else the Debian image under <root>/.cache or armload's checkout (None when absent)."""
     try:
         return find_kernel(root=root or os.getcwd())[0]
     except ArmloadError:
         return None
 
 
-def image_isa(path: str) -> str | None:
-    """"ARM" or "THUMB2": the S_ISA arch/arm/kernel/traps.c __die() was built with, read from its
-    format string ("Internal error: %s: %x [#%d]" S_PREEMPT S_SMP S_ISA) in the Image."""
-    from ..kernel.image import load_image
-    data = load_image(path).data
-    i = data.find(b"Internal error: %s: %x [#%d]")
-    if i < 0:
-        return None
-    words = data[i:data.index(b"\n", i)].split()
-    return words[-1].decode() if words[-1] in (b"ARM", b"THUMB2") else None
+# --- the per-process states the pytest plugin forks from (see pytest_plugin.py) -----------------
+_BASE: dict = {}          # vmlinuz -> a BootedRun with nothing loaded (taken once per process)
+_WARM: dict = {}          # (vmlinuz, path, params, deps) -> (BootedRun, [Results]) after init (taken once)
+USED: list = []           # the warmable keys this process ran init on (the plugin warms them in the parent)
 
 
-def refuse_thumb2_on_arm(kernel, thumb2: bool) -> None:
-    """A Thumb-2 module (CONFIG_THUMB2_KERNEL build) on an ARM-mode kernel image: refused up front.
-    The kernel's own code would run in the wrong instruction set (the loader's interworking
-    checks and the emulated calls both fail, slowly): say so before anything runs."""
-    path = getattr(kernel, "image_path", None)
-    if not thumb2 or not path:
-        return
-    isa = image_isa(path)
-    if isa == "ARM":
-        raise ArmloadError(f"--thumb2 with {path}: that kernel was built for ARM mode (its __die prints "
-                           f"\"SMP ARM\", no CONFIG_THUMB2_KERNEL), and a Thumb-2 module's calls into it "
-                           f"would run in the wrong instruction set. Load Thumb-2 modules on the built-in "
-                           f"kernel (leave out the image; --kernel Module.symvers is fine) or on a "
-                           f"CONFIG_THUMB2_KERNEL image")
-
-
-def make_kernel(path: str | None = None, *, thumb2: bool = False):
-    """A Kernel from the image (or symbol files) at `path`; the built-in kernel when None."""
+def new_run(vmlinuz: str, tree: str | None = None):
+    from ..emu.booted.modrun import BootedRun
     from ..kernel.config import DEBIAN_ARMMP
     from ..kernel.provider import Kernel
-    import dataclasses
-    config = dataclasses.replace(DEBIAN_ARMMP, thumb2=thumb2)
-    if path:
-        return Kernel.from_files([path], config)
-    return Kernel.from_files([], config, simulate_all=True)
+    return BootedRun(vmlinuz, Kernel.from_files([vmlinuz], DEBIAN_ARMMP), DEBIAN_ARMMP, tree=tree)
 
 
-class Buffer:
-    """Kernel memory passed as a pointer; after a call, `.bytes`/`.text` show what it holds."""
+def base(vmlinuz: str):
+    """A restored booted kernel to fork from (the plugin makes it in the parent before each fork)."""
+    if vmlinuz not in _BASE:
+        _BASE[vmlinuz] = new_run(vmlinuz)
+    return _BASE[vmlinuz]
 
-    def __init__(self, size: int = 0, data: bytes | None = None):
-        self.data = bytes(data) if data is not None else bytes(size)
-        self.addr = 0
-        self._handle = None
+
+def warm(key) -> None:
+    """Load the module of `key` with its dependencies into a booted kernel of this process, once:
+    later tests fork with it loaded (init already run)."""
+    if key in _WARM:
+        return
+    vmlinuz, path, params, deps = key
+    run = new_run(vmlinuz)
+    results = []
+    for p, ps in [(d, "") for d in deps] + [(path, params)]:
+        results.append(run.load(p, ps))
+        if not results[-1].ok:
+            break
+    _WARM[key] = (run, results)
+
+
+def _param_words(params) -> str:
+    from ..emu.booted.modrun import insmod_args
+    if params is None:
+        return ""
+    if isinstance(params, str):
+        return params
+    return insmod_args([k if v is True else f"{k}={_param_text(v)}" for k, v in params.items() if v is not False])
+
+
+def _param_text(v) -> str:
+    if isinstance(v, bool):
+        return "1" if v else "0"
+    if isinstance(v, (list, tuple)):
+        return ",".join(str(x) for x in v)
+    return str(v)
+
+
+class ModuleHandle(FileMethods):
+    """A module in its own copy of the booted kernel; its files (open/cat/echo/sysfs) through real
+    system calls of pid 1 (devkit/files.py)."""
+
+    def __init__(self, path: str, *, kernel: str | None = None, params=None, deps=(), budget: int | None = None,
+                 thumb2: bool | None = None):
+        from ..kernel.isa import refuse_thumb2_modules
+        from ..loader.elf import read_object
+        self.vmlinuz = kernel or default_kernel_path()
+        if not self.vmlinuz:
+            raise ArmloadError(f"no kernel image: {HOW_TO_GET}")
+        if thumb2:
+            from ..kernel.isa import refuse_thumb2_on_arm
+            refuse_thumb2_on_arm(self.vmlinuz, True)
+        obj = read_object(path)
+        refuse_thumb2_modules([obj], self.vmlinuz)
+        self.path, self.name = os.path.abspath(path), obj.name
+        self.deps = [os.path.abspath(d) for d in deps]
+        self.params = _param_words(params)
+        self.budget = budget
+        self.run_ = None
+        self.result = None                  # init's Result
+        self.last = None                    # the last Result
+        self._fail = None                   # (lo, hi) of the kmalloc-family allocations to fail
+        self._allocs = 0
+        self._replaced: dict[str, object] = {}
+        self._mark = 0
+
+    # --- the kernel this handle runs in ----------------------------------------------------
+    @property
+    def key(self):
+        return (self.vmlinuz, self.path, self.params, tuple(self.deps))
 
     @property
-    def bytes(self) -> bytes:
-        return self._handle.read(self.addr, len(self.data)) if self._handle else self.data
+    def kernel(self):
+        """The BootedRun (created at the first use: a warm state, the base state or a new restore)."""
+        if self.run_ is None:
+            self.run_ = _BASE.pop(self.vmlinuz, None) or new_run(self.vmlinuz)
+            self._mark = len(self.run_.bk.console)
+        return self.run_
 
-    @property
-    def text(self) -> str:
-        b = self.bytes
-        return b.split(b"\0", 1)[0].decode("utf-8", "replace")
+    def _hooked(self) -> bool:
+        return self._fail is not None or bool(self._replaced)
 
-    def __len__(self) -> int:
-        return len(self.data)
+    # --- running ---------------------------------------------------------------------------
+    def init(self) -> int:
+        """insmod of the dependencies, then of the module with its parameters (the kernel's own
+        load_module and do_init_module); init's return value, or load_module's error."""
+        if self.result is not None:
+            raise ArmloadError(f"{self.name}: init already ran (insmod twice: -EEXIST)")
+        warm_state = None if self._hooked() or self.run_ is not None else _WARM.pop(self.key, None)
+        if warm_state is not None:
+            self.run_, results = warm_state
+            self._mark = 0
+        else:
+            run = self.kernel
+            results = []
+            for p, ps in [(d, "") for d in self.deps] + [(self.path, self.params)]:
+                kw = {"budget": self.budget} if self.budget else {}
+                results.append(run.load(p, ps, **kw))
+                if not results[-1].ok:
+                    break
+            if not self._hooked():
+                USED.append(self.key)
+        self.result = results[-1]
+        for r in results[:-1]:
+            if not r.ok:
+                self.last = r
+                self._raise(r)
+                raise ArmloadError(f"dependency {r.name} failed in the kernel: {r.summary()}")
+        return self._check(self.result)
 
-
-class ModuleHandle:
-    def __init__(self, path: str, *, kernel=None, params=None, deps=(), thumb2: bool | None = None,
-                 budget: int | None = None, unmodelled: str = "fail", console=None, coverage: bool = False):
-        from ..emu import Machine
-        from ..emu.models import default_library
-        from ..loader.session import Session
-        import dataclasses
-        kernel = kernel if kernel is not None else make_kernel(default_kernel_path())
-        if thumb2 is None:
-            thumb2 = "thumb2" in os.path.basename(path)
-        refuse_thumb2_on_arm(kernel, thumb2)
-        config = dataclasses.replace(kernel.config, thumb2=thumb2)
-        self.session = Session(kernel, config)
-        self.deps = [self.session.load(d) for d in deps]
-        self.module = self.session.load(path)
-        self.name = self.module.name
-        self.models = default_library()
-        kw = {"budget": budget} if budget else {}
-        self.machine = Machine(self.deps + [self.module], kernel, models=self.models, unmodelled=unmodelled,
-                               console=console, **kw)
-        self.last = None
-        self._params = params
-        self._fail = None
-        self.machine.heap.fail = self._should_fail
-        self._kmallocs = 0
-        self._coverage = None
-        if coverage:
-            from ..emu.coverage import Coverage
-            self._coverage = Coverage(self.machine, [self.module])
-
-    def coverage(self, lcov: str | None = None):
-        """The module's coverage so far (ModuleCoverage: .summary(), ran/instructions, lines,
-        functions); `lcov` also writes the tracefile. Needs load_module(..., coverage=True)."""
-        if self._coverage is None:
-            raise ArmloadError("coverage was not recorded: load_module(path, coverage=True)")
-        from ..emu.coverage import write_lcov
-        reps = self._coverage.report()
-        if lcov:
-            write_lcov(reps, lcov)
-        return reps[0]
-
-    # --- running ----------------------------------------------------------------------
-    def set_params(self, params) -> None:
-        """insmod parameters: {"count": 3, "verbose": True} or "count=3 verbose"."""
-        from ..emu.params import apply_params
-        words = params
-        if isinstance(params, dict):
-            words = [k if v is True else f"{k}={_param_text(v)}" for k, v in params.items() if v is not False]
-        out = apply_params(self.machine, self.module, words)
-        if not out.ok:
-            raise ArmloadError(f"{out.summary()}: " + "; ".join(out.log))
-        return out
-
-    def init(self, *, deps: bool = True) -> int:
-        """insmod: the dependencies' inits, the parameters, then init_module; its return value."""
-        if deps:
-            for d in self.deps:
-                self._check(self.machine.run_init(d))
-        if self._params:
-            self.set_params(self._params)
-            self._params = None
-        return self._check(self.machine.run_init(self.module))
-
-    def exit(self) -> None:
-        """rmmod: cleanup_module."""
-        self._check(self.machine.run_exit(self.module))
+    def exit(self) -> int:
+        """rmmod: delete_module (the module's exit runs); its return value."""
+        ret, _ = self.kernel.unload(self.name)
+        return ret
 
     def run(self, name: str, *args):
-        """Call `name(*args)`; the RunResult whatever happened."""
-        from ..emu import callargs
-        specs = []
-        for a in args:
-            if isinstance(a, Buffer):
-                if not a.addr:
-                    a.addr = self.machine.heap.alloc(max(len(a.data), 1), kind="test buffer")
-                    self.machine.write(a.addr, a.data)
-                    a._handle = self
-                specs.append(callargs.Arg("buffer", "int", a.addr))
-            elif isinstance(a, bool):
-                specs.append(callargs.parse(int(a)))
-            elif isinstance(a, int):
-                specs.append(callargs.parse(a))
-            elif isinstance(a, str):
-                specs.append(callargs.parse("s:" + a))
-            elif isinstance(a, (bytes, bytearray)):
-                specs.append(callargs.parse(bytes(a)))
-            else:
-                raise TypeError(f"cannot pass {type(a).__name__} to a kernel function")
-        words = callargs.place(self.machine, specs)
-        self.last = self.machine.call(name, words, module=self._owner_of(name))
+        """Call `name(*args)`; the Result whatever happened."""
+        self.last = self.kernel.call(name, *args, **({"budget": self.budget} if self.budget else {}))
         return self.last
 
     def call(self, name: str, *args) -> int:
         """Call a function of the module (or a dependency); its int return value (r0, signed)."""
         return self._check(self.run(name, *args))
 
-    def open(self, path: str):
-        """A file-like object on a device the module registered (`/dev/NAME`): read, write,
-        ioctl, poll, close; through the module's file_operations directly, not the kernel's
-        VFS (armload.devkit.devio), with user buffers in a user mapping."""
-        from .devio import DeviceFile
-        return DeviceFile(self.machine, path, module=self.module, check=self._check)
+    def run_pending(self, ms: int = 1000) -> dict:
+        """Let the kernel run its deferred work (timers, workqueues, kthreads) for up to `ms` of
+        simulated time, until idle."""
+        return self.kernel.settle(ms * 1_000_000)
 
-    def run_pending(self) -> list[dict]:
-        """Run the timers, work items and tasklets that are due, in simulated-time order."""
-        return self.machine.run_deferred()
-
-    def _owner_of(self, name):
-        for m in [self.module] + self.deps[::-1]:
-            if any(s.name == name for s in m.symbols):
-                return m
-        return None
+    @staticmethod
+    def _raise(res) -> None:
+        if res.status in ("oops", "panic"):
+            raise ModuleOops(res)
+        if res.status in ("budget", "stopped", "refused-dead"):
+            raise ModuleStopped(res)
 
     def _check(self, res) -> int:
         self.last = res
-        if res.status not in ("returned", "no-function"):
-            from ..emu.oops import NOT_AN_OOPS
-            stopped = res.fault is None or res.fault.kind in NOT_AN_OOPS
-            raise (ModuleStopped if stopped else ModuleOops)(res)
-        return res.retval if res.retval is not None else 0
+        self._raise(res)
+        return res.ret
 
-    # --- memory -----------------------------------------------------------------------
+    # --- memory ----------------------------------------------------------------------------
     def symbol(self, name: str) -> int:
-        """Address of a symbol of the module (function: bit 0 set for Thumb) or of the kernel."""
-        for m in [self.module] + self.deps[::-1]:
+        """Address of a symbol of the module (or a dependency), where the kernel loaded it, or of the kernel."""
+        for m in reversed(self.kernel.session.modules):
             for s in m.symbols:
                 if s.name == name and s.section:
-                    self.machine.map_module(m)
                     return s.addr
-        a = self.machine.kernel_symbol(name)
+        a = self.kernel.bk.image.address(name)
         if a is None:
             raise KeyError(f"no symbol {name!r} in {self.name} or the kernel")
         return a
@@ -284,10 +259,10 @@ class ModuleHandle:
         return self.symbol(where) & ~1 if isinstance(where, str) else where
 
     def read(self, where, n: int) -> bytes:
-        return self.machine.read(self._addr(where), n)
+        return self.kernel.bk.read(self._addr(where), n)
 
     def write(self, where, data: bytes) -> None:
-        self.machine.write(self._addr(where), bytes(data))
+        self.kernel.bk.write(self._addr(where), bytes(data))
 
     def u32(self, where) -> int:
         return _struct.unpack("<I", self.read(where, 4))[0]
@@ -307,61 +282,125 @@ class ModuleHandle:
         self.write(where, _struct.pack(fmt, *values))
 
     def string(self, where) -> str:
-        return self.machine.read_cstring(self._addr(where)).decode("utf-8", "replace")
+        return self.kernel.bk.cstr(self._addr(where), 4096)
 
-    def buffer(self, size: int = 0, data: bytes | None = None) -> Buffer:
+    def buffer(self, size: int = 0, data: bytes | None = None):
+        from ..emu.booted.call import Buffer
         return Buffer(size, data)
 
-    def param(self, name: str):
-        from ..emu.params import read_param
-        return read_param(self.machine, self.module, name)
+    def param(self, name: str) -> str:
+        """A parameter's value as the kernel shows it in /sys/module/NAME/parameters/ (its
+        kernel_param_ops->get, as param_attr_show calls it), without the newline."""
+        bk = self.kernel.bk
+        mod = next((m for m in self.kernel.session.modules if m.name == self.name), None)
+        sec = next((s for s in mod.sections if s.name == "__param"), None) if mod else None
+        for kp in range(sec.addr, sec.addr + sec.size, KP_SIZE) if sec else ():
+            if bk.cstr(bk.u32(kp + KP_NAME), 64) == name:
+                buf = bk.kmalloc(PAGE_SIZE)
+                owner = bk.u32(kp + KP_MOD)
+                bk.call("kernel_param_lock", owner)          # as param_attr_show takes it (arrays check it)
+                try:
+                    n = bk.call(bk.u32(bk.u32(kp + KP_OPS) + OPS_GET), buf, kp)
+                finally:
+                    bk.call("kernel_param_unlock", owner)
+                text = bk.read(buf, n).decode("utf-8", "replace") if 0 < n <= PAGE_SIZE else ""
+                bk.kfree(buf)
+                return text.rstrip("\n")
+        raise KeyError(f"{self.name} has no parameter {name!r}")
 
-    # --- what happened ----------------------------------------------------------------
+    # --- what happened ---------------------------------------------------------------------
     @property
     def log(self) -> list[str]:
-        """Every printk line so far."""
-        return self.machine.log.lines
+        """The kernel's console lines since this handle's kernel started, printk's text without the timestamp."""
+        return [ln.split("] ", 1)[1] if ln.startswith("[") and "] " in ln else ln
+                for ln in self.kernel.bk.console[self._mark:]]
 
-    @property
-    def calls(self) -> list:
-        """Every kernel call the module made so far (CallRecord: name, args, ret, caller_sym, cls)."""
-        return self.machine.calls
+    # --- fault injection, through the kernel ----------------------------------------------
+    def _from_module(self, lr: int) -> bool:
+        """A return address in the module under test (the module area, outside its dependencies)."""
+        lr &= ~1
+        if not MODULES_VADDR <= lr < MODULES_END:
+            return False
+        deps = {os.path.basename(d).removesuffix(".ko").replace("-", "_") for d in self.deps}
+        for m in self.kernel.session.modules:
+            if m.name in deps and any(r.base <= lr < r.base + r.size for r in m.regions):
+                return False
+        return True
 
-    def called(self, name: str) -> list:
-        return [c for c in self.machine.calls if c.name == name]
-
-    def leaks(self) -> list:
-        return self.machine.leaks()
-
-    # --- test doubles -----------------------------------------------------------------
-    def replace(self, name: str, fn) -> None:
-        """Kernel function `name` becomes fn(call) -> int|None for this handle (armload.emu.Call:
-        call.arg(i), call.read, call.write, call.string, ...)."""
-        self.machine.override(name, fn, subsystem="test")
-
-    def returns(self, name: str, value: int) -> None:
-        """Kernel function `name` returns `value` (e.g. -errno.ENOMEM) from now on."""
-        self.machine.override(name, lambda call, _v=value: _v, subsystem="test")
+    def _return(self, uc, value: int) -> None:
+        from unicorn import arm_const as A
+        lr = uc.reg_read(A.UC_ARM_REG_LR)
+        uc.reg_write(A.UC_ARM_REG_R0, value & 0xFFFFFFFF)
+        uc.reg_write(A.UC_ARM_REG_PC, lr & ~1)
 
     def fail_kmalloc(self, nth: int = 1, *, count: int = 1) -> None:
-        """The nth kmalloc-family allocation from now on (and count-1 after it) returns NULL."""
-        self._kmallocs = 0
-        self._fail = (nth, nth + count - 1)
+        """The nth kmalloc-family allocation the module makes from now on (and count-1 after it)
+        returns NULL, as failslab would: hooks at the allocators' entries, for calls whose return
+        address is in the module."""
+        from unicorn import arm_const as A
+        first = self._fail is None
+        self._allocs, self._fail = 0, (nth, nth + count - 1)
+        if not first:
+            return
 
-    def _should_fail(self, n, size, kind) -> bool:
-        if self._fail is None or not kind.startswith(KMALLOC_KINDS):
-            return False
-        self._kmallocs += 1
-        lo, hi = self._fail
-        return lo <= self._kmallocs <= hi
+        def hook(uc, addr, size, _):
+            if self._fail is None or not self._from_module(uc.reg_read(A.UC_ARM_REG_LR)):
+                return
+            self._allocs += 1
+            lo, hi = self._fail
+            if lo <= self._allocs <= hi:
+                self._return(uc, 0)
+        img = self.kernel.bk.image
+        for name in KMALLOC_ENTRIES:
+            if name in img.symbols:
+                self.kernel.bk.hook_code(img.symbols[name], hook)
+
+    def replace(self, name: str, fn) -> None:
+        """Kernel function `name` becomes fn(call) -> int|None for calls from the module (call.arg(i),
+        call.read, call.write, call.string); None lets the kernel's own code run."""
+        from unicorn import arm_const as A
+        bk = self.kernel.bk
+        addr = bk.image.address(name)
+        if addr is None:
+            raise KeyError(f"the kernel has no function {name!r}")
+        first = name not in self._replaced
+        self._replaced[name] = fn
+        if not first:
+            return
+
+        def hook(uc, a, size, _):
+            if not self._from_module(uc.reg_read(A.UC_ARM_REG_LR)):
+                return
+            v = self._replaced[name](KernelCall(bk, uc))
+            if v is not None:
+                self._return(uc, v)
+        bk.hook_code(addr, hook)
+
+    def returns(self, name: str, value: int) -> None:
+        """Kernel function `name` returns `value` (e.g. -errno.ENOMEM, or 0 for NULL) to the module from now on."""
+        self.replace(name, lambda call, _v=value: _v)
 
 
-def _param_text(v) -> str:
-    if isinstance(v, bool):
-        return "1" if v else "0"
-    if isinstance(v, (list, tuple)):
-        return ",".join(str(x) for x in v)
-    return str(v)
+class KernelCall:
+    """A call stopped at a kernel function's entry: its arguments (AAPCS) and memory."""
+
+    def __init__(self, bk, uc):
+        self.bk, self.uc = bk, uc
+
+    def arg(self, i: int) -> int:
+        from unicorn import arm_const as A
+        if i < 4:
+            return self.uc.reg_read(getattr(A, f"UC_ARM_REG_R{i}"))
+        return self.bk.u32(self.uc.reg_read(A.UC_ARM_REG_SP) + 4 * (i - 4))
+
+    def read(self, addr: int, n: int) -> bytes:
+        return self.bk.read(addr, n)
+
+    def write(self, addr: int, data: bytes) -> None:
+        self.bk.write(addr, data)
+
+    def string(self, addr: int) -> str:
+        return self.bk.cstr(addr, 4096)
 
 
 def load_module(path: str, **kw) -> ModuleHandle:

@@ -328,11 +328,16 @@ def _write(mem: Memory, addr: int, data: bytes) -> None:
 
 # --- phys/virt stubs (arch/arm/kernel/phys2virt.S __fixup_a_pv_table, ARM, non-LPAE) --------------
 PV_IMM8_MASK, PV_IMMR_MSB = 0xFF, 0x800
+PV_ROT_MASK, PV_BIT22, MOVW = 0xF00, 0x400000, 0x03000000   # rotation field; mov -> mvn; MOVW (A2) opcode
 
 
-def fixup_pv_table(mem: Memory, addr: int, size: int, pv_offset: int, out: Finalized) -> None:
+def fixup_pv_table(mem: Memory, addr: int, size: int, pv_offset: int, out: Finalized,
+                   high_ones: bool = False) -> None:
     """Each `.pv_table` word is `.long insn - .`; the `add/sub <rd>, <rn>, #imm, ror #n` stub there
-    gets offset<31:24> in its imm8 when the rotation field is below 8, else offset<23:20>."""
+    gets offset<31:24> in its imm8 when the rotation field is below 8, else offset<23:20>.
+    LPAE kernels also have (memory.h __pv_add_carry_stub, __pv_stub_mov_hi): a MOVW that gets
+    offset<31:20> (`adds lo, x, rd, lsl #20`), and a `mov rd, #0` (rotation 0) for the high word,
+    which becomes `mvn rd, #0` when __pv_offset's high word is all ones (PHYS_OFFSET < PAGE_OFFSET)."""
     hi, mid = (pv_offset >> 24) & 0xFF, (pv_offset >> 16) & 0xF0
     for i in range(size // 4):
         at = addr + 4 * i
@@ -340,6 +345,12 @@ def fixup_pv_table(mem: Memory, addr: int, size: int, pv_offset: int, out: Final
         word = mem.u32(insn)
         if word is None:
             raise ValueError(f".pv_table entry {i} points at {insn:#x}, outside the module's memory")
-        word = (word & ~PV_IMM8_MASK) | (mid if word & PV_IMMR_MSB else hi)
+        if word & 0x0FF00000 == MOVW:
+            v = (pv_offset >> 20) & 0xFFF
+            word = (word & ~0x000F0FFF) | ((v >> 12) << 16) | (v & 0xFFF)
+        elif word & PV_ROT_MASK == 0:                     # the high word's mov #0 / mvn #0
+            word = (word & ~(PV_IMM8_MASK | PV_BIT22)) | (PV_BIT22 if high_ones else 0)
+        else:
+            word = (word & ~PV_IMM8_MASK) | (mid if word & PV_IMMR_MSB else hi)
         mem.put32(insn, word)
         out.pv_patched.append(insn)

@@ -59,3 +59,20 @@ def follow_kernel(config: KernelConfig, image: str | None, *, layout_given: str 
     if t:
         kw["struct_module"] = of_tree(t)
     return dataclasses.replace(config, **kw)
+
+
+def follow_headers(config: KernelConfig, symvers: str, *, layout_given: str | None = None) -> KernelConfig:
+    """Without an image: the release the Module.symvers' headers name (include/generated/
+    utsrelease.h beside it) decides the version and the layout; nothing else is known."""
+    import re
+    from ..kernel.identity import symvers_release
+    rel = symvers_release(symvers)
+    m = re.match(r"(\d+)\.(\d+)", rel or "")
+    if m is None:
+        return config.with_(layout=layout_given) if layout_given else config
+    version = (int(m.group(1)), int(m.group(2)))
+    layout = layout_of(version)
+    if layout_given and layout_given != layout:
+        raise ArmloadError(f"--layout {layout_given}: {symvers} is kernel {rel}'s, whose load_module uses the "
+                           f"{layout} layout")
+    return dataclasses.replace(config, layout=layout, version=version)

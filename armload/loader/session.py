@@ -413,7 +413,8 @@ def _finalize(obj, layout, regions, plts, config, session, syms, resolved) -> fi
                                 f"__fixup_a_pv_table's ARM encodings only")
         else:
             try:
-                finalize.fixup_pv_table(mem, *pv, config.pv_offset, out)
+                finalize.fixup_pv_table(mem, *pv, config.pv_offset, out,
+                                        high_ones=config.phys_offset < config.page_offset)
             except ValueError as e:
                 raise LayoutError(f"{obj.name}: {e}; fixup_pv_table would write there", file=obj.path) from None
     mc = _first_alloc_section(obj, layout, "__mcount_loc")

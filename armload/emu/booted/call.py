@@ -51,6 +51,34 @@ class Buffer:
         return len(self.data)
 
 
+MAX_BUF = 1 << 20
+
+
+def parse_arg(spec):
+    """One argument from its command-line form: 42, -1, 0x10 (an int); s:TEXT (a C string); b:HEX
+    (these bytes, an in/out buffer); buf:N (N zero bytes, an out buffer)."""
+    s = str(spec)
+    if s.startswith("s:"):
+        return s[2:]
+    if s.startswith("b:"):
+        try:
+            return Buffer(data=bytes.fromhex(s[2:]))
+        except ValueError:
+            raise ArmloadError(f"bad buffer argument {s!r}: b: takes hex digits, e.g. b:00ff10") from None
+    if s.startswith("buf:"):
+        try:
+            n = int(s[4:], 0)
+        except ValueError:
+            raise ArmloadError(f"bad buffer argument {s!r}: buf:N takes a size, e.g. buf:64") from None
+        if not 0 < n <= MAX_BUF:
+            raise ArmloadError(f"bad buffer argument {s!r}: the size must be 1..{MAX_BUF}")
+        return Buffer(n)
+    try:
+        return int(s, 0)
+    except ValueError:
+        raise ArmloadError(f"bad argument {s!r}: an integer, s:TEXT, b:HEX or buf:N") from None
+
+
 def find_function(session, name: str):
     """(module, symbol) of a function `name` of a loaded module, the last loaded first; an
     ArmloadError naming the functions there are when none has it."""
@@ -162,6 +190,9 @@ def call(run, name: str, *args, budget: int = CALL_BUDGET, timeout: float | None
     words, recs = place(run.bk, args)
     r = run_code(run.bk, sym.addr, words, name=mod.name, path=os.path.abspath(mod.path), function=name,
                  budget=budget, timeout=timeout)
+    for rec, a in zip(recs, args):
+        if isinstance(a, Buffer) and r.status == "returned":
+            rec["hex"] = a.bytes.hex()          # what the function left there
     r.args = recs
     if r.status in ("oops", "panic"):
         run.dead = f"{mod.name}: {name}"

@@ -15,12 +15,19 @@ Two differences, both so the output says what it did not decode:
 * a frame without debug info (no -dbg vmlinux given, a module without .debug_line, a name
   the symbol table does not have) keeps its symbol and says so: `(no file:line: WHY)`, where
   the script prints the symbol unchanged (and "WARNING! Modules path isn't set" on stderr).
-The Code: line (the script pipes it to scripts/decodecode, objdump) is printed as it is.
+The Code: line goes to scripts/decodecode's steps, with the cross binutils as the script runs
+them (ARCH=arm CROSS_COMPILE=arm-linux-gnueabihf-: `.4byte` words assembled, stripped of mapping
+symbols, `objdump -S`): "All code" with the trapping instruction marked, then "Code starting
+with the faulting instruction"; without those tools the line stays and says so.
 """
 from __future__ import annotations
 
 import functools
+import os
 import re
+import shutil
+import subprocess
+import tempfile
 
 from ..debuginfo import Addr2Line, module_addr2line
 
@@ -37,7 +44,47 @@ def decode(oops_text: str, modules=(), vmlinux: str | None = None) -> list[str]:
     name, .ko path, sections and symbols at the kernel's addresses); `vmlinux`: an ELF with
     DWARF (Debian's linux-image-*-dbg), for the kernel's own frames."""
     d = _Decoder({m.name: m for m in modules}, vmlinux)
-    return [d.line(ln) for ln in oops_text.splitlines()]
+    return [x for ln in oops_text.splitlines() for x in d.line(ln).split("\n")]
+
+
+CROSS = os.environ.get("CROSS_COMPILE", "arm-linux-gnueabihf-")
+
+
+def decodecode(line: str) -> list[str]:
+    """scripts/decodecode on one `Code: w w w (w)` line (ARM words, or Thumb halfwords)."""
+    tools = [shutil.which(CROSS + t) for t in ("as", "strip", "objdump")]
+    if not all(tools):
+        return [line + f"  (not disassembled: scripts/decodecode needs {CROSS}as/strip/objdump)"]
+    echoed = " ".join(line.split())                     # `echo $code`: whitespace collapsed
+    code = echoed.split("Code: ", 1)[1]
+    width = (code.find(" ") + 1 - 1) // 2 if " " in code else len(code) // 2
+    typ = {1: "byte", 2: "2byte", 4: "4byte"}.get(width)
+    if typ is None:
+        return [line + "  (not disassembled: the Code: words are neither bytes, halfwords nor words)"]
+    flags = ["-M", "force-thumb"] if width == 2 else []
+
+    def disas(words: str) -> list[str]:
+        with tempfile.TemporaryDirectory() as t:
+            src, obj = os.path.join(t, "c.s"), os.path.join(t, "c.o")
+            with open(src, "w") as f:
+                f.write(f"\t.{typ} 0x" + words.replace(" ", ",0x") + "\n")
+            for cmd in ([tools[0], "-o", obj, src], [tools[1], obj]):
+                if subprocess.run(cmd, capture_output=True).returncode:
+                    return []
+            out = subprocess.run([tools[2], *flags, "-S", obj], capture_output=True, text=True).stdout
+        return [ln for ln in out.splitlines()
+                if ln and not any(x in ln for x in ("/tmp", t, "Disassembly", ".text"))]
+    marker = code.find("<") + 1 or code.find("(") + 1
+    allc = []
+    if marker:
+        allc = ["All code", "========"] + disas(re.sub(r"[<>()]", "", code))
+        code = code[marker:]
+    code = re.sub(r"[>)]$", "", re.sub(r"[>)] ", " ", re.sub(r" [<(]", " ", code, count=1), count=1))
+    aa = ["Code starting with the faulting instruction", "==========================================="] + disas(code)
+    n = len(allc) - len(aa) + 3                          # 1-based line of the trapping instruction
+    if allc and 1 <= n <= len(allc):
+        allc[n - 1] = re.sub(r"^([^:]*:)(.*)$", "\\1*\\2\t\t<-- trapping instruction", allc[n - 1])
+    return [echoed] + allc + [""] + aa
 
 
 def decode_result(res, modules, vmlinux: str | None = None) -> None:
@@ -71,6 +118,8 @@ class _Decoder:
         line = line.strip()
         if ADDRESS.search(line) or SYMBOL.search(line):
             return self._handle(line)
+        if "Code:" in line:
+            return "\n".join(decodecode(line))
         return line
 
     def _handle(self, line: str) -> str:

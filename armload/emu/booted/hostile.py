@@ -38,9 +38,10 @@ from unicorn import UC_HOOK_BLOCK, UC_HOOK_MEM_READ
 from unicorn.unicorn_const import UC_CTL_IO_WRITE, UC_CTL_TLB_FLUSH
 from unicorn import arm_const as A
 
-from .machine import RAM_BASE, RAM_SIZE, GuestFault
+from .machine import RAM_BASE, RAM_SIZE, GuestFault, _scan
 
 CHUNK = 20_000_000               # instructions between checks
+MIN_CHUNK = 50_000               # the first chunk (doubling to CHUNK while busy), and the least when idle
 PROBE_LIMIT = 20_000             # instructions one probe may take (two passes of a loop)
 TIME_BUDGET_NS = 300_000_000_000  # simulated time per call: 300 s (the hung-task detector: 120 s, checked every 120 s)
 TAINT_SOFTLOCKUP = 14            # include/linux/panic.h
@@ -59,7 +60,7 @@ _REGS = [getattr(A, f"UC_ARM_REG_R{i}") for i in range(13)] + [A.UC_ARM_REG_SP, 
 class Watch:
     def __init__(self, k):
         self.k = k
-        self.time_budget_ns = TIME_BUDGET_NS
+        self.time_budget_ns = None       # None: TIME_BUDGET_NS as it is at each call
         self.panicking = False
         self.skipped_ns = 0              # simulated time skipped over proven spins (all calls)
         self.skips = 0
@@ -128,12 +129,18 @@ class Watch:
     def run(self, until: int, budget: int) -> str:
         """Machine.run(until, budget) in chunks, with the checks of this module between them."""
         m = self.k.m
-        t_end = m.now_ns() + self.time_budget_ns
-        left, back = budget, None
+        tb = self.time_budget_ns or TIME_BUDGET_NS
+        t_end = m.now_ns() + tb
+        left, back, chunk = budget, None, MIN_CHUNK
         while True:
-            i0 = m.t.insns
-            how = m.run(until, max(1, min(left, CHUNK)))
+            i0, n0 = m.t.insns, m.now_ns()
+            how = m.run(until, max(1, min(left, chunk)))
             left -= m.t.insns - i0
+            # idle time passes without instructions: size the next chunk so that it does not
+            # overshoot the time budget by much (instructions per simulated ns of this one)
+            ran, passed = m.t.insns - i0, m.now_ns() - n0
+            chunk = (min(CHUNK, 2 * chunk) if passed <= 2 * ran else
+                     max(MIN_CHUNK, min(CHUNK, ran * max(0, t_end - m.now_ns()) // passed)))
             verdict = None
             if back is not None:
                 m.uc.hook_del(back)
@@ -143,10 +150,12 @@ class Watch:
             if how != "budget" or left <= 0 or m.t.insns == i0 and verdict is None:   # (no block fits what is left)
                 return how
             if m.now_ns() >= t_end:
-                raise GuestFault(f"time-budget: no return within {self.time_budget_ns / 1e9:.0f} s of simulated "
+                raise GuestFault(f"time-budget: no return within {tb / 1e9:.0f} s of simulated "
                                  f"time (armload's budget; {budget - left:,} instructions)")
             if verdict == "same":           # one more pass of the proven loop, with the proven inputs
                 spin = self.proof[0]
+            elif verdict is None and budget - left < CHUNK:
+                continue                    # probe only a call that has run CHUNK instructions
             else:
                 i0 = m.t.insns
                 how, spin = self._probe(until, min(left, PROBE_LIMIT))
@@ -200,6 +209,15 @@ class Watch:
             self.skips += 1
         m._sync()
 
+    def _time_sites(self) -> list[int]:
+        """Every generic-timer access (cp15 c14: its reads are native, hw/c14.py) and WFI of the Image."""
+        if self._sites is None:
+            c14_sites, wfi = _scan(self.k.image)
+            self._sites = [a for a, _ in c14_sites] + list(wfi)
+        return self._sites
+
+    _sites = None
+
     def _probe(self, until: int, limit: int) -> tuple[str, int | None]:
         """Two passes of the loop the CPU is in, from its PC: (how the run ended, the PC when proven)."""
         m, uc = self.k.m, self.k.m.uc
@@ -249,7 +267,7 @@ class Watch:
         (r0, _), (r1, reads1), (r2, reads2) = hits
         if not (r0 == r1 == r2 and reads1 == reads2):
             return how, None
-        sites = list(getattr(m, "_sites", {})) + list(m.wfi_sites)
+        sites = self._time_sites()
         if any(a <= s < a + n for a, n in blocks for s in sites):
             return how, None                     # the loop reads the timer or idles: time is its input
         self.proof = (p, r1, reads1)
@@ -283,5 +301,43 @@ def status_of(ret, core_bytes: bytes, oops_text: str, stopped: str, console: lis
     return "returned" if core_bytes else "refused"
 
 
-def is_stop(stopped: str) -> bool:
-    return stop_class(stopped) is not None
+SENTENCES = {
+    "soft-lockup": "spun until the kernel's soft-lockup watchdog reported it (its report above)",
+    "hung-task": "slept until the kernel's hung-task detector reported it (its report above)",
+    "restart": "restarted the machine",
+    "halt": "halted the machine",
+    "power-off": "powered the machine off",
+    "hang": "hangs",
+    "time-budget": "did not return",
+    "budget": "did not return",
+}
+
+
+def sentence(name: str, function: str, status: str, stopped: str) -> str:
+    """One line for a hostile end: `m: init restarted the machine: restart: ...`."""
+    return f"{name}: {function} {SENTENCES.get(status, status)}: {stopped}"
+
+
+def settle_line(settled: dict) -> str:
+    """The settle summary; when the system did not go idle, what that means."""
+    line = (f"armload: deferred work ran for {settled['ns'] / 1e6:.1f} ms simulated "
+            f"({settled['insns']:,} instructions)")
+    if settled["idle"]:
+        return line + "; the system is idle"
+    busy = 100 * settled["insns"] / max(1, settled["ns"])
+    return (line + f"; the system never went idle ({busy:.0f}% busy to the end of the settle time): deferred work "
+                   f"keeps running (a work item or timer that re-arms itself)")
+
+
+KERNEL_LINES = {"panic": "Kernel panic - not syncing", "soft-lockup": "BUG: soft lockup",
+                "hung-task": "blocked for more than", "restart": "reboot: ", "halt": "reboot: ",
+                "power-off": "reboot: "}
+
+
+def reason(status: str, console: list[str], stopped: str) -> tuple[str, str | None]:
+    """(reason, where) for check's record: the kernel's own line where it printed one, else the
+    stop's text; where: the report's `PC is at` when there is one."""
+    key = KERNEL_LINES.get(status)
+    line = next((ln.split("] ", 1)[-1] for ln in console if key and key in ln), None)
+    where = next((ln.split("PC is at ", 1)[1] for ln in console if "PC is at " in ln), None)
+    return (line or stopped.split("\n", 1)[0]), where

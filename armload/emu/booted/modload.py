@@ -66,7 +66,7 @@ class KernelLoadResult:
     hdr: int = 0                       # info->hdr: the kernel's copy of the file
     percpu: Alloc | None = None        # __alloc_reserved_percpu(size, align) for .data..percpu
     formed: list[tuple[int, bytes]] = field(default_factory=list)
-    #   the allocations at the first module notifier (jump_label_module_notify, MODULE_STATE_COMING):
+    #   the allocations as prepare_coming_module starts (ftrace_module_enable; else at jump_label_module_notify):
     #   after relocation, kallsyms, module_finalize, ftrace_module_init and complete_formation, before
     #   any notifier or parse_args wrote into module data
 
@@ -129,8 +129,14 @@ class _Capture:
             self._add(pa, self._percpu_entry)
             for site in bl_sites(img, pa):
                 self._add(site + 4, self._percpu_return)
+        # formed: at prepare_coming_module's first call, ftrace_module_enable(mod), before any module
+        # notifier runs (rt-armmp has no CONFIG_JUMP_LABEL, so no jump_label_module_notify, and its
+        # trace notifiers rewrite print_fmt strings in module data)
+        fe = img.symbols.get("ftrace_module_enable")
         jl = img.symbols.get("jump_label_module_notify")
-        if jl:
+        if fe:
+            self._add(fe, self._enable)
+        elif jl:
             self._add(jl, self._coming)
         dead = img.symbols.get("make_task_dead")      # a panic ends every call already (BootedKernel)
         if dead:
@@ -167,6 +173,12 @@ class _Capture:
             return
         if self.percpu is not None and not self.percpu.base:
             self.percpu.base = uc.reg_read(A.UC_ARM_REG_R0)
+
+    def _enable(self, uc, addr, size, _):
+        if self.k.servicing != self.level:
+            return
+        if not self.formed and self.allocs:
+            self.formed = [(a.base, self.k.read(a.base, a.size)) for a in self.allocs if a.base]
 
     def _coming(self, uc, addr, size, _):
         if self.k.servicing != self.level:

@@ -6,8 +6,8 @@ For each module, in order (dependencies first), in one restored copy of the boot
 2. armload's loader loads the same `.ko` into a Session whose allocator hands out the addresses the
    kernel's module_alloc and per-cpu allocator returned (and whose temporary copy is the kernel's
    buffer), and the two images are compared byte for byte where the kernel has finished loading:
-   at its first module notifier (MODULE_STATE_COMING: relocation, kallsyms, module_finalize,
-   ftrace_module_init and complete_formation done), every word but the jump-label notifier's;
+   as prepare_coming_module starts (ftrace_module_enable, before any MODULE_STATE_COMING notifier:
+   relocation, kallsyms, module_finalize, ftrace_module_init and complete_formation done), every word but the jump-label notifier's;
    at do_init_module, the jump-label words (sorted table, key links, patched sites). Only struct
    module (`.gnu.linkonce.this_module`, the kernel's own object: list links, kobject, state,
    layouts) is left out, and the list links dynamic_debug_setup puts in each `__dyndbg_classes` entry.
@@ -31,7 +31,8 @@ from ...loader.kofile import module_stem, read_module
 from ...loader.layout import ModuleAllocator
 from ...loader.session import Session
 from .hostile import status_of
-from .kernel import CALL_BUDGET, BootedKernel
+from .kernel import CALL_BUDGET, BootedKernel, CallError
+from .machine import GuestFault
 from .decode import decode_result
 from .result import LoaderCheck, Result
 from .modload import LOAD_BUDGET, KernelLoadResult, _signed, kernel_load, load_order, modinfo, tree_index, user_string
@@ -41,6 +42,17 @@ DDEBUG_CLASS_MAP = 32                  # struct ddebug_class_map: list_head link
 O_NONBLOCK = 0o4000                    # rmmod's delete_module flags (ARM's O_NONBLOCK)
 MAX_LISTED = 20                        # differing words listed per module (all are counted)
 BootedResult = Result                  # the one result type (result.py)
+
+
+def insmod_args(words) -> str:
+    """insmod's argument string: words joined by spaces; a value with spaces quoted."""
+    out = []
+    for a in words:
+        if " " in a and '"' not in a:
+            k, eq, v = a.partition("=")
+            a = f'{k}="{v}"' if eq else f'"{a}"'
+        out.append(a)
+    return " ".join(out)
 
 
 class _Replay(ModuleAllocator):
@@ -121,6 +133,7 @@ class BootedRun:
         self.pending: list[dict] = []          # request_module_nowait requests, served after the current load
         self.budget = LOAD_BUDGET
         self.coming: list = []                 # fn(module name) at do_init_module's entry (on_coming)
+        self.exit_stopped = ""                 # why the last unload did not return
         self.dead: str | None = None           # what pid 1 died in (an oops): nothing more runs in it
         self._came: set[int] = set()
         umh = self.bk.image.symbols.get("call_usermodehelper_exec")
@@ -147,7 +160,14 @@ class BootedRun:
         self.bk.m.service = {"coming": self.bk.cstr(mod + (sm.name if sm else MODULE_NAME_OFF), MODULE_NAME_LEN)}
         uc.emu_stop()
 
-    def load(self, path: str, params: str = "", budget: int = LOAD_BUDGET) -> BootedResult:
+    def load(self, path: str, params: str | list[str] = "", budget: int = LOAD_BUDGET,
+             timeout: float | None = None) -> BootedResult:
+        """The kernel's load_module of `path` (init included), with armload's image checked against the
+        kernel's. `params`: insmod's argument string, or its words (a value with spaces is quoted, as
+        the kernel's next_arg reads it). `timeout`: the wall-clock safety net (seconds; status
+        "stopped" when it ends the load)."""
+        if not isinstance(params, str):
+            params = insmod_args(params)
         if self.dead is not None:
             return BootedResult(os.path.basename(path).removesuffix(".ko"), path, None, "refused-dead", [], "", 0,
                                 loader=LoaderCheck(), stopped=f"pid 1 died in an oops in {self.dead}: no "
@@ -157,12 +177,16 @@ class BootedRun:
             ko = f.read()
         busy = module_stem(path)
         self.loading.add(busy)
+        from .call import Watchdog
         try:
-            r = kernel_load(self.bk, ko, params, name=os.path.basename(path), budget=budget)
+            with Watchdog(self.bk.m, timeout) as wd:
+                r = kernel_load(self.bk, ko, params, name=os.path.basename(path), budget=budget)
         finally:
             self.loading.discard(busy)
         check, name = self._check(path, ko, r)
         status = status_of(r.ret, r.core_bytes, r.oops_text, r.stopped, r.console_lines)
+        if r.ret is None and wd.fired:
+            status = "stopped"                          # the wall-clock safety net, not the module
         r.stopped = self.bk.watch.named(r.stopped)    # a spin's address with armload's module symbol
         res = BootedResult(name, path, r.ret, status, r.console_lines, r.oops_text, r.instructions, r.core_base,
                            r.init_base, check, r.stopped, decompressed_by=r.decompressed_by)
@@ -191,13 +215,18 @@ class BootedRun:
         """Modules whose load_module returned 0 (init ran and its memory is freed)."""
         return {r.name for r in self.results if r.ok}
 
-    def unload(self, name: str) -> tuple[int, list[str]]:
+    def unload(self, name: str) -> tuple[int | None, list[str]]:
         """delete_module(name, O_NONBLOCK) as rmmod calls it: the module's exit and the kernel's
-        own freeing. Returns (ret, console lines)."""
+        own freeing. Returns (ret, console lines); ret None when it did not return (exit_stopped says why)."""
         if self.dead is not None:
             raise ArmloadError(f"delete_module({name}): pid 1 died in an oops in {self.dead}; nothing more runs in it")
         mark = len(self.bk.console)
-        ret = _signed(self.bk.call("sys_delete_module", user_string(self.bk, name), O_NONBLOCK))
+        try:
+            ret = _signed(self.bk.call("sys_delete_module", user_string(self.bk, name), O_NONBLOCK))
+        except (CallError, GuestFault) as e:          # an exit that never returns (hostile.py's stops)
+            self.exit_stopped = str(e)
+            self.dead = f"{name}: exit"
+            return None, self.bk.console[mark:]
         if ret == 0:                  # gone from the kernel: its exports and memory from armload's session
             self._forget(name.replace("-", "_"))
         return ret, self.bk.console[mark:]

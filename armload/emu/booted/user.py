@@ -342,8 +342,11 @@ class File:
         mark = self.sys.mem.mark()
         try:
             pfd = self.sys.mem.put(struct.pack("<ihh", self.fd, events, 0))
-            self._check(self.sys.call("poll", pfd, 1, 0), "poll")
-            return struct.unpack("<ihh", self.sys.mem.read(pfd, 8))[2] & 0xFFFF
+            n = self._check(self.sys.call("poll", pfd, 1, 0), "poll")
+            revents = struct.unpack("<ihh", self.sys.mem.read(pfd, 8))[2] & 0xFFFF
+            if n != (1 if revents else 0):            # do_poll counts the descriptors with revents
+                raise EmulationError(f"poll {self.path}: poll(2) returned {n} with revents {revents:#x}")
+            return revents
         finally:
             self.sys.mem.release(mark)
 

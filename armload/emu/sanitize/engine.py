@@ -144,6 +144,7 @@ class Sanitizer:
         self._hook(ma, self._module_alloc)
         for site in bl_sites(self.bk.image, ma):
             self._hook(site + 4, self._module_alloc_ret)
+        self._hook("module_memfree", self._module_memfree)
         dim, doi = self.sym["do_init_module"], self.sym["do_one_initcall"]
         end = dim + 0x400
         for site in bl_sites(self.bk.image, doi):
@@ -209,6 +210,15 @@ class Sanitizer:
         if self._allocs and not self._allocs[-1][1]:
             self._allocs[-1][1] = uc.reg_read(R0)
 
+    def _module_memfree(self, uc, addr, size, _):
+        """module_memfree(base): a module's init (after init, or a module with no init function) or
+        core memory is freed: the hooks on it go before other code is placed there."""
+        base = uc.reg_read(R0)
+        for rec in self.mods:
+            for which in ("init", "core"):
+                if rec[which] and rec[which][0] == base and not rec.get(f"{which}_dropped"):
+                    self._drop(rec, which)
+
     def _coming(self, name: str) -> None:
         allocs = [(a[1], a[0]) for a in self._allocs if a[1]]     # (base, size)
         self._allocs = []
@@ -228,7 +238,9 @@ class Sanitizer:
                 self.nranges.append(nr)
                 rec["hooks"].append(nr)
             else:
-                rec["hooks"].append(self.uc.hook_add(UC_HOOK_CODE, self._code, begin=base, end=base + size - 1))
+                h = self.uc.hook_add(UC_HOOK_CODE, self._code, begin=base, end=base + size - 1)
+                rec["hooks"].append(h)
+                rec.setdefault("py_hooks", {})[h] = base
             self.uc.ctl_remove_cache(base, base + size)
             self._ranges.append((base, base + size, name))
         self._lo = min(r[0] for r in self._ranges)
@@ -305,20 +317,24 @@ class Sanitizer:
     def drop_init(self, name: str) -> None:
         """The init allocation is freed after init: its hook goes."""
         for rec in self.mods:
-            if rec["name"] == name and rec["init"] and len(rec["hooks"]) > 1:
-                self._unhook(rec["hooks"].pop())
-                b, s = rec["init"]
-                self._ranges = [r for r in self._ranges if r[0] != b]
-                self._filters_changed()
+            if rec["name"] == name and rec["init"] and not rec.get("init_dropped"):
+                self._drop(rec, "init")
 
     def module_gone(self, name: str) -> None:
         for rec in self.mods:
             if rec["name"] == name:
-                for h in rec["hooks"]:
-                    self._unhook(h)
-                rec["hooks"] = []
-                self._ranges = [r for r in self._ranges if r[2] != name]
-                self._filters_changed()
+                for which in ("init", "core"):
+                    if rec[which] and not rec.get(f"{which}_dropped"):
+                        self._drop(rec, which)
+
+    def _drop(self, rec, which: str) -> None:
+        base = rec[which][0]
+        rec[f"{which}_dropped"] = True
+        for h in [h for h in rec["hooks"] if getattr(h, "base", None) == base or rec.get("py_hooks", {}).get(h) == base]:
+            rec["hooks"].remove(h)
+            self._unhook(h)
+        self._ranges = [r for r in self._ranges if r[0] != base]
+        self._filters_changed()
 
     def _unhook(self, h) -> None:
         if isinstance(h, N.NativeRange):
@@ -411,12 +427,13 @@ class Sanitizer:
         kind, o, bad = hit
         task = self.task_name()
         st = capture(uc, self.bk.m.read, task, pc=pc)
-        where = via or (self.symbolizer.name(pc) if self.symbolizer.module_of(pc) else f"{pc:#x}")
+        where = via or "{at}"
         body = [f"{'Write' if write else 'Read'} of size {size} at addr {ea:08x} by task {task}"]
         rep = Report("heap", kind, o.module, f"BUG: KASAN: {kind} in {where}", body,
                      [("Call trace:", st), ("Allocated by task " + o.alloc.task.rsplit('/', 1)[-1] + ":", o.alloc)])
         if o.freed is not None:
             rep.stacks.append(("Freed by task " + o.freed.task.rsplit('/', 1)[-1] + ":", o.freed))
+        rep.title_at = pc
         rep.tail = ["", f"The buggy address belongs to the object at {o.start:08x}",
                     f" which belongs to the cache {o.cache_name or o.kind} of size {o.extent}"]
         if bad >= o.start + o.size:
@@ -464,10 +481,10 @@ class Sanitizer:
         if kind in ("vmalloc", "kvmalloc", "kmalloc_large"):
             return "any"
         if cache_fn is not None:
-            return ("kmem_cache", cache_fn(a))
+            return ("slab", self.bk.u32(cache_fn(a) + H.KMEM_CACHE_SIZE))
         n = size_fn(a) & 0xFFFFFFFF
         c = H.class_of(self.classes_kmalloc, n)
-        return ("kmalloc", c) if c else "any"
+        return ("slab", c) if c else "any"
 
     def _stralloc_entry(self, name, limit_arg):
         def hook(uc, addr, size, _):
@@ -507,7 +524,7 @@ class Sanitizer:
             cls = H.class_of(self.classes_kmalloc, size)
             extent, cache, name = cls or size, cls, f"kmalloc-{cls}"
         elif kind == "kmem_cache":
-            extent, cache, name = size, d["cache"], self._cache_name(d["cache"])
+            extent, cache, name = size, self.bk.u32(d["cache"] + H.KMEM_CACHE_SIZE), self._cache_name(d["cache"])
         else:
             pages = (size + H.PAGE - 1) // H.PAGE * H.PAGE
             extent, cache = pages + (H.PAGE if kind == "vmalloc" else 0), 0
@@ -531,6 +548,8 @@ class Sanitizer:
                 return
             lr = uc.reg_read(LR)
             from_module = self.module_of(lr) is not None
+            if o.freed is not None and o.free_site == (lr, uc.reg_read(SP)):
+                return                                  # a free wrapper's tail call (kfree_sensitive: b kfree)
             if o.freed is not None and o.reused:
                 self.heap.remove(o)                     # the memory is someone else's now
                 self.heap_changed()
@@ -545,7 +564,7 @@ class Sanitizer:
                 kind = "double-free" if o.freed is not None and p == o.start else "invalid-free"
                 task = self.task_name()
                 st = capture(uc, self.bk.m.read, task, entry=True)
-                rep = Report("heap", kind, o.module, f"BUG: KASAN: {kind} in {self.symbolizer.name(lr)}",
+                rep = Report("heap", kind, o.module, f"BUG: KASAN: {kind} in {{at}}",
                              [], [("Call trace:", st), (f"Allocated by task {o.alloc.task.rsplit('/', 1)[-1]}:",
                                                           o.alloc)])
                 if o.freed is not None:
@@ -554,6 +573,7 @@ class Sanitizer:
                             f" which belongs to the cache {o.cache_name or o.kind} of size {o.extent}",
                             f"The buggy address is located {p - o.start} bytes inside of",
                             f" {o.size}-byte region [{o.start:08x}, {o.start + o.size:08x})"]
+                rep.title_at = lr
                 if "heap" in self.classes:
                     self.add(rep, (kind, lr, o.start))
                     # KASAN does not let the allocator see a bad free (kasan_slab_free returns true)
@@ -561,6 +581,7 @@ class Sanitizer:
                 return
             self.counts["frees"] += 1
             self.heap.freed(o, capture(uc, self.bk.m.read, self.task_name(), entry=True))
+            o.free_site = (lr, uc.reg_read(SP))
             self.heap_changed()
         return hook
 
@@ -623,7 +644,7 @@ class Sanitizer:
                 task = self.task_name()
                 st = capture(uc, self.bk.m.read, task, pc=pc)
                 mod = self.module_of(pc) or "?"
-                where = f"{via}+0x0" if via else self.symbolizer.name(pc)
+                where = f"{via}+0x0" if via else "{at}"
                 bad = ea if ea >= hi or ea < lo else hi
                 rep = Report("stack", "stack-out-of-bounds", mod, f"BUG: KASAN: stack-out-of-bounds in {where}",
                              [f"{'Write' if write else 'Read'} of size {n} at addr {ea:08x} by task {task}"],
@@ -633,6 +654,7 @@ class Sanitizer:
                               f" {fn}",
                               "", "This frame has 1 object:" if True else "",
                               f" [{0}, {hi - lo}) '{var}'"])
+                rep.title_at = pc
                 self.add(rep, ("stack", pc, var))
                 return
 
@@ -799,6 +821,12 @@ class Sanitizer:
         if "leak" in self.classes:
             going = rec["pages"] if rec["init_ret"] != 0 else (self._pages(rec["init"]) if rec["init"] else [])
             self.leak_scan(uc, "init", excluded=going, module=rec["name"])
+        # init's text is freed after init (and the whole module when init failed): its hooks go now,
+        # before another module's code can be placed there
+        if rec["init_ret"] != 0:
+            self.module_gone(rec["name"])
+        else:
+            self.drop_init(rec["name"])
 
     def returned_to_user(self, uc, mod: str, what: str) -> None:
         if "locks" not in self.classes:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 PAGE = 4096
 KMALLOC_MAX_CACHE_SIZE = 2 * PAGE          # 6.1 SLUB: PAGE_SIZE << 1; larger goes to kmalloc_large
 GFP_DIRECT_RECLAIM = 0x400                 # ___GFP_DIRECT_RECLAIM (6.1 gfp_types.h)
+KMEM_CACHE_SIZE = 12                       # unsigned int size: the object with its metadata (the slot)
 KMEM_CACHE_OBJECT_SIZE = 16                # struct kmem_cache (SLUB 6.1): cpu_slab, flags, min_partial, size, object_size
 KMEM_CACHE_NAME = 0x40                     # const char *name (checked at start-up)
 
@@ -31,13 +32,14 @@ class Obj:
     size: int                 # requested
     extent: int               # bytes the allocator gave (class size, cache object size, pages)
     kind: str                 # kmalloc | kmem_cache | kmalloc_large | vmalloc
-    cache: int                # kmalloc class size, or the struct kmem_cache *
+    cache: int                # the slab slot size (kmalloc class, the cache's size)
     module: str
     alloc: object             # report.Stack
     cache_name: str = ""
     freed: object = None      # report.Stack of the free
     reused: bool = False      # a kernel allocation that could reuse it ran after the free
     leak_reported: bool = False
+    free_site: tuple = ()     # (lr, sp) of the free: a wrapper's tail call to kfree is the same free
 
     @property
     def end(self) -> int:
@@ -108,7 +110,8 @@ class HeapShadow:
 
     @staticmethod
     def _reuse_key(o: Obj):
-        return "any" if o.kind in ("kmalloc_large", "vmalloc") else (o.kind, o.cache)
+        # SLUB merges caches of one slot size (a module's kmem_cache may be kmalloc-64 itself): by slot size
+        return "any" if o.kind in ("kmalloc_large", "vmalloc") else ("slab", o.cache)
 
     def freed(self, o: Obj, stack) -> None:
         o.freed = stack

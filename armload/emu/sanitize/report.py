@@ -74,7 +74,7 @@ class Symbolizer:
         self._tables: dict[str, object] = {}
 
     def module_of(self, addr: int):
-        for m in self.modules_fn():
+        for m in reversed(self.modules_fn()):     # the latest: an earlier module's freed init may be reused
             if m.region_of(addr) is not None:
                 return m
         return None
@@ -153,6 +153,7 @@ class Report:
     where: str = ""               # file:line of `site`, filled when formatted
     function: str = ""
     lines: list[str] = field(default_factory=list)    # the formatted report
+    title_at: int = 0             # the address `{at}` in the title names (symbolized when printed)
     site_from: int = 0            # the stack whose first module frame is the report's site
     _ret: bool = False            # `site` is a return address (its line is the call's: site - 4)
 
@@ -161,6 +162,8 @@ class Report:
             return self.lines
         kmemleak = self.cls == "leak"
         out = [] if kmemleak else [RULE]
+        if "{at}" in self.title:
+            self.title = self.title.replace("{at}", sym.name(self.title_at))
         out.append(self.title)
         out += self.body
         for k, (heading, st) in enumerate(self.stacks):
