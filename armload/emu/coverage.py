@@ -132,45 +132,6 @@ class BlockCounter:
         return counts, sizes
 
 
-class Coverage:
-    """The model runtime's coverage (one BlockCounter slot per module text section): attach to a
-    machine before running; `report()` after."""
-
-    def __init__(self, machine, modules=None, *, native: bool | None = None):
-        self.machine = machine
-        self.modules = list(modules if modules is not None else machine._all_modules)
-        self.counter = BlockCounter(machine.uc, native=native)
-        self.native = self.counter.native
-        self._by_module: dict[int, list] = {}        # id(module) -> [(section, slot)]
-        for m in self.modules:
-            for s in m.sections:
-                if s.flags & SHF_EXECINSTR and s.size and m.region_of(s.addr) is not None:
-                    self._by_module.setdefault(id(m), []).append((s, self.counter.add(s.addr, s.addr + s.size)))
-        machine.on_free_init.append(self._init_freed)
-
-    def _init_freed(self, m) -> None:
-        """Its init memory may go to the next module: stop counting there (the counts stay)."""
-        for s, slot in self._by_module.get(id(m), []):
-            if s.mem.startswith("init"):
-                self.counter.stop(slot)
-
-    @property
-    def counts(self) -> dict[int, int]:
-        """block start address -> times run."""
-        return self.counter.blocks()[0]
-
-    @property
-    def sizes(self) -> dict[int, int]:
-        return self.counter.blocks()[1]
-
-    def detach(self) -> None:
-        self.counter.detach()
-
-    def report(self) -> list[ModuleCoverage]:
-        counts, sizes = self.counter.blocks()
-        return [module_report(m, counts, sizes) for m in self.modules]
-
-
 def insn_counts(m, counts: dict[int, int], sizes: dict[int, int]) -> tuple[dict[int, int], list[int]]:
     """instruction address -> times run; and every instruction address of the module's text
     (capstone over the loaded text; a block's instructions all count as run)."""
