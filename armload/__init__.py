@@ -8,8 +8,7 @@ The package, floor by floor; a module imports only from its own folder or from f
                         vmlinuz), the vmlinuz image, kallsyms
     loader/             the pipeline of load_module: elf, symbols, layout, plt, relocate, session,
                         verify, and the loaded image written back as ELF
-    emu/                the machine that runs a loaded module: Unicorn, the real kernel image, boot
-                        state, the call-class table, models/ per subsystem, oopses, coverage
+    emu/                the booted Debian kernel (booted/, hw/), the sanitizers, coverage, DWARF, unwinding
     inspect/            human views of a load: report, disasm, explain, pictures, HTML report
     probes/             the booted kernel's own kprobes, kretprobes and ftrace; the kprobes decoder
     ci/  devkit/        the tree gate (check, baseline, JUnit); the pytest plugin and its library
@@ -35,7 +34,7 @@ _PUBLIC = {
     "ArmloadError": ".errors", "ElfFormatError": ".errors", "SymbolError": ".errors",
     "RelocationError": ".errors", "LayoutError": ".errors", "PltError": ".errors",
     "KernelFileError": ".errors", "EmulationError": ".errors",
-    "Machine": ".emu.machine", "RunResult": ".emu.results",
+    "BootedKernel": ".emu.booted.kernel", "BootedRun": ".emu.booted.modrun",
     "KernelProbes": ".probes.booted", "ProbeError": ".probes.base",
     "ModuleHandle": ".devkit.testing", "ModuleOops": ".devkit.testing", "ModuleStopped": ".devkit.testing",
 }

@@ -77,23 +77,6 @@ def test_oops_as_the_kernel_prints_it(capsys):
     assert "ringdev: oops in init (the kernel's own report above)" in out
 
 
-def test_dump_mem_matches_traps_c():
-    from armload.emu.oops import dump_mem
-
-    class Uc:
-        def mem_read(self, a, n):
-            if a >= 0x1038:
-                raise ValueError("unmapped")
-            return a.to_bytes(4, "little")
-
-    class M:
-        uc = Uc()
-    lines = dump_mem(M(), "Stack: ", 0x1008, 0x1040)
-    assert lines == ["Stack: (0x00001008 to 0x00001040)",
-                     "1000:" + " " * 18 + "".join(f" {a:08x}" for a in range(0x1008, 0x1020, 4)),
-                     "1020:" + "".join(f" {a:08x}" for a in range(0x1020, 0x1038, 4)) + " ????????" * 2]
-
-
 def test_the_budget_is_not_an_oops():
     from armload.devkit.testing import ModuleHandle, ModuleOops, ModuleStopped
     h = ModuleHandle(RINGDEV, kernel=DEBIAN_VMLINUZ, budget=100_000)

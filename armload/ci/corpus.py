@@ -1055,8 +1055,4 @@ def stage_results(rec: dict, options: CheckOptions) -> dict[str, tuple[str | Non
 # --------------------------------------------------------------------------------------------
 def build_kernel(paths: list[str], config):
     from ..kernel.provider import Kernel
-    known = frozenset()
-    if not paths:                         # the built-in kernel resolves what the emulator simulates
-        from ..emu.calls import known_names
-        known = known_names()
-    return Kernel.from_files(list(paths), config, known=known)
+    return Kernel.from_files(list(paths), config)

@@ -43,8 +43,8 @@ def add_common_args(p, placement: bool = True) -> None:
                         "--layout is refused (default without an image: 6.1)")
     g.add_argument("--no-modversions", action="store_true", help="skip the __versions CRC check")
     g.add_argument("--simulate-symbols", action="store_true",
-                   help="without --kernel: give every undefined symbol an invented address (by default only "
-                        "the functions and data armload simulates resolve; others are Unknown symbols)")
+                   help="without --kernel: give every undefined symbol an invented address (by default "
+                        "every undefined symbol is an Unknown symbol)")
     g.add_argument("--object", action="store_true",
                    help="also accept plain relocatable objects (.o without .gnu.linkonce.this_module), which "
                         "the kernel refuses ('No module found in object'); init/exit are then the "
@@ -78,12 +78,7 @@ def session_from_args(args):
     from ..kernel.provider import Kernel
     from ..loader.session import Session
     config = config_from_args(args)
-    known = frozenset()
-    if not args.kernel:                   # the built-in kernel resolves what the emulator simulates
-        from ..emu.calls import known_names
-        known = known_names()
-    kernel = Kernel.from_files(args.kernel, config, simulate_all=getattr(args, "simulate_symbols", False),
-                               known=known)
+    kernel = Kernel.from_files(args.kernel, config, simulate_all=getattr(args, "simulate_symbols", False))
     kernel.vermagic = getattr(args, "vermagic", None)
     if args.thumb2 and getattr(kernel, "image_path", None):      # refused up front, with the reason
         from ..kernel.isa import refuse_thumb2_on_arm

@@ -1,16 +1,13 @@
-"""armload's emulator: the machine, the real kernel image, the call-class table, the models.
+"""armload's emulator: the booted Debian kernel (booted/), its hardware (hw/), the sanitizers
+(sanitize/), and what they share: errno names, the instruction budgets (limits), the native build
+helper, coverage counting, DWARF lines (debuginfo) and EHABI unwinding.
 
-    from armload.emu import Machine
-    res = Machine(module, kernel).run_init()      # RunResult: status, retval, calls, log, ...
+    from armload.emu.booted.kernel import BootedKernel
 """
 from .. import _lazy
 
 _PUBLIC = {
-    "CallTable": ".calls", "REAL_CODE": ".calls",
-    "Machine": ".machine", "DEFAULT_BUDGET": ".limits", "DEFAULT_TIMEOUT": ".limits",
-    "SENTINEL": ".cpu",
-    "Call": ".models", "ModelLibrary": ".models", "default_library": ".models",
-    "CallRecord": ".results", "FaultReport": ".results", "RunResult": ".results",
+    "BOOTED_BUDGET": ".limits", "BOOTED_TIMEOUT": ".limits",
     "errno_name": ".errno",
 }
 __all__ = sorted(_PUBLIC)

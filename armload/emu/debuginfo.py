@@ -144,34 +144,6 @@ def _origin_attrs(die) -> dict:
     return out
 
 
-def struct_layout(mod, name: str) -> tuple[int, dict[str, int]] | None:
-    """(byte size, member -> offset) of `struct name` from the module's DWARF; None without it."""
-    from elftools.elf.elffile import ELFFile
-    try:
-        with _module_stream(mod.path) as f:
-            elf = ELFFile(f)
-            if not elf.has_dwarf_info():
-                return None
-            dw = elf.get_dwarf_info(relocate_dwarf_sections=False)
-            for cu in dw.iter_CUs():
-                for die in cu.iter_DIEs():
-                    if die.tag != "DW_TAG_structure_type" or "DW_AT_byte_size" not in die.attributes:
-                        continue
-                    n = die.attributes.get("DW_AT_name")
-                    if n is None or n.value.decode() != name:
-                        continue
-                    out = {}
-                    for c in die.iter_children():
-                        loc = c.attributes.get("DW_AT_data_member_location")
-                        cn = c.attributes.get("DW_AT_name")
-                        if c.tag == "DW_TAG_member" and cn is not None and loc is not None and isinstance(loc.value, int):
-                            out[cn.value.decode()] = loc.value
-                    return die.attributes["DW_AT_byte_size"].value, out
-    except (OSError, ValueError, ArmloadError):
-        return None
-    return None
-
-
 # --- addr2line -i ------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Location:

@@ -64,16 +64,14 @@ class Kernel:
     image_path: str | None = None      # the kernel image whose code the emulator runs
     vmlinux_debug: str | None = None   # a vmlinux ELF with DWARF (Debian's -dbg): file:line of kernel code
     simulate_all: bool = False         # built-in kernel: invent an address for any undefined symbol
-    known: frozenset = frozenset()     # built-in kernel: names armload simulates (models, real-code table)
     symvers_vmlinux: dict = field(default_factory=dict, repr=False)   # Module.symvers path -> its vmlinux exports
     image_exports: set = field(default_factory=set, repr=False)       # the image's __ksymtab names
 
     # --- construction --------------------------------------------------------
     @classmethod
-    def from_files(cls, paths: list[str], config: KernelConfig, *, simulate_all: bool = False,
-                   known: frozenset = frozenset()) -> "Kernel":
+    def from_files(cls, paths: list[str], config: KernelConfig, *, simulate_all: bool = False) -> "Kernel":
         if not paths:
-            return cls.builtin(config, simulate_all=simulate_all, known=known)
+            return cls.builtin(config, simulate_all=simulate_all)
         from .setup_cache import cached
         return cached("kernel", list(paths), repr((list(paths), list(map(os.path.abspath, paths)), config)),
                       lambda: cls._from_files(paths, config))
@@ -90,14 +88,13 @@ class Kernel:
         return k
 
     @classmethod
-    def builtin(cls, config: KernelConfig, *, simulate_all: bool = True, known: frozenset = frozenset()) -> "Kernel":
+    def builtin(cls, config: KernelConfig, *, simulate_all: bool = True) -> "Kernel":
         """No kernel file, asked for explicitly: every undefined symbol gets an invented address
-        (`simulate_all=False`: only the names in `known` do, the ones the emulator simulates,
-        `armload.emu.calls.known_names()`; others are Unknown symbols, as the CLI does without
-        --kernel unless --simulate-symbols is given). The emulator, a floor above, passes them in."""
+        (`simulate_all=False`: none does, every undefined symbol is an Unknown symbol, as the CLI
+        does without --kernel unless --simulate-symbols is given)."""
         what = ("every undefined symbol gets an invented address (--simulate-symbols)" if simulate_all else
-                "symbols armload models get invented addresses; others are unknown")
-        return cls(config=config, default=True, simulate_all=simulate_all, known=frozenset(known),
+                "no symbol resolves: give --kernel Module.symvers/vmlinuz")
+        return cls(config=config, default=True, simulate_all=simulate_all,
                    sources=[f"built-in kernel: NO REAL KERNEL, {what}"])
 
     def add_file(self, path: str) -> None:
@@ -212,7 +209,7 @@ class Kernel:
         if e is not None:
             # Module.symvers also lists modules' exports: those exist only once that module is loaded.
             return e if e.owner == "vmlinux" else None
-        if self.default and (self.simulate_all or name in self.known):
+        if self.default and self.simulate_all:
             return Export(name=name, addr=None, owner="vmlinux")
         if not self.exports and name in self.symbols:
             # A bare System.map without __ksymtab_ entries: treat every symbol as exported.
