@@ -81,6 +81,14 @@ def test_an_oops_in_a_call_fails_the_run_and_nothing_runs_after_it(booted_dir, c
     d = json.loads(out)
     assert rc == 1 and [c["status"] for c in d["calls"]] == ["oops"]
     assert "PC is at devkit_peek" in d["calls"][0]["oops"]
+    assert any("PC is at devkit_peek (./sample_modules/src/devkit/devkit.c:113) devkit" in ln
+               for ln in d["calls"][0]["decoded"])
+
+
+def test_an_oops_in_a_call_is_printed_decoded_to_file_line(booted_dir, capsys):
+    rc, out, err = run(capsys, sample("devkit-arm-debug.ko"), "--call", "devkit_crash")
+    assert rc == 1 and "PC is at devkit_peek+0x" in out
+    assert "PC is at devkit_peek (./sample_modules/src/devkit/devkit.c:113) devkit" in out
 
 
 def test_image_is_written_at_the_kernels_addresses(booted_dir, capsys, tmp_path):

@@ -160,6 +160,7 @@ def cmd_run_booted(args) -> int:
             c = run.call(name, *cargs, budget=args.budget, timeout=timeout)
             done.append(c)
             console(c.console, start)
+            say_decoded(say, c.decoded, session.kernel.vmlinux_debug)       # filled by BootedRun.call
             say(_call_line(c, specs, cargs))
             if c.status != "returned":
                 ok = False
