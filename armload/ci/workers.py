@@ -26,7 +26,7 @@ from collections import deque
 from dataclasses import dataclass
 from multiprocessing.connection import wait
 
-AS_LIMIT = 16 << 30              # bytes of address space per worker: every Uc reserves a translation buffer
+AS_LIMIT = 16 << 30              # bytes of address space a worker may grow by: every Uc reserves a translation buffer
                                  # (a booted check worker's VmPeak: 5.5 GiB, its resident peak 0.36 GiB)
 RSS_LIMIT = 3 << 30              # resident bytes per worker with its fork servers and their children
 CPU_PER_MODULE = 900             # CPU seconds per module (wall clock and budgets come first)
@@ -75,11 +75,23 @@ def _cpu_used() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def address_space() -> int:
+    """This process's mapped address space (VmSize), in bytes."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) << 10
+    return 0
+
+
 def apply_limits(limits: Limits) -> None:
-    """The address-space limit, in this process (never above a hard limit already set)."""
+    """The address-space limit, in this process (never above a hard limit already set): what the
+    forked worker already maps (inherited from its parent: a long-lived caller, e.g. a test run,
+    may map gigabytes) plus limits.address_space to grow by."""
     if limits.address_space:
         soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-        cap = limits.address_space if hard == resource.RLIM_INFINITY else min(hard, limits.address_space)
+        want = address_space() + limits.address_space
+        cap = want if hard == resource.RLIM_INFINITY else min(hard, want)
         resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
 
 
