@@ -120,6 +120,10 @@ CASES = {
                    "sh_name 0x15c >= section name table size 0x15c", {"section": 9}),
     "first-bad-wins": (lambda b: sec(sec(b, 12, sh_size=N), 9, sh_name=0x15C), "Invalid ELF section name in module "
                        "(section 9 type 1): sh_name 0x15c >= section name table size 0x15c", {"section": 9}),
+    # 6.1 reads sh_flags beyond the section header table for it (add_kallsyms' elf_type): an overread
+    "null-symbol-shndx": (lambda b: sym(b, 0, "st_shndx", 35), "hello: symbol 0 has section index 0x23 >= e_shnum "
+                          "35: 6.1 reads it unchecked (add_kallsyms' elf_type reads sh_flags from beyond the section "
+                          "header table)", {"section": 32, "symbol": 0}),
     "unchecked-name-at-eof": (lambda b: sec(b, 29, sh_name=N - 0xA24), "section 29 (type 1): sh_name 0x6d4 runs "
                               "past the end of the file; 6.1 reads it unchecked (only SHF_ALLOC sections with "
                               "contents are checked)", {"section": 29}),
@@ -229,7 +233,6 @@ ACCEPTED = {
     "symbol-shndx-abs": lambda b: sym(b, 3, "st_shndx", 0xFFF1),
     "symbol-shndx-common": lambda b: sym(b, 3, "st_shndx", 0xFFF2),
     "symbol-shndx-livepatch": lambda b: sym(b, 3, "st_shndx", 0xFF20),
-    "null-symbol-shndx": lambda b: sym(b, 0, "st_shndx", 35),
     "modinfo-nobits-to-eof": lambda b: sec(b, 16, sh_type=8, sh_size=N - 0x128),
     "exec-nobits-target-to-eof": lambda b: sec(b, 4, sh_type=8, sh_size=N - 0x94),
     "exec-nobits-target-7-byte-rel": lambda b: sec(sec(b, 4, sh_type=8, sh_size=N), 5, sh_size=7),
