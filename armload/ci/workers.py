@@ -9,7 +9,7 @@ their per-module children):
   Unicorn reserves its translation buffer, so the figure is address space, not resident memory);
   an allocation past it fails (MemoryError: an `internal` record) or kills the process;
 - resident memory: Linux ignores RLIMIT_RSS, so the parent reads each worker's process tree's
-  VmRSS (/proc) every WATCH_S and kills a tree past RSS_LIMIT (the module is then `internal`, named);
+  proportional resident memory (Pss, /proc) every WATCH_S and kills a tree past RSS_LIMIT (the module is then `internal`, named);
 - RLIMIT_CPU: CPU seconds per module as the safety net behind the instruction and simulated-time
   budgets (set again before each module: the soft limit's SIGXCPU ends a worker stuck in host code).
 When a worker dies (any signal, SIGKILL from the OOM killer or a user, SIGXCPU, a crash in native
@@ -56,13 +56,15 @@ def tree_of(pid: int) -> list[int]:
 
 
 def resident(pids: list[int]) -> int:
-    """Their VmRSS in bytes (shared pages counted in each: an upper bound)."""
+    """Their proportional resident memory (Pss, /proc/PID/smaps_rollup) in bytes: a page shared
+    by n processes counts 1/n in each, so fork servers and their copy-on-write children (which
+    share the guest RAM and the parent's heap) are not counted once per process, as VmRSS would."""
     total = 0
     for p in pids:
         try:
-            with open(f"/proc/{p}/status") as f:
+            with open(f"/proc/{p}/smaps_rollup") as f:
                 for ln in f:
-                    if ln.startswith("VmRSS:"):
+                    if ln.startswith("Pss:"):
                         total += int(ln.split()[1]) * 1024
                         break
         except OSError:
