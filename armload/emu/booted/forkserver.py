@@ -204,7 +204,7 @@ def warm(run) -> None:
     and the disassembler a data abort's access decoding starts (hw/cpu.py: ~40 ms the first time)."""
     from ..hw import cpu
     from .modload import bl_sites
-    cpu._cs()
+    cpu.arm_disassembler()
     img = run.bk.image
     for name in ("module_alloc", "__alloc_reserved_percpu"):
         if name in img.symbols:

@@ -214,7 +214,8 @@ def mmu_state(uc):
 _CS = None
 
 
-def _cs():
+def arm_disassembler():
+    """One capstone ARM disassembler with details, made on first use (faulting accesses, the sanitizers)."""
     global _CS
     if _CS is None:
         import capstone
@@ -228,7 +229,7 @@ def access_of(uc, insn_word: bytes, pc: int) -> tuple[int, bool] | None:
     the registers now (before it executed), or None when it is not a decodable access."""
     import capstone.arm as CA
     try:
-        insn = next(_cs().disasm(insn_word, pc))
+        insn = next(arm_disassembler().disasm(insn_word, pc))
     except StopIteration:
         return None
     m = insn.mnemonic.lower()

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 from unicorn import arm_const as A
 
+from ..hw.cpu import arm_disassembler
+
 _UC = {f"r{i}": getattr(A, f"UC_ARM_REG_R{i}") for i in range(13)}
 _UC.update(sb=A.UC_ARM_REG_R9, sl=A.UC_ARM_REG_R10, fp=A.UC_ARM_REG_R11, ip=A.UC_ARM_REG_R12,
            sp=A.UC_ARM_REG_SP, lr=A.UC_ARM_REG_LR, pc=A.UC_ARM_REG_PC)
@@ -43,23 +45,11 @@ class Access:
         return (b + self.disp) & 0xFFFFFFFF
 
 
-_CS = None
-
-
-def _cs():
-    global _CS
-    if _CS is None:
-        import capstone
-        _CS = capstone.Cs(capstone.CS_ARCH_ARM, capstone.CS_MODE_ARM)
-        _CS.detail = True
-    return _CS
-
-
 def decode(word: bytes, pc: int) -> Access | None:
     """The access the ARM instruction `word` at `pc` makes, or None (see the module's doc)."""
     import capstone.arm as CA
     try:
-        insn = next(_cs().disasm(word, pc))
+        insn = next(arm_disassembler().disasm(word, pc))
     except StopIteration:
         return None
     m = insn.mnemonic.lower()

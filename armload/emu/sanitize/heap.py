@@ -114,7 +114,7 @@ class HeapShadow:
         return "any" if o.kind in ("kmalloc_large", "vmalloc") else ("slab", o.cache)
 
     def freed(self, o: Obj, stack) -> None:
-        o.freed = stack
+        o.freed = () if stack is None else stack      # freed even where no stack could be taken
         self.freed_by_cache.setdefault(self._reuse_key(o), []).append(o)
 
     def kernel_allocates(self, key) -> int:
