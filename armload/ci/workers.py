@@ -9,7 +9,7 @@ their per-module children):
   Unicorn reserves its translation buffer, so the figure is address space, not resident memory);
   an allocation past it fails (MemoryError: an `internal` record) or kills the process;
 - resident memory: Linux ignores RLIMIT_RSS, so the parent reads each worker's process tree's
-  proportional resident memory (Pss, /proc) every WATCH_S and kills a tree past RSS_LIMIT (the module is then `internal`, named);
+  proportional resident memory (Pss, /proc) every WATCH_S and kills a tree that grew past RSS_LIMIT beyond its share at the fork (the module is then `internal`, named);
 - RLIMIT_CPU: CPU seconds per module as the safety net behind the instruction and simulated-time
   budgets (set again before each module: the soft limit's SIGXCPU ends a worker stuck in host code).
 When a worker dies (any signal, SIGKILL from the OOM killer or a user, SIGXCPU, a crash in native
@@ -149,6 +149,9 @@ def run_pool(groups: list[list[str]], jobs: int, check_one, lost, *, release=Non
     `lost(name, why)` makes the record of a module whose worker died while checking it."""
     limits = limits or Limits(AS_LIMIT, CPU_PER_MODULE, RSS_LIMIT)
     killed: dict[int, str] = {}      # worker pid -> why the parent killed it
+    # worker pid -> its Pss just after the fork: the pages it shares with this process (a long-lived
+    # caller such as a test run may hold gigabytes) are its share of them, not its own growth
+    base: dict[int, int] = {}
     ctx = mp.get_context("fork")
     todo = deque(groups)
     live = {}                 # conn -> [process, names of its group not yet recorded, the one in flight]
@@ -158,6 +161,7 @@ def run_pool(groups: list[list[str]], jobs: int, check_one, lost, *, release=Non
         p = ctx.Process(target=_worker, args=(child, check_one, release, limits), daemon=True)
         p.start()
         child.close()
+        base[p.pid] = resident([p.pid]) if limits.resident else 0   # its share of what it inherited
         live[parent] = [p, [], None]
         feed(parent)
 
@@ -174,10 +178,10 @@ def run_pool(groups: list[list[str]], jobs: int, check_one, lost, *, release=Non
             if limits.resident:
                 for conn, (p, _, now) in live.items():
                     tree = tree_of(p.pid)
-                    used = resident(tree)
+                    used = resident(tree) - base.get(p.pid, 0)
                     if now is not None and used > limits.resident and p.pid not in killed:
                         killed[p.pid] = (f"killed by armload: its resident memory {used >> 20} MiB passed the "
-                                         f"worker limit of {limits.resident >> 20} MiB")
+                                         f"worker limit of {limits.resident >> 20} MiB (beyond what it inherited)")
                         for q in reversed(tree):
                             try:
                                 os.kill(q, signal.SIGKILL)
