@@ -67,9 +67,11 @@ test-inputs:
 	  else echo "test-inputs: could not fetch the Debian armhf packages (set ARMLOAD_OFFLINE=1 to run without them)" >&2; \
 	    exit 1; fi; }
 
-# pytest exit 5 (no test collected) is a failure too, said in words.
+# pytest exit 5 (no test collected) is a failure too, said in words. One pytest-xdist worker per core
+# (JOBS=1 runs them in one process); the boot snapshot is shared through $(CACHE)/boot.
+JOBS ?= auto
 test: venv toolchain devtools browser test-inputs samples-ktree
-	@$(PY) -m pytest -q || { st=$$?; [ $$st = 5 ] && echo "test: pytest collected no tests" >&2; exit $$st; }
+	@$(PY) -m pytest -q -n $(JOBS) || { st=$$?; [ $$st = 5 ] && echo "test: pytest collected no tests" >&2; exit $$st; }
 
 bench: venv
 	$(ARMLOAD) bench all

@@ -54,10 +54,10 @@ def test_sample_disasm_cli():
     sample("hello-thumb2.ko")
     sample("hello-arm.ko")
     p = subprocess.run([sys.executable, "-m", "armload", "disasm", "sample_modules/hello-thumb2.ko", "--thumb2",
-                        "--placement", "vmalloc"], cwd=root, capture_output=True, text=True, timeout=60)
+                        "--placement", "vmalloc", "--kernel", "sample_modules/Module.symvers"], cwd=root, capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     assert "<plt: _printk>" in p.stdout and "movw" in p.stdout
     p = subprocess.run([sys.executable, "-m", "armload", "disasm", "sample_modules/hello-arm.ko", "--plt",
-                        "--placement", "vmalloc"], cwd=root, capture_output=True, text=True, timeout=60)
+                        "--placement", "vmalloc", "--kernel", "sample_modules/Module.symvers"], cwd=root, capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     assert "ldr\tpc, [pc, #0x38]" in p.stdout

@@ -142,7 +142,9 @@ def test_run_fails_on_a_report_and_passes_without(booted_dir):
     assert p.returncode != 0 and "--sanitize: unknown class bogus" in p.stderr and "Traceback" not in p.stderr
 
 
-@pytest.mark.parametrize("ko", ["kalloc-arm.ko", "spin-arm.ko", "hello-arm.ko", "deferred-arm.ko", "regdev-arm.ko"])
+# spin-arm.ko is not clean (init never returns): the hostile tests own it; under the sanitizers it
+# would only spend the 8 G-instruction load budget.
+@pytest.mark.parametrize("ko", ["kalloc-arm.ko", "hello-arm.ko", "deferred-arm.ko", "regdev-arm.ko"])
 def test_clean_samples_give_no_report(booted_dir, ko):
     from armload.emu.booted.modrun import BootedRun
     from armload.emu.sanitize import Sanitizer

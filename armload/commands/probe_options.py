@@ -8,18 +8,7 @@ refused: 32-bit ARM 6.1 has no BPF trampoline (arch_prepare_bpf_trampoline is th
 returning -ENOTSUPP)."""
 from __future__ import annotations
 
-from ..errors import ArmloadError
 from ..probes.patch import parse_spec  # noqa: F401  (probe_booted takes it from here)
-
-
-def attach(machine, specs, say, report: dict):
-    """Probes on armload's model runtime are retired: they run inside the booted kernel."""
-    if not specs:
-        return None
-    for s in specs:
-        parse_spec(s)
-    raise ArmloadError(f"--probe {specs[0]}: probes are the kernel's own, registered inside the booted Debian "
-                       f"kernel; give --kernel vmlinuz (make test-inputs fetches it)", errno=-22)
 
 
 def patched_view(session, modules, specs):

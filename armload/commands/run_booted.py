@@ -38,10 +38,9 @@ def refuse_unsupported(args) -> None:
     """Everything run cannot do inside the booted kernel, refused before anything runs."""
     if not has_image(args.kernel):
         raise ArmloadError(NO_IMAGE)
+    from ..probes.patch import parse_spec
     for p in args.probes or ():
-        if p.split(":")[0] in ("fentry", "fexit"):
-            raise ArmloadError(f"--probe {p}: 32-bit ARM 6.1 has no BPF trampoline, so fentry/fexit do not "
-                               f"exist in this kernel (kprobe:/kretprobe:/ftrace:/graph: do)", errno=-22)
+        parse_spec(p)                  # fentry/fexit: the kernel's -ENOTSUPP, in probes/patch.py's words
     if args.budget <= 0:
         raise EmulationError("--budget must be positive")
     if args.timeout is not None and args.timeout < 0:
