@@ -7,6 +7,10 @@ CACHE  ?= .cache
 CROSS  ?= arm-linux-gnueabihf-
 
 .DEFAULT_GOAL := demo
+# Bytecode is cached (__pycache__, git-ignored) even where the environment says not to: without it every
+# `armload` process compiles its modules again, and each pytest worker re-rewrites the package's asserts
+# (the pytest11 entry point marks all of armload for rewriting), about 5 s a worker.
+unexport PYTHONDONTWRITEBYTECODE
 .PHONY: demo test test-inputs venv toolchain bench clean
 
 # Stage-specific rules (samples, corpus, kallsyms) live in mk/*.mk. samples.mk comes first: other

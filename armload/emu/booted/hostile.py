@@ -38,6 +38,7 @@ from unicorn import UC_HOOK_BLOCK, UC_HOOK_MEM_READ
 from unicorn.unicorn_const import UC_CTL_IO_WRITE, UC_CTL_TLB_FLUSH
 from unicorn import arm_const as A
 
+from ..hw.cpu import RegBatch
 from .machine import RAM_BASE, RAM_SIZE, GuestFault, _scan
 
 CHUNK = 20_000_000               # instructions between checks
@@ -172,8 +173,16 @@ class Watch:
         the proof's pass read: the pass about to run is the proven one."""
         p, regs, reads = self.proof
         m = self.k.m
-        return (tuple(m.uc.reg_read(r) for r in _REGS) == regs
+        return (self._regs(m.uc) == regs
                 and all(m.pread(a, n) == v for a, n, v in reads))
+
+    def _regs(self, uc) -> bytes:
+        """The registers a pass depends on (_REGS), as bytes (one uc_reg_read_batch call)."""
+        if self._batch is None or self._batch[0] is not uc:
+            self._batch = (uc, RegBatch(uc, _REGS))
+        return self._batch[1]()
+
+    _batch = None
 
     def _back(self, uc, addr, size, _):
         """At the loop's PC again after the interrupt: a pass with the proven inputs and nothing
@@ -238,7 +247,7 @@ class Watch:
             blocks.append((addr, size))
 
         def on_p(uc_, addr, size, _):
-            hits.append((tuple(uc.reg_read(r) for r in _REGS), tuple(reads)))
+            hits.append((self._regs(uc), tuple(reads)))
             reads.clear()
             if len(hits) == 3:
                 m.service = {"probe": p}

@@ -52,7 +52,10 @@ class Gic:
         best, bp = SPURIOUS, 0x100
         if not (self.dctlr & 1 and self.cctlr & 1):
             return SPURIOUS
-        for i in range(self.n):
+        lat, lin = self.latch, self.line
+        if True not in lat and True not in lin:       # nothing latched or raised (the usual case)
+            return SPURIOUS
+        for i in [i for i in range(self.n) if lat[i] or lin[i]]:
             if self.enabled[i] and not self.active[i] and self.pending(i) and self.prio[i] < bp:
                 best, bp = i, self.prio[i]
         if bp >= self.pmr or bp >= self.running_priority():
