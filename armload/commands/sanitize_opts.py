@@ -9,9 +9,9 @@ sanitizers (armload/emu/sanitize) are on by default; any report fails the run (e
 from __future__ import annotations
 
 
-def add_args(p) -> None:
-    p.add_argument("--sanitize", default="all", metavar="LIST|none",
-                   help="detectors inside the booted kernel (on by default; a report fails the run): "
+def add_args(p, default: str = "all", what: str = "on by default; a report fails the run") -> None:
+    p.add_argument("--sanitize", default=default, metavar="LIST|none",
+                   help=f"detectors inside the booted kernel ({what}): "
                         "heap (KASAN's out-of-bounds, use-after-free, double/invalid free), stack (DWARF-described "
                         "stack arrays), leak (kmemleak's scan after init and exit), locks (lockdep's: sleeping in "
                         "atomic context, locks held on return, bad unlock, circular dependencies); comma-separated, "
