@@ -29,12 +29,9 @@ def load(san, run, path: str, params: str, **kw):
 
 
 def after_unload(san, name: str) -> None:
-    if san is None:
-        return
-    san.module_gone(name)
-    san.returned_to_user(san.uc, name, "exit")
-    if "leak" in san.classes:
-        san.leak_scan(when="after exit", excluded=san.module_pages(name), module=name)
+    if san is not None:
+        from ..emu.sanitize.lifecycle import after_exit
+        after_exit(san, name)
 
 
 def finish(san, say, as_json: bool) -> tuple[bool, dict | None]:
