@@ -37,6 +37,7 @@ _PUBLIC = {
     "BootedKernel": ".emu.booted.kernel", "BootedRun": ".emu.booted.modrun",
     "KernelProbes": ".probes.booted", "ProbeError": ".probes.base",
     "ModuleHandle": ".devkit.testing", "ModuleOops": ".devkit.testing", "ModuleStopped": ".devkit.testing",
+    "SanitizerReport": ".devkit.testing",
 }
 __all__ = sorted(_PUBLIC)
 __getattr__, __dir__ = _lazy.exports(__name__, _PUBLIC)

@@ -149,6 +149,17 @@ samples-sanbugs: $(SANBUGS_KO)
 samples: samples-sanbugs
 .PHONY: samples-sanbugs
 
+# The fault sweep's sample: init's five allocations, each failure handled differently (issue 32
+# item 5); unstripped, ARM only, next to sanbugs.
+SANERR_KO := $(SAMPLE_DIR)/sanitize/sanerr-arm-debug.ko
+$(eval $(call sample_ko_rule,sanerr,arm))
+$(SANERR_KO): $(SAMPLE_BUILD)/arm/sanerr/sanerr.ko
+	mkdir -p $(dir $@)
+	cp $< $@
+samples-sanerr: $(SANERR_KO)
+samples: samples-sanerr
+.PHONY: samples-sanerr
+
 # Hostile modules (issue 33): each attacks the kernel it runs in one way (spins, panic, BUG, writes
 # into read-only text, recursion, self-requeueing work, a timer every jiffy, restart and halt,
 # allocation until OOM, an exit that never returns, an init asleep forever). ARM only, stripped,

@@ -63,6 +63,9 @@ def outcome_key(rec: dict) -> str:
         return f"{o} {(rec.get('dependency') or {}).get('name')}"
     if o == "error":
         return f"{o} -{i.get('errno_name') or i.get('retval')}"
+    if o == "sanitizer":
+        from .sanitized import baseline_detail
+        return f"{o} {baseline_detail(i)}"
     if o == "fault":
         fn = re.sub(r"\+0x[0-9a-f]+(/0x[0-9a-f]+)?", "", (i.get("where") or "?").split(" (")[0])   # no file:line
         return f"{o} {i.get('status')} in {fn}"

@@ -36,13 +36,15 @@ OUTCOMES = {
     "hung-task":         ("module", "init slept until the kernel's hung-task detector reported it"),
     "reboot":            ("module", "init restarted, halted or powered off the machine"),
     "hang":              ("module", "init spins with interrupts off: the kernel would hang silently (armload's stop)"),
+    "sanitizer":         ("module", "a sanitizer (check --sanitize) reported a KASAN-, kmemleak- or lockdep-class bug "
+                                    "of the module, whatever init returned"),
     "loader-differs":    ("harness", "armload's loaded image differs from the booted kernel's load_module, "
                                      "or one refused what the other loaded (a bug in armload)"),
     "timeout":           ("harness", "the wall-clock safety net stopped init (machine load, not the module)"),
     "internal":          ("harness", "armload could not run a stage (a bug in armload)"),
 }
-DEFAULT_FAIL_ON = ("load", "verify", "fault", "panic", "soft-lockup", "hung-task", "reboot", "hang", "loader-differs",
-                   "timeout", "internal")
+DEFAULT_FAIL_ON = ("load", "verify", "fault", "panic", "soft-lockup", "hung-task", "reboot", "hang", "sanitizer",
+                   "loader-differs", "timeout", "internal")
 
 # The booted kernel's init status (ci.corpus._booted_data) -> outcome class. "returned" with a negative value is
 # "error" (do_init_module fails on ret < 0 and only warns on ret > 0). A status not listed here
@@ -60,6 +62,7 @@ INIT_STATUS = {
 }
 HOSTILE_STATUSES = ("panic", "soft-lockup", "hung-task", "hang", "restart", "halt", "power-off", "time-budget")
 
+from . import sanitized
 from ..emu.limits import BOOTED_BUDGET as DEFAULT_BUDGET    # per load_module (loading and init), as run's
 from ..emu.limits import BOOTED_TIMEOUT as DEFAULT_TIMEOUT  # wall clock per load: only a safety net
 BOOTED_BUDGET = DEFAULT_BUDGET
@@ -85,6 +88,8 @@ def init_class(init: dict | None) -> str | None:
     cls = INIT_STATUS.get(st, "internal")
     if st == "returned" and (init.get("retval") or 0) < 0:
         cls = "error"
+    if OUTCOMES[cls][0] != "harness" and sanitized.reports(init):
+        cls = "sanitizer"                    # the report says more than init's own end (ci/sanitized.py)
     return cls
 
 
@@ -407,6 +412,7 @@ class CheckOptions:
     settle_ns: int = 0              # deferred work after init (simulated ns)
     tree: str | None = None         # where request_module's modprobe finds modules
     no_init: str = "--no-emulate"   # why init is not run when emulate is False
+    sanitize: tuple = ()            # the sanitizers' classes on the module's init (ci/sanitized.py)
 
 
 _WORKER: dict = {}
@@ -606,7 +612,10 @@ def check_one(name: str) -> dict:
         rec["init"] = init
         if rec["outcome"] == "ok":
             cls = init_class(init)
-            if cls != "ok" or init.get("reason"):
+            if cls == "sanitizer":
+                why, at = sanitized.reason(init)
+                rec.update(outcome=cls, stage="init", reason=why, where=at)
+            elif cls != "ok" or init.get("reason"):
                 rec.update(outcome=cls, stage="init", reason=init.get("reason"), where=init.get("where"))
         differs = loader_differs(init)
         if differs and OUTCOMES[rec["outcome"]][0] != "harness":
@@ -776,8 +785,10 @@ def _booted_module(info, opts: CheckOptions, dep_inits: list, run) -> dict:
     try:
         me = info.name.replace("-", "_")
         r = next((x for x in run.results if x.name.replace("-", "_") == me and x.ok), None)
+        san = None
         if r is None:
-            r = run.load(info.path, opts.params.get(info.name, []), budget=opts.budget, timeout=opts.timeout)
+            san = sanitized.attach(run, opts.sanitize)
+            r = (san or run).load(info.path, opts.params.get(info.name, []), budget=opts.budget, timeout=opts.timeout)
         else:                                 # a dependency's request_module loaded it already (insmod: EEXIST)
             dep_inits.append({"name": info.name, "status": "returned", "retval": 0, "reason": "autoloaded"})
         if opts.settle_ns and r.ok:
@@ -786,6 +797,8 @@ def _booted_module(info, opts: CheckOptions, dep_inits: list, run) -> dict:
         return {"status": "not-run", "reason": f"booted kernel: {_err_dict(e)['message']}",
                 "dependency_inits": dep_inits}
     out = _booted_data(r, run)
+    if san is not None:
+        out["sanitizer"] = sanitized.collect(san)
     out["dependency_inits"] = dep_inits
     out["elapsed"] = time.perf_counter() - t0
     return out
@@ -1045,8 +1058,9 @@ def stage_results(rec: dict, options: CheckOptions) -> dict[str, tuple[str | Non
     elif i is None:
         out["init"] = (None, f"not run ({options.no_init})" if not options.emulate else "not run")
     else:
-        out["init"] = (init_class(i), i.get("reason") or ("no init function" if i.get("status") == "no-function"
-                                                          else None))
+        cls = init_class(i)
+        out["init"] = (cls, sanitized.reason(i)[0] if cls == "sanitizer" else
+                       i.get("reason") or ("no init function" if i.get("status") == "no-function" else None))
     return out
 
 

@@ -79,6 +79,9 @@ def register(sub) -> None:
     p.add_argument("--params", metavar="FILE",
                    help="module parameters, one module a line: `MODULE name=value ...` (# comments); passed "
                         "to the kernel's load_module as insmod passes them")
+    from .sanitize_opts import add_args as add_sanitize_args
+    add_sanitize_args(p, default="none", what="on each module's init (off by default in check: a report is the "
+                                              "outcome class sanitizer)")
     p.add_argument("--top", type=int, default=10, metavar="N", help="rows in the slowest/largest tables")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     p.set_defaults(func=run)
@@ -172,6 +175,7 @@ def run(args) -> int:
                              parse_fail_on, parse_shard, plan_order, run_checks, scan_tree, scan_with_deps,
                              select, shard, summarize)
     from ..ci.merge import shard_info
+    from ..emu.sanitize import parse_classes
     if not os.path.exists(args.tree):
         raise ArmloadError(f"{args.tree}: no such file or directory")
     if not args.kernel and not args.builtin_kernel:
@@ -234,7 +238,8 @@ def run(args) -> int:
                         image=image, no_init="--no-emulate" if args.no_emulate else
                         "no kernel image: give --kernel vmlinuz to run init inside the booted kernel",
                         tree=os.path.abspath(args.deps_from or (args.tree if os.path.isdir(args.tree) else
-                                                                os.path.dirname(args.tree))))
+                                                                os.path.dirname(args.tree))),
+                        sanitize=parse_classes(args.sanitize))
     if not opts.emulate and not args.no_emulate and not args.quiet:
         print(f"check: init was not run: {opts.no_init}; load and verify only", file=sys.stderr)
     t_setup = time.perf_counter() - t_start

@@ -114,9 +114,17 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable result on stdout")
     from .sanitize_opts import add_args as add_sanitize_args
     add_sanitize_args(p)
+    p.add_argument("--fail-sweep", action="store_true",
+                   help="run the last module's init again with its n-th kmalloc-family allocation failing, for "
+                        "each n the unfailed init reaches (the kernel's fail_nth idea), each in a fresh kernel "
+                        "with the sanitizers on; list the allocation sites whose failure oopses, leaks (or gives "
+                        "another report) or returns success (exit 1 when there is one)")
     p.set_defaults(func=cmd_run, devio=[])
 
 
 def cmd_run(args) -> int:
+    if args.fail_sweep:
+        from .fail_sweep import cmd_fail_sweep
+        return cmd_fail_sweep(args)
     from .run_booted import cmd_run_booted
     return cmd_run_booted(args)

@@ -9,9 +9,9 @@ sanitizers (armload/emu/sanitize) are on by default; any report fails the run (e
 from __future__ import annotations
 
 
-def add_args(p) -> None:
-    p.add_argument("--sanitize", default="all", metavar="LIST|none",
-                   help="detectors inside the booted kernel (on by default; a report fails the run): "
+def add_args(p, default: str = "all", what: str = "on by default; a report fails the run") -> None:
+    p.add_argument("--sanitize", default=default, metavar="LIST|none",
+                   help=f"detectors inside the booted kernel ({what}): "
                         "heap (KASAN's out-of-bounds, use-after-free, double/invalid free), stack (DWARF-described "
                         "stack arrays), leak (kmemleak's scan after init and exit), locks (lockdep's: sleeping in "
                         "atomic context, locks held on return, bad unlock, circular dependencies); comma-separated, "
@@ -29,12 +29,9 @@ def load(san, run, path: str, params: str, **kw):
 
 
 def after_unload(san, name: str) -> None:
-    if san is None:
-        return
-    san.module_gone(name)
-    san.returned_to_user(san.uc, name, "exit")
-    if "leak" in san.classes:
-        san.leak_scan(when="after exit", excluded=san.module_pages(name), module=name)
+    if san is not None:
+        from ..emu.sanitize.lifecycle import after_exit
+        after_exit(san, name)
 
 
 def finish(san, say, as_json: bool) -> tuple[bool, dict | None]:

@@ -11,8 +11,13 @@ Fixtures:
   `armload_kernel`, $ARMLOAD_KERNEL, <rootdir>/.cache or armload's own checkout's .cache (where
   `make test-inputs` puts it). With none of them, collecting a test that uses the fixtures fails
   with the way to get the image (the header line says which);
-* `load_module(path, params=..., deps=..., budget=...)`: an `armload.devkit.testing.ModuleHandle`
-  on its own copy of the booted kernel.
+* `load_module(path, params=..., deps=..., budget=..., sanitize=...)`: an
+  `armload.devkit.testing.ModuleHandle` on its own copy of the booted kernel.
+
+Sanitizers: on by default; a KASAN-, kmemleak- or lockdep-class report fails the test with the
+report (`SanitizerReport`, the kernel's format with file:line). `--armload-sanitize LIST|none` (or
+the ini option `armload_sanitize`) sets the default classes, `load_module(path, sanitize=None)`
+opts one handle out, `handle.scan_leaks()` runs kmemleak's scan on demand.
 
 Isolation and speed: every test that uses the fixtures runs in a child process forked from the
 pytest process (as pytest-forked does: the reports come back through a pipe), which holds a restored
@@ -39,7 +44,11 @@ def pytest_addoption(parser):
                      "$ARMLOAD_KERNEL, .cache under the rootdir or armload's checkout)")
     g.addoption("--armload-no-fork", action="store_true", default=False,
                 help="run armload tests in the pytest process instead of a forked child each")
+    g.addoption("--armload-sanitize", metavar="LIST|none", default=None,
+                help="sanitizer classes on each module handle (default all: heap,stack,leak,locks; a report "
+                     "fails the test); none turns them off")
     parser.addini("armload_kernel", "kernel image for the armload fixtures (relative to the rootdir)")
+    parser.addini("armload_sanitize", "sanitizer classes for the armload fixtures (all, a list, or none)")
 
 
 def _find(config):
@@ -136,5 +145,7 @@ def load_module(request, kernel):
         if not os.path.isabs(path) and not os.path.exists(path):
             cand = os.path.join(str(request.config.rootpath), path)
             path = cand if os.path.exists(cand) else path
+        kw.setdefault("sanitize", request.config.getoption("--armload-sanitize", default=None)
+                      or request.config.getini("armload_sanitize") or "all")
         return ModuleHandle(path, kernel=kw.pop("kernel", kernel), **kw)
     return load

@@ -16,8 +16,13 @@ kernel oopsed or panicked, `ModuleStopped` (its base class) when it only stopped
 budget or the wall-clock safety net; `run()` returns the Result instead. Arguments: int, str (a
 C string), bytes, `buffer(n)`, copied into the kernel's __kmalloc'ed memory.
 Fault injection goes through the kernel: `fail_kmalloc(nth)` makes the nth kmalloc-family
-allocation the module makes return NULL (as failslab would), `replace`/`returns` answer a kernel
-function for calls from the module, at its entry.
+allocation the module makes return NULL (as failslab would: emu/booted/failslab.py), `replace`/
+`returns` answer a kernel function for calls from the module, at its entry.
+
+The sanitizers (emu/sanitize) watch the module by default (`sanitize="all"`, or a list of
+classes, or None to opt out): a KASAN-, kmemleak- or lockdep-class report made by init(), call(),
+exit(), run_pending() or scan_leaks() fails the test there with `SanitizerReport`, whose message is
+the report in the kernel's format, each frame at file:line; `.reports` keeps them all.
 """
 from __future__ import annotations
 
@@ -28,10 +33,6 @@ from ..errors import ArmloadError
 from .files import FileMethods
 
 DEBIAN_KREL = "6.1.0-50-armmp"
-# the kmalloc family's entry points in 6.1 (mm/slab_common.c, mm/slub.c, mm/util.c, devres)
-KMALLOC_ENTRIES = ("__kmalloc", "kmalloc_trace", "kmem_cache_alloc", "kmalloc_large", "kmalloc_node_trace",
-                   "__kmalloc_node", "kmalloc_large_node", "kvmalloc_node", "krealloc", "devm_kmalloc",
-                   "kmem_cache_alloc_lru")
 MODULES_VADDR, MODULES_END = 0xBF000000, 0xC0000000      # arch/arm: the module area below PAGE_OFFSET
 PAGE_SIZE = 4096
 KP_NAME, KP_MOD, KP_OPS, KP_SIZE, OPS_GET = 0, 4, 8, 20, 8    # struct kernel_param / kernel_param_ops (32-bit)
@@ -49,6 +50,16 @@ class ModuleStopped(AssertionError):
 
 class ModuleOops(ModuleStopped):
     """The kernel oopsed (or panicked) in the module's code: the message is the kernel's own report."""
+
+
+class SanitizerReport(AssertionError):
+    """A sanitizer reported a bug of the module (emu/sanitize): the message is the reports in the
+    kernel's formats (KASAN, kmemleak, lockdep), `.reports` the Report objects."""
+
+    def __init__(self, reports):
+        self.reports = list(reports)
+        text = "\n".join(ln for r in self.reports for ln in r.lines)
+        super().__init__(f"{len(self.reports)} sanitizer report(s):\n{text}")
 
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -115,14 +126,31 @@ def warm(key) -> None:
     later tests fork with it loaded (init already run)."""
     if key in _WARM:
         return
-    vmlinuz, path, params, deps = key
+    vmlinuz, path, params, deps, classes = key
     run = new_run(vmlinuz)
+    san = _sanitizer(run, classes)
     results = []
     for p, ps in [(d, "") for d in deps] + [(path, params)]:
-        results.append(run.load(p, ps))
+        results.append((san or run).load(p, ps))
         if not results[-1].ok:
             break
-    _WARM[key] = (run, results)
+    _WARM[key] = (run, results, san)
+
+
+def _sanitizer(run, classes):
+    if not classes:
+        return None
+    from ..emu.sanitize import Sanitizer
+    return Sanitizer(run, classes)
+
+
+def sanitize_classes(sanitize) -> tuple[str, ...]:
+    """load_module(sanitize=...): "all" (the default), a comma-separated list or a sequence of
+    classes, or None/False/"none" (off)."""
+    from ..emu.sanitize import parse_classes
+    if not sanitize:
+        return ()
+    return parse_classes(sanitize if isinstance(sanitize, str) else ",".join(sanitize))
 
 
 def _param_words(params) -> str:
@@ -147,7 +175,7 @@ class ModuleHandle(FileMethods):
     system calls of pid 1 (devkit/files.py)."""
 
     def __init__(self, path: str, *, kernel: str | None = None, params=None, deps=(), budget: int | None = None,
-                 thumb2: bool | None = None, coverage: bool = False, trace: bool = False):
+                 thumb2: bool | None = None, coverage: bool = False, trace: bool = False, sanitize="all"):
         from ..kernel.isa import refuse_thumb2_modules
         from ..loader.elf import read_object
         self.vmlinuz = kernel or default_kernel_path()
@@ -165,8 +193,10 @@ class ModuleHandle(FileMethods):
         self.run_ = None
         self.result = None                  # init's Result
         self.last = None                    # the last Result
-        self._fail = None                   # (lo, hi) of the kmalloc-family allocations to fail
-        self._allocs = 0
+        self._fail = None                   # emu/booted/failslab.FailSlab once fail_kmalloc was asked
+        self.classes = sanitize_classes(sanitize)
+        self.san = None                     # the Sanitizer on this handle's kernel
+        self._told = 0                      # the sanitizer reports raised so far
         self._replaced: dict[str, object] = {}
         self._mark = 0
         self._observe = (coverage, trace)   # emu/booted/observe.py, set on the kernel before the loads
@@ -175,7 +205,7 @@ class ModuleHandle(FileMethods):
     # --- the kernel this handle runs in ----------------------------------------------------
     @property
     def key(self):
-        return (self.vmlinuz, self.path, self.params, tuple(self.deps))
+        return (self.vmlinuz, self.path, self.params, tuple(self.deps), self.classes)
 
     @property
     def kernel(self):
@@ -183,6 +213,7 @@ class ModuleHandle(FileMethods):
         if self.run_ is None:
             self.run_ = _BASE.pop(self.vmlinuz, None) or new_run(self.vmlinuz)
             self._mark = len(self.run_.bk.console)
+            self.san = _sanitizer(self.run_, self.classes)
         return self.run_
 
     def _hooked(self) -> bool:
@@ -227,7 +258,7 @@ class ModuleHandle(FileMethods):
             raise ArmloadError(f"{self.name}: init already ran (insmod twice: -EEXIST)")
         warm_state = None if self._hooked() or self.run_ is not None else _WARM.pop(self.key, None)
         if warm_state is not None:
-            self.run_, results = warm_state
+            self.run_, results, self.san = warm_state
             self._mark = 0
         else:
             run = self.kernel
@@ -235,7 +266,7 @@ class ModuleHandle(FileMethods):
             results = []
             for p, ps in [(d, "") for d in self.deps] + [(self.path, self.params)]:
                 kw = {"budget": self.budget} if self.budget else {}
-                results.append(obs.load(p, ps, **kw) if obs is not None else run.load(p, ps, **kw))
+                results.append(obs.load(p, ps, **kw) if obs is not None else (self.san or run).load(p, ps, **kw))
                 if not results[-1].ok:
                     break
             if not self._hooked():
@@ -251,6 +282,9 @@ class ModuleHandle(FileMethods):
     def exit(self) -> int:
         """rmmod: delete_module (the module's exit runs); its return value."""
         ret, lines = self.kernel.unload(self.name)
+        if self.san is not None:
+            from ..emu.sanitize.lifecycle import after_exit
+            after_exit(self.san, self.name)
         if ret is None:                     # an exit that never returns (emu/booted/hostile.py's stops)
             from ..emu.booted.hostile import stop_class
             from ..emu.booted.result import Result
@@ -258,11 +292,15 @@ class ModuleHandle(FileMethods):
             self.last = Result(self.name, self.path, None, stop_class(why) or "budget", lines, "", 0, stopped=why,
                                function="exit")
             raise ModuleStopped(self.last)
+        self._sanitized()
         return ret
 
     def run(self, name: str, *args):
         """Call `name(*args)`; the Result whatever happened."""
         self.last = self.kernel.call(name, *args, **({"budget": self.budget} if self.budget else {}))
+        if self.san is not None:
+            from ..emu.sanitize.lifecycle import after_call
+            after_call(self.san, self.name)
         return self.last
 
     def call(self, name: str, *args) -> int:
@@ -272,7 +310,9 @@ class ModuleHandle(FileMethods):
     def run_pending(self, ms: int = 1000) -> dict:
         """Let the kernel run its deferred work (timers, workqueues, kthreads) for up to `ms` of
         simulated time, until idle."""
-        return self.kernel.settle(ms * 1_000_000)
+        out = self.kernel.settle(ms * 1_000_000)
+        self._sanitized()
+        return out
 
     @staticmethod
     def _raise(res) -> None:
@@ -283,8 +323,39 @@ class ModuleHandle(FileMethods):
 
     def _check(self, res) -> int:
         self.last = res
-        self._raise(res)
+        try:
+            self._raise(res)
+        except ModuleStopped as e:          # the kernel's report first, the sanitizers' after it
+            try:
+                self._sanitized()
+            except SanitizerReport as s:
+                e.reports = s.reports
+                e.args = (f"{e.args[0]}\n{s.args[0]}",)
+            raise
+        self._sanitized()
         return res.ret
+
+    # --- the sanitizers ----------------------------------------------------------------------
+    @property
+    def reports(self) -> list:
+        """Every sanitizer report so far (emu/sanitize/report.Report: .cls, .kind, .where, .lines)."""
+        return self.san.formatted() if self.san is not None else []
+
+    def _sanitized(self) -> None:
+        """New reports fail the test here (once each)."""
+        reps = self.reports
+        if len(reps) > self._told:
+            new, self._told = reps[self._told:], len(reps)
+            raise SanitizerReport(new)
+
+    def scan_leaks(self) -> None:
+        """kmemleak's scan now (echo scan > /sys/kernel/debug/kmemleak): an object the module
+        allocated that nothing references fails the test (SanitizerReport)."""
+        if self.san is None or "leak" not in self.san.classes:
+            raise ArmloadError(f"{self.name}: the leak sanitizer is off (load_module(path, sanitize=...) without leak)")
+        from ..emu.sanitize.lifecycle import scan_leaks
+        scan_leaks(self.san, self.name)
+        self._sanitized()
 
     # --- memory ----------------------------------------------------------------------------
     def symbol(self, name: str) -> int:
@@ -378,25 +449,12 @@ class ModuleHandle(FileMethods):
 
     def fail_kmalloc(self, nth: int = 1, *, count: int = 1) -> None:
         """The nth kmalloc-family allocation the module makes from now on (and count-1 after it)
-        returns NULL, as failslab would: hooks at the allocators' entries, for calls whose return
-        address is in the module."""
-        from unicorn import arm_const as A
-        first = self._fail is None
-        self._allocs, self._fail = 0, (nth, nth + count - 1)
-        if not first:
-            return
-
-        def hook(uc, addr, size, _):
-            if self._fail is None or not self._from_module(uc.reg_read(A.UC_ARM_REG_LR)):
-                return
-            self._allocs += 1
-            lo, hi = self._fail
-            if lo <= self._allocs <= hi:
-                self._return(uc, 0)
-        img = self.kernel.bk.image
-        for name in KMALLOC_ENTRIES:
-            if name in img.symbols:
-                self.kernel.bk.hook_code(img.symbols[name], hook)
+        returns NULL, as failslab would (emu/booted/failslab.py): for calls whose return address is
+        in the module."""
+        if self._fail is None:
+            from ..emu.booted.failslab import FailSlab
+            self._fail = FailSlab(self.kernel.bk, self._from_module)
+        self._fail.arm(nth, count)
 
     def replace(self, name: str, fn) -> None:
         """Kernel function `name` becomes fn(call) -> int|None for calls from the module (call.arg(i),

@@ -1,7 +1,8 @@
 """KASAN-, kmemleak- and lockdep-class detectors for modules running in the booted Debian kernel
 (which has none of them), without rebuilding it: engine.py (the hooks), heap.py, stack.py,
 leak.py, locks.py, report.py (the kernel's formats), access.py (the module's loads and stores),
-faultsweep.py (init with the n-th allocation failing)."""
+lifecycle.py (the checks after a call, after exit and on demand), faultsweep.py (init with the
+n-th allocation failing)."""
 from .report import CLASSES, Report
 from .engine import Sanitizer
 
