@@ -9,8 +9,8 @@ import pytest
 from conftest import BOOT_VMLINUZ, CACHE, sample
 from armload.emu.booted import snapshot
 from armload.emu.booted.kernel import BootedKernel, CallError
-from armload.emu.booted.modload import (bl_sites, kernel_alloc_addresses, kernel_load, kernel_load_path, modinfo,
-                                        user_string)
+from armload.emu.booted.modload import bl_sites, kernel_alloc_addresses, kernel_load, kernel_load_path, user_string
+from armload.kernel.modtree import parse_modinfo
 
 SYSTEM_RUNNING = 3                   # include/linux/kernel.h: enum system_states
 TREE = os.path.join(CACHE, "linux-image-6.1.0-50-armmp", "lib", "modules", "6.1.0-50-armmp", "kernel")
@@ -196,7 +196,7 @@ def test_run_init_false_stops_before_init(booted):
 def test_dependencies_load_first(booted):
     path = os.path.join(TREE, "crypto", "xor.ko")
     with open(path, "rb") as f:
-        assert modinfo(f.read())["depends"] == ["xor-neon"]
+        assert parse_modinfo(f.read())[0]["depends"] == ["xor-neon"]
     rs = kernel_load_path(booted, path, tree=TREE)
     assert [r.name for r in rs] == ["xor-neon.ko", "xor.ko"] and [r.ret for r in rs] == [0, 0]
     assert any("xor: using function:" in ln for ln in rs[1].console_lines)

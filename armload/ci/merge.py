@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from ..errors import ArmloadError
-from .corpus import (ModuleInfo, Plan, apply_dependencies, failed_modules, init_class, summarize)
+from .corpus import apply_dependencies
+from .outcomes import failed_modules, init_class, summarize
+from ..kernel.modtree import ModuleInfo, Plan
 
 # The parts of a shard's JSON that every shard of one run has in common.
 SAME = ("tree", "kernel", "config", "options", "duplicates")
