@@ -26,7 +26,7 @@ from collections import Counter
 
 from ..kernel.config import DEBIAN_ARMMP
 from ..kernel.provider import Kernel
-from .fuzz import CLASSES, default_seeds, make_case
+from .fuzz_cases import CLASSES, default_seeds, make_case
 
 LOAD_BUDGET = 300_000_000              # instructions per load_module of a mutated sample
 OVERREAD = ("6.1 reads", "unchecked", "outside its allocation", "outside the file", "past the end of the file",
