@@ -10,8 +10,9 @@ import pytest
 from conftest import BOOT_VMLINUZ, CACHE, ROOT, SYMVERS, sample
 from armload.kernel.config import DEBIAN_ARMMP
 from armload.kernel.provider import Kernel
+from armload.kernel import debian
 
-TREE = os.path.join(CACHE, "linux-image-6.1.0-50-armmp", "lib", "modules", "6.1.0-50-armmp", "kernel")
+TREE = debian.MODULES
 
 
 @pytest.fixture

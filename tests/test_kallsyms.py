@@ -21,12 +21,13 @@ from armload.kernel.kallsyms import cache as KC
 from armload.kernel.kallsyms.lookup import KallsymsTable
 from conftest import require_input
 from oracles.kallsyms_select import select as select_6_1
+from armload.kernel import debian
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CACHE = os.path.join(ROOT, ".cache")
-IMAGE = os.path.join(CACHE, "linux-image-6.1.0-50-armmp/boot/vmlinuz-6.1.0-50-armmp")
+IMAGE = debian.VMLINUZ
 SYMVERS = os.path.join(CACHE, "linux-headers-6.1.0-50-armmp/usr/src/linux-headers-6.1.0-50-armmp/Module.symvers")
-MODDIR = os.path.join(CACHE, "linux-image-6.1.0-50-armmp/lib/modules/6.1.0-50-armmp/kernel")
+MODDIR = debian.MODULES
 SCRIPTS_KALLSYMS = os.path.join(CACHE, "linux-kbuild-6.1/usr/lib/linux-kbuild-6.1/scripts/kallsyms")
 
 

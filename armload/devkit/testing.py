@@ -25,9 +25,9 @@ import os
 import struct as _struct
 
 from ..errors import ArmloadError
+from ..kernel.debian import image_under
 from .files import FileMethods
 
-DEBIAN_KREL = "6.1.0-50-armmp"
 # the kmalloc family's entry points in 6.1 (mm/slab_common.c, mm/slub.c, mm/util.c, devres)
 KMALLOC_ENTRIES = ("__kmalloc", "kmalloc_trace", "kmem_cache_alloc", "kmalloc_large", "kmalloc_node_trace",
                    "__kmalloc_node", "kmalloc_large_node", "kvmalloc_node", "krealloc", "devm_kmalloc",
@@ -53,7 +53,7 @@ class ModuleOops(ModuleStopped):
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HOW_TO_GET = (f"fetch Debian's image once with `make test-inputs` in {REPO_ROOT} (it lands in "
-              f"{os.path.join(REPO_ROOT, '.cache', f'linux-image-{DEBIAN_KREL}', 'boot')}), then pass "
+              f"{os.path.dirname(image_under(os.path.join(REPO_ROOT, '.cache')))}), then pass "
               f"--armload-kernel PATH, set $ARMLOAD_KERNEL, or put `armload_kernel = PATH` in pytest.ini "
               f"([pytest]); module code runs only inside the booted kernel")
 
@@ -62,7 +62,7 @@ def cache_image(root: str | None) -> str | None:
     """The Debian image under <root>/.cache, if it is there."""
     if not root:
         return None
-    p = os.path.join(root, ".cache", f"linux-image-{DEBIAN_KREL}", "boot", f"vmlinuz-{DEBIAN_KREL}")
+    p = image_under(os.path.join(root, ".cache"))
     return p if os.path.exists(p) else None
 
 

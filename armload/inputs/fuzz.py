@@ -43,7 +43,7 @@ OPS_BASE = 300_000              # function calls; load + verify of the largest s
 OPS_PER_BYTE = 20
 RUN_BUDGET = 300_000_000        # instructions per load_module (--run): the booted kernel loads and inits
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-VMLINUZ = os.path.join(ROOT, ".cache", "linux-image-6.1.0-50-armmp", "boot", "vmlinuz-6.1.0-50-armmp")
+from ..kernel.debian import VMLINUZ  # noqa: E402  (the booted kernel --run boots)
 RUN_MAX_MEMORY = 1 << 20        # --run skips modules with more module memory (the case's cost stays bounded)
 MEM_BASE = 24 << 20             # tracemalloc peak: interpreter churn, numpy, unicorn wrappers
 MEM_PER_BYTE = 64               # per byte of file
