@@ -20,10 +20,7 @@ Public names load on first use, so `import armload` costs next to nothing:
 
     from armload import Session, Kernel, KernelConfig
 """
-import sys as _sys
-
 from . import _lazy
-from ._moved import MovedFinder as _MovedFinder
 
 __version__ = "0.1.0"
 
@@ -41,6 +38,3 @@ _PUBLIC = {
 }
 __all__ = sorted(_PUBLIC)
 __getattr__, __dir__ = _lazy.exports(__name__, _PUBLIC)
-
-if not any(f is _MovedFinder for f in _sys.meta_path):
-    _sys.meta_path.insert(0, _MovedFinder)       # before any stale copy of an old file

@@ -4,6 +4,7 @@ import shutil
 
 import pytest
 from hypothesis import settings
+from armload.kernel import debian
 
 # Hypothesis: 300 examples per property normally; a mutmut worker (MUTANT_UNDER_TEST set) runs
 # each property with 40, so `make mutants` stays within an hour on 2 cores.
@@ -91,7 +92,7 @@ def devkit_line(marker: str, after: int = 0) -> int:
     raise AssertionError(f"devkit.c has no line containing {marker!r}")
 
 
-BOOT_VMLINUZ = os.path.join(CACHE, "linux-image-6.1.0-50-armmp", "boot", "vmlinuz-6.1.0-50-armmp")
+BOOT_VMLINUZ = debian.VMLINUZ
 
 
 @pytest.fixture(scope="session")

@@ -36,9 +36,11 @@ from armload.kernel.provider import Kernel
 from armload.loader.model import (BRANCH_DTYPE, LoadedModule, LoadedSection, MemRegion, ModuleSymbol, PltEntry,
                            ResolvedSymbol)
 
+from armload.kernel import debian
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEBIAN = os.path.join(ROOT, ".cache")
-DEBIAN_VMLINUZ = os.path.join(DEBIAN, "linux-image-6.1.0-50-armmp", "boot", "vmlinuz-6.1.0-50-armmp")
+DEBIAN_VMLINUZ = debian.VMLINUZ
 DEBIAN_SYMVERS = os.path.join(DEBIAN, "linux-headers-6.1.0-50-armmp", "usr", "src", "linux-headers-6.1.0-50-armmp",
                               "Module.symvers")
 _DEBIAN_KERNEL: dict = {}

@@ -6,14 +6,15 @@ import struct
 
 import pytest
 
-from conftest import BOOT_VMLINUZ, CACHE, sample
+from conftest import BOOT_VMLINUZ, sample
 from armload.emu.booted import snapshot
 from armload.emu.booted.kernel import BootedKernel, CallError
-from armload.emu.booted.modload import (bl_sites, kernel_alloc_addresses, kernel_load, kernel_load_path, modinfo,
-                                        user_string)
+from armload.emu.booted.modload import bl_sites, kernel_alloc_addresses, kernel_load, kernel_load_path, user_string
+from armload.kernel.modtree import parse_modinfo
+from armload.kernel import debian
 
 SYSTEM_RUNNING = 3                   # include/linux/kernel.h: enum system_states
-TREE = os.path.join(CACHE, "linux-image-6.1.0-50-armmp", "lib", "modules", "6.1.0-50-armmp", "kernel")
+TREE = debian.MODULES
 
 
 def test_boot_reached_user_space_handover(booted):
@@ -35,9 +36,8 @@ def test_boot_reached_user_space_handover(booted):
 
 def test_snapshot_is_keyed_and_sparse(booted_dir):
     assert os.path.basename(booted_dir) == os.path.basename(BootedKernel.snapshot_dir(
-        os.path.join(CACHE, "linux-image-6.1.0-50-armmp", "boot", "vmlinuz-6.1.0-50-armmp")))
-    other = BootedKernel.snapshot_dir(os.path.join(CACHE, "linux-image-6.1.0-50-armmp", "boot",
-                                                   "vmlinuz-6.1.0-50-armmp"), "console=ttyAMA0 quiet")
+        debian.VMLINUZ))
+    other = BootedKernel.snapshot_dir(debian.VMLINUZ, "console=ttyAMA0 quiet")
     assert os.path.basename(other) != os.path.basename(booted_dir)
     assert snapshot.disk_bytes(booted_dir) < 128 << 20       # 256 MiB of RAM, mostly holes
 
@@ -196,7 +196,7 @@ def test_run_init_false_stops_before_init(booted):
 def test_dependencies_load_first(booted):
     path = os.path.join(TREE, "crypto", "xor.ko")
     with open(path, "rb") as f:
-        assert modinfo(f.read())["depends"] == ["xor-neon"]
+        assert parse_modinfo(f.read())[0]["depends"] == ["xor-neon"]
     rs = kernel_load_path(booted, path, tree=TREE)
     assert [r.name for r in rs] == ["xor-neon.ko", "xor.ko"] and [r.ret for r in rs] == [0, 0]
     assert any("xor: using function:" in ln for ln in rs[1].console_lines)

@@ -10,8 +10,9 @@ import pytest
 from conftest import BOOT_VMLINUZ, CACHE, ROOT, SYMVERS, sample
 from armload.kernel.config import DEBIAN_ARMMP
 from armload.kernel.provider import Kernel
+from armload.kernel import debian
 
-TREE = os.path.join(CACHE, "linux-image-6.1.0-50-armmp", "lib", "modules", "6.1.0-50-armmp", "kernel")
+TREE = debian.MODULES
 
 
 @pytest.fixture
@@ -201,7 +202,7 @@ def test_a_corpus_sample_loads_byte_for_byte_as_the_kernel_loads_it(booted_dir, 
     """The kernel's own load_module is the loader's oracle on real Debian modules (with their
     dependencies, request_module served from the tree): every compared word identical."""
     assert os.path.isdir(TREE), "the Debian module tree is an oracle input: make test-inputs"
-    from armload.emu.booted.modload import load_order, tree_index
+    from armload.kernel.modtree import load_order, tree_index
     from armload.emu.booted.modrun import BootedRun
     k = Kernel.from_files([os.path.join(CACHE, "linux-headers-6.1.0-50-armmp", "usr", "src",
                                         "linux-headers-6.1.0-50-armmp", "Module.symvers"), BOOT_VMLINUZ], DEBIAN_ARMMP)
@@ -220,7 +221,7 @@ def test_a_key_in_a_dependency_is_read_from_its_core_not_from_freed_init_memory(
     was (cfg80211's, mac80211's, scsi_mod's). Reading the key's state from that stale init copy
     made armload patch the site to `b` where the kernel kept its `nop` (one .text word each, and
     in libiscsi for libiscsi_tcp's closure)."""
-    from armload.emu.booted.modload import load_order, tree_index
+    from armload.kernel.modtree import load_order, tree_index
     from armload.emu.booted.modrun import BootedRun
     idx = tree_index(TREE)
     run = BootedRun(BOOT_VMLINUZ, Kernel.from_files([SYMVERS, BOOT_VMLINUZ], DEBIAN_ARMMP), DEBIAN_ARMMP, tree=TREE)
@@ -252,7 +253,7 @@ def test_check_a_loader_difference_is_its_own_outcome_and_fails_by_default(boote
     in --fail-on by default, a JUnit <error> on the load stage, its own baseline key."""
     import shutil
     from armload.ci.baseline import outcome_key
-    from armload.ci.corpus import DEFAULT_FAIL_ON, OUTCOMES
+    from armload.ci.outcomes import DEFAULT_FAIL_ON, OUTCOMES
     from armload.cli import main
     from armload.loader import finalize
     assert "loader-differs" in DEFAULT_FAIL_ON and OUTCOMES["loader-differs"][0] == "harness"

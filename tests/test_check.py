@@ -16,7 +16,7 @@ import pytest
 from conftest import BOOT_VMLINUZ, SAMPLES, SYMVERS
 
 from armload.cli import main
-from armload.ci.corpus import DEFAULT_FAIL_ON, OUTCOMES, init_class, parse_fail_on
+from armload.ci.outcomes import DEFAULT_FAIL_ON, OUTCOMES, init_class, parse_fail_on
 
 MOV_R0_0, MVN_R0_18, BX_LR = 0xE3A00000, 0xE3E00012, 0xE12FFF1E     # mov r0,#0 / mvn r0,#18 (-19) / bx lr
 
@@ -100,20 +100,20 @@ def test_init_status_table():
 def test_a_booted_result_is_classified():
     """check's one reader of the booted kernel's Result turns it into plain data; the tables do the rest."""
     from armload.ci.baseline import outcome_key
-    from armload.ci.corpus import _booted_data
+    from armload.ci.booted import init_data
     from armload.emu.booted.result import LoaderCheck, Result
     oops = "Unable to handle kernel NULL pointer dereference at virtual address 00000000\nPC is at foo_init+0x10/0x40 [foo]"
-    d = _booted_data(Result("foo", "/t/foo.ko", None, "oops", ["x"], oops, 1234, loader=LoaderCheck()))
+    d = init_data(Result("foo", "/t/foo.ko", None, "oops", ["x"], oops, 1234, loader=LoaderCheck()))
     assert init_class(d) == "fault" and d["where"] == "foo_init+0x10/0x40 [foo]"
     assert d["reason"] == "Unable to handle kernel NULL pointer dereference at virtual address 00000000"
     assert outcome_key({"outcome": "fault", "init": d}) == "fault oops in foo_init [foo]"
-    d = _booted_data(Result("foo", "/t/foo.ko", -22, "refused", [], "", 10, loader=LoaderCheck()))
+    d = init_data(Result("foo", "/t/foo.ko", -22, "refused", [], "", 10, loader=LoaderCheck()))
     assert init_class(d) == "error" and d["reason"] == "load_module returned -22 (-EINVAL)"
     assert outcome_key({"outcome": "error", "init": d}) == "error -EINVAL"
-    d = _booted_data(Result("foo", "/t/foo.ko", None, "stopped", ["x"], "", 99, loader=LoaderCheck(),
+    d = init_data(Result("foo", "/t/foo.ko", None, "stopped", ["x"], "", 99, loader=LoaderCheck(),
                             stopped="the wall-clock safety net of 1 s stopped it"))
     assert init_class(d) == "timeout" and set(d) == {"status", "retval", "reason"}
-    assert init_class(_booted_data(Result("foo", "/t/foo.ko", None, "refused-dead", [], "", 0,
+    assert init_class(init_data(Result("foo", "/t/foo.ko", None, "refused-dead", [], "", 0,
                                           loader=LoaderCheck(), stopped="pid 1 died"))) == "internal"
 
 
@@ -402,7 +402,9 @@ def test_json_is_deterministic_apart_from_timing(tmp_path, booted_dir):
 
 def test_text_lists_every_module_that_did_not_succeed():
     from armload.commands.check import format_report
-    from armload.ci.corpus import CheckOptions, plan_order, summarize
+    from armload.ci.outcomes import summarize
+    from armload.ci.worker import CheckOptions
+    from armload.kernel.modtree import plan_order
     recs = [{"module": f"drivers/x/m{i:02d}.ko", "name": f"m{i:02d}", "outcome": "fault", "stage": "init",
              "reason": "Unable to handle kernel paging request", "where": f"m{i:02d}_init+0x10/0x40 [m{i:02d}]",
              "init": {"status": "fault"}} for i in range(30)]

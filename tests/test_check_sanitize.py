@@ -20,7 +20,7 @@ KO = os.path.join(SAMPLES, "sanitize", "sanbugs-arm-debug.ko")
 
 
 def test_the_class_is_registered_and_fails_by_default():
-    from armload.ci.corpus import DEFAULT_FAIL_ON, OUTCOMES, init_class, parse_fail_on
+    from armload.ci.outcomes import DEFAULT_FAIL_ON, OUTCOMES, init_class, parse_fail_on
     assert OUTCOMES["sanitizer"][0] == "module" and "sanitizer" in DEFAULT_FAIL_ON
     assert parse_fail_on("sanitizer") == ("sanitizer",)
     rep = {"class": "heap", "kind": "slab-out-of-bounds", "title": "BUG: KASAN: slab-out-of-bounds in f+0x4/0x8 [m]",

@@ -15,7 +15,7 @@ from conftest import BOOT_VMLINUZ, SAMPLES, SYMVERS
 from test_check import BX_LR, MOV_R0_0, MVN_R0_18, _build_id, check, make_tree, patch_init
 
 from armload.cli import main
-from armload.ci.corpus import OUTCOMES
+from armload.ci.outcomes import OUTCOMES
 
 LDR_R0_R0 = 0xE5900000          # ldr r0, [r0]: with r0 = 0 a NULL dereference
 B_SELF = 0xEAFFFFFE             # b .

@@ -12,18 +12,19 @@ import pytest
 
 from test_check import check, make_tree
 
-from armload.ci import corpus, workers
+from armload.ci import workers
+from armload.ci.worker import Worker
 
 MODS = ("hello", "kalloc", "tailcall", "initcore", "enodev", "regdev")
 
 
 def _killing(victim, how=signal.SIGKILL):
-    real = corpus.check_one
+    real = Worker.check_one
 
-    def one(name):
-        if corpus._WORKER["plan"].modules[name].rel == f"{victim}-arm.ko":
+    def one(self, name):
+        if self.plan.modules[name].rel == f"{victim}-arm.ko":
             os.kill(os.getpid(), how)
-        return real(name)
+        return real(self, name)
     return one
 
 
@@ -32,7 +33,7 @@ def _killing(victim, how=signal.SIGKILL):
 def test_a_worker_killed_mid_run(tmp_path, monkeypatch, sig, word):
     tree = make_tree(tmp_path, *MODS)
     rc0, doc0, good = check(tree, "--jobs", "2", "--fail-on", "none", "--no-timing", name="good")
-    monkeypatch.setattr(corpus, "check_one", _killing("tailcall", sig))
+    monkeypatch.setattr(Worker, "check_one", _killing("tailcall", sig))
     rc, doc, recs = check(tree, "--jobs", "2", "--fail-on", "none", "--no-timing", name="killed")
     assert rc == 0 and sorted(recs) == sorted(good) == sorted(f"{m}-arm.ko" for m in MODS)
     lost = recs["tailcall-arm.ko"]
@@ -49,17 +50,17 @@ def test_a_worker_killed_mid_run(tmp_path, monkeypatch, sig, word):
 def test_every_worker_killed_still_completes(tmp_path, monkeypatch):
     """Each of two workers dies on its first module: the replacements finish the run."""
     tree = make_tree(tmp_path, *MODS)
-    real = corpus.check_one
+    real = Worker.check_one
     done = tmp_path / "died"
     done.mkdir()
 
-    def one(name):
+    def one(self, name):
         mark = done / f"{os.getppid()}-{os.getpid()}"
         if len(os.listdir(done)) < 2 and not mark.exists():
             mark.write_text(name)
             os.kill(os.getpid(), signal.SIGKILL)
-        return real(name)
-    monkeypatch.setattr(corpus, "check_one", one)
+        return real(self, name)
+    monkeypatch.setattr(Worker, "check_one", one)
     rc, doc, recs = check(tree, "--jobs", "2", "--fail-on", "none", "--no-timing")
     assert sorted(recs) == sorted(f"{m}-arm.ko" for m in MODS)
     assert sum(r["outcome"] == "internal" for r in recs.values()) == 2
@@ -68,13 +69,13 @@ def test_every_worker_killed_still_completes(tmp_path, monkeypatch):
 def test_workers_run_with_limits(tmp_path, monkeypatch):
     """RLIMIT_AS and RLIMIT_CPU as set in the worker, both sides: the parent is not limited."""
     tree = make_tree(tmp_path, "hello", "kalloc")
-    real = corpus.check_one
+    real = Worker.check_one
 
-    def one(name):
-        rec = real(name)
+    def one(self, name):
+        rec = real(self, name)
         rec["reason"] = json.dumps([resource.getrlimit(resource.RLIMIT_AS)[0], resource.getrlimit(resource.RLIMIT_CPU)[0]])
         return rec
-    monkeypatch.setattr(corpus, "check_one", one)
+    monkeypatch.setattr(Worker, "check_one", one)
     monkeypatch.setattr(workers, "AS_LIMIT", 5 << 30)
     monkeypatch.setattr(workers, "CPU_PER_MODULE", 123)
     rc, doc, recs = check(tree, "--jobs", "2", "--fail-on", "none", "--no-timing")
@@ -88,14 +89,14 @@ def test_workers_run_with_limits(tmp_path, monkeypatch):
 def test_a_worker_out_of_address_space(tmp_path, monkeypatch):
     """A worker that runs out of its address space: the allocation fails in that worker only."""
     tree = make_tree(tmp_path, *MODS)
-    real = corpus.check_one
+    real = Worker.check_one
 
-    def one(name):
-        if corpus._WORKER["plan"].modules[name].rel == "kalloc-arm.ko":
+    def one(self, name):
+        if self.plan.modules[name].rel == "kalloc-arm.ko":
             hog = bytearray(20 << 30)           # past the default limit (16 GiB)
             hog[0] = 1
-        return real(name)
-    monkeypatch.setattr(corpus, "check_one", one)
+        return real(self, name)
+    monkeypatch.setattr(Worker, "check_one", one)
     rc, doc, recs = check(tree, "--jobs", "2", "--fail-on", "none", "--no-timing")
     lost = recs["kalloc-arm.ko"]
     assert lost["outcome"] == "internal" and lost["reason"].startswith("its check failed in the worker (MemoryError")
@@ -112,16 +113,16 @@ def test_a_worker_past_its_resident_limit_is_killed(tmp_path, monkeypatch):
     """Linux ignores RLIMIT_RSS: the parent's watch kills a worker whose tree's resident memory
     passes the limit; the module is `internal` with that reason, the rest unaffected."""
     tree = make_tree(tmp_path, *MODS)
-    real = corpus.check_one
+    real = Worker.check_one
 
-    def one(name):
-        if corpus._WORKER["plan"].modules[name].rel == "regdev-arm.ko":
+    def one(self, name):
+        if self.plan.modules[name].rel == "regdev-arm.ko":
             hog = bytearray(600 << 20)          # touched: resident
             import time
             time.sleep(30)                       # the watch must come first
             return hog
-        return real(name)
-    monkeypatch.setattr(corpus, "check_one", one)
+        return real(self, name)
+    monkeypatch.setattr(Worker, "check_one", one)
     monkeypatch.setattr(workers, "RSS_LIMIT", 500 << 20)
     monkeypatch.setattr(workers, "WATCH_S", 0.2)
     rc, doc, recs = check(tree, "--jobs", "2", "--fail-on", "none", "--no-timing")

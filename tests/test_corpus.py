@@ -18,7 +18,7 @@ import sys
 
 import pytest
 
-from armload.ci.corpus import ModuleInfo, plan_order, read_modinfo, scan_tree
+from armload.kernel.modtree import ModuleInfo, plan_order, read_modinfo, scan_tree
 from oracles.module_plts import kernel_plt_counts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

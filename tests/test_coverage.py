@@ -5,8 +5,9 @@ import subprocess
 import sys
 
 from conftest import ROOT, sample
+from armload.kernel import debian
 
-VMLINUZ = os.path.join(ROOT, ".cache", "linux-image-6.1.0-50-armmp", "boot", "vmlinuz-6.1.0-50-armmp")
+VMLINUZ = debian.VMLINUZ
 
 
 def test_cli_summary_and_stripped_module(tmp_path):

@@ -464,17 +464,17 @@ def test_nobits_exec_target_counts_plts_from_the_file(tmp_path):
 def test_duplicated_headers_first_or_last_as_6_1_picks(tmp_path):
     """Duplicated section headers (appended copies): find_sec and setup_load_info take the first
     .symtab / .gnu.linkonce.this_module / .modinfo, frob the last .plt; 6.4 refuses some of these."""
-    from armload.inputs import fuzz
+    from armload.inputs import fuzz, fuzz_cases
     seed = next(s for s in fuzz.default_seeds() if s.path.endswith("hello-arm.ko"))
     ref = load_module(HELLO, kernel=kernel())
     for name in (".symtab", ".gnu.linkonce.this_module", ".modinfo", "__versions"):
         b = bytearray(seed.data)
-        fuzz._dup_section(b, seed, section_index(name))
+        fuzz_cases._dup_section(b, seed, section_index(name))
         mod = load_module(patched(tmp_path, data=bytes(b)), kernel=kernel())
         assert mod.name == "hello" and mod.init_addr == ref.init_addr, name
         assert len(mod.symbols) == len(ref.symbols)
     # a second .gnu.linkonce.this_module after the first is an ordinary data section in 6.1
     b = bytearray(seed.data)
-    fuzz._dup_section(b, seed, section_index(".gnu.linkonce.this_module"))
+    fuzz_cases._dup_section(b, seed, section_index(".gnu.linkonce.this_module"))
     mod = load_module(patched(tmp_path, data=bytes(b)), kernel=kernel())
     assert [s.index for s in mod.sections if s.name == ".gnu.linkonce.this_module"] == [25, SHNUM]

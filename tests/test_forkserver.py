@@ -82,7 +82,10 @@ def test_a_child_that_raises_or_dies_is_reported(base):
 
 
 def test_check_json_is_identical_for_any_jobs_and_order(booted_dir, tmp_path, kernel):
-    from armload.ci import corpus
+    from armload.ci.corpus import run_checks
+    from armload.ci.selection import scan_with_deps
+    from armload.ci.worker import BOOTED_BUDGET, CheckOptions
+    from armload.kernel.modtree import plan_order
     from armload.cli import main
     tree = tmp_path / "tree"
     tree.mkdir()
@@ -95,10 +98,10 @@ def test_check_json_is_identical_for_any_jobs_and_order(booted_dir, tmp_path, ke
                      "--jobs", jobs, "--json", str(out), "--fail-on", "none", "--no-timing"]) == 0
         docs.append(out.read_bytes())
     assert docs[0] == docs[1]
-    mods, _ = corpus.scan_with_deps(str(tree), str(tree))
-    plan = corpus.plan_order(mods)
-    opts = corpus.CheckOptions(image=BOOT_VMLINUZ, tree=str(tree), budget=corpus.BOOTED_BUDGET)
-    stats = corpus.run_checks(plan, kernel, DEBIAN_ARMMP, opts, jobs=2, names=list(reversed(plan.order)))
+    mods, _ = scan_with_deps(str(tree), str(tree))
+    plan = plan_order(mods)
+    opts = CheckOptions(image=BOOT_VMLINUZ, tree=str(tree), budget=BOOTED_BUDGET)
+    stats = run_checks(plan, kernel, DEBIAN_ARMMP, opts, jobs=2, names=list(reversed(plan.order)))
     theirs = {r["module"]: r for r in json.loads(docs[0])["modules"]}
     ours = {r["module"]: r for r in stats.records}
     assert len(ours) == 5 and all(ours[m] == theirs[m] for m in theirs)

@@ -16,8 +16,9 @@ import time
 import pytest
 
 from conftest import ROOT, devkit_line, sample
+from armload.kernel import debian
 
-VMLINUZ = os.path.join(ROOT, ".cache", "linux-image-6.1.0-50-armmp", "boot", "vmlinuz-6.1.0-50-armmp")
+VMLINUZ = debian.VMLINUZ
 
 
 def _free_port() -> int:
@@ -86,8 +87,7 @@ def test_gdb_break_continue_read(tmp_path):
     assert proc.returncode == 0 and "devkit: loaded (sum 6)" in rest.decode()   # 0+1+2+3 after detach
 
 
-VMLINUX_DBG = os.path.join(ROOT, ".cache", "linux-image-6.1.0-50-armmp-dbg", "usr", "lib", "debug", "boot",
-                           "vmlinux-6.1.0-50-armmp")
+VMLINUX_DBG = debian.VMLINUX_DBG
 
 
 @pytest.mark.skipif(not os.path.exists(VMLINUX_DBG), reason=f"no {VMLINUX_DBG}: `make vmlinux-dbg` fetches it "

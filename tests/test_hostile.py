@@ -203,7 +203,7 @@ def test_check_gives_each_outcome_its_class(tmp_path, booted_dir):
 
 
 def test_the_classes_are_documented():
-    from armload.ci.corpus import DEFAULT_FAIL_ON, OUTCOMES
+    from armload.ci.outcomes import DEFAULT_FAIL_ON, OUTCOMES
     readme = open(os.path.join(ROOT, "README.md")).read()
     for cls in ("panic", "soft-lockup", "hung-task", "reboot", "hang"):
         assert cls in OUTCOMES and cls in DEFAULT_FAIL_ON and f"`{cls}`" in readme

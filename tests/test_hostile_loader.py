@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import CACHE, OBJS, ROOT, require_input, sample
+from conftest import OBJS, ROOT, require_input, sample
 
 from armload.errors import ArmloadError, ElfFormatError
 from armload.inputs import fuzz
@@ -20,10 +20,11 @@ from armload.kernel.config import KernelConfig
 from armload.loader import relocate, session as session_mod, validity
 from armload.loader.relocate import overlap_batches
 from armload.loader.session import Session
+from armload.kernel import debian
 
 FIELDS = ("sh_name", "sh_type", "sh_flags", "sh_addr", "sh_offset", "sh_size", "sh_link", "sh_info",
           "sh_addralign", "sh_entsize")
-VMLINUZ = os.path.join(CACHE, "linux-image-6.1.0-50-armmp", "boot", "vmlinuz-6.1.0-50-armmp")
+VMLINUZ = debian.VMLINUZ
 HELLO = open(sample("hello-arm.ko"), "rb").read()
 N = len(HELLO)                      # hello-arm.ko: section 9 .rodata.str1.4 (0xd0, 0x47), 16 .modinfo,
                                     # 19 __versions, 25 .gnu.linkonce.this_module, 4 .init.text

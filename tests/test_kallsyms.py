@@ -16,16 +16,18 @@ import pytest
 from armload.kernel import kallsyms as K
 from armload.cli import main as cli_main
 from armload.errors import KernelFileError
-from armload.kernel.kallsyms import tables as KT
+from armload.kernel import zimage
+from armload.kernel.kallsyms import cache as KC
 from armload.kernel.kallsyms.lookup import KallsymsTable
 from conftest import require_input
 from oracles.kallsyms_select import select as select_6_1
+from armload.kernel import debian
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CACHE = os.path.join(ROOT, ".cache")
-IMAGE = os.path.join(CACHE, "linux-image-6.1.0-50-armmp/boot/vmlinuz-6.1.0-50-armmp")
+IMAGE = debian.VMLINUZ
 SYMVERS = os.path.join(CACHE, "linux-headers-6.1.0-50-armmp/usr/src/linux-headers-6.1.0-50-armmp/Module.symvers")
-MODDIR = os.path.join(CACHE, "linux-image-6.1.0-50-armmp/lib/modules/6.1.0-50-armmp/kernel")
+MODDIR = debian.MODULES
 SCRIPTS_KALLSYMS = os.path.join(CACHE, "linux-kbuild-6.1/usr/lib/linux-kbuild-6.1/scripts/kallsyms")
 
 
@@ -339,7 +341,7 @@ def test_x86_elf(tmp_path):
 def test_zimage_without_payload(tmp_path):
     p = tmp_path / "fake-zimage"
     blob = bytearray(random.Random(2).randbytes(50_000))
-    blob[0x24:0x28] = K.ZIMAGE_MAGIC
+    blob[0x24:0x28] = zimage.ZIMAGE_MAGIC
     p.write_bytes(bytes(blob))
     with pytest.raises(KernelFileError, match="compressed payload"):
         K.symbols_from_image(str(p))
@@ -400,26 +402,28 @@ def test_cache_is_keyed_on_the_decoder_code(synth_image, monkeypatch):
     img, cache = synth_image
     assert not K.table_from_image(img).cached
     assert K.table_from_image(img).cached
-    monkeypatch.setattr(KT, "code_version", lambda: "0123456789abcdef")
+    monkeypatch.setattr(KC, "code_version", lambda: "0123456789abcdef")
     t = K.table_from_image(img)
     assert not t.cached and "0123456789abcdef" in os.path.basename(t.cache_path)
     assert len(os.listdir(cache)) == 2
 
 
-def test_code_version_covers_tables_and_lookup(tmp_path, monkeypatch):
-    """code_version() hashes tables.py and lookup.py: editing either one changes it."""
-    here = os.path.dirname(KT.__file__)
-    orig = KT.code_version()
-    for name in ("tables.py", "lookup.py"):
-        shutil.copy(os.path.join(here, name), tmp_path / name)
-    monkeypatch.setattr(KT, "__file__", str(tmp_path / "tables.py"))
-    v0 = KT.code_version()
+def test_code_version_covers_the_decoder_and_lookup(tmp_path, monkeypatch):
+    """code_version() hashes the payload (zimage.py), build.py, parse.py and lookup.py: editing any one changes it."""
+    here = os.path.dirname(KC.__file__)
+    orig = KC.code_version()
+    files = ("build.py", "parse.py", "lookup.py", "../zimage.py")
+    (tmp_path / "kallsyms").mkdir()
+    for name in files:
+        shutil.copy(os.path.join(here, name), tmp_path / "kallsyms" / name)
+    monkeypatch.setattr(KC, "__file__", str(tmp_path / "kallsyms" / "cache.py"))
+    v0 = KC.code_version()
     assert v0 == orig                    # the same bytes elsewhere: the same version (content, not path)
     seen = {v0}
-    for name in ("tables.py", "lookup.py"):
-        with open(tmp_path / name, "a") as f:
+    for name in files:
+        with open(tmp_path / "kallsyms" / name, "a") as f:
             f.write("# edited\n")
-        v = KT.code_version()
+        v = KC.code_version()
         assert v not in seen
         seen.add(v)
 
@@ -469,7 +473,7 @@ def test_real_fresh_decode_matches_debian_scripts_kallsyms(real_image, real_fres
     r = subprocess.run([SCRIPTS_KALLSYMS, "--base-relative", str(m)], capture_output=True, timeout=120)
     assert r.returncode == 0, r.stderr
     ref = _parse_scripts_output(r.stdout.decode("latin-1"))
-    payload = K.image_payloads(real_image)[0][0]
+    payload = zimage.image_payloads(real_image)[0][0]
     lab = t.labels
     n = len(syms)
 
@@ -593,7 +597,7 @@ def test_real_truncated_vmlinuz(real_image, tmp_path):
 
 def test_real_truncated_table_in_raw_image(real, tmp_path):
     t, _ = real
-    payload = K.image_payloads(IMAGE)[0][0]
+    payload = zimage.image_payloads(IMAGE)[0][0]
     nm = t.labels["kallsyms_names"]
     p = tmp_path / "Image-trunc"
     p.write_bytes(payload[: nm + 100_000])

@@ -3,9 +3,10 @@ and with the kernel's own kallsyms_lookup_name (a), and their instruction counts
 import os
 
 from armload.bench.kallsyms_arm import run_benchmark
+from armload.kernel import debian
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-VMLINUZ = os.path.join(ROOT, ".cache", "linux-image-6.1.0-50-armmp", "boot", "vmlinuz-6.1.0-50-armmp")
+VMLINUZ = debian.VMLINUZ
 
 
 def test_arm_strategies_agree_and_are_deterministic():

@@ -15,11 +15,12 @@ from armload.kernel.config import KernelConfig
 from armload.loader.elf import read_object
 from armload.loader.plt import count_plts, exec_rel_tables
 from oracles.kernel_frob import kernel_frob
+from armload.kernel import debian
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CACHE = os.path.join(ROOT, ".cache")
-VMLINUZ = os.path.join(CACHE, "linux-image-6.1.0-50-armmp", "boot", "vmlinuz-6.1.0-50-armmp")
-TREE = os.path.join(CACHE, "linux-image-6.1.0-50-armmp", "lib", "modules", "6.1.0-50-armmp", "kernel")
+VMLINUZ = debian.VMLINUZ
+TREE = debian.MODULES
 SAMPLES = os.path.join(ROOT, "sample_modules")
 PLT_ENT_SIZE, PLT_ENTRIES = 8, 128          # sizeof(struct plt_entries) / PLT_ENT_COUNT, sizeof(plt_entries)
 

@@ -152,7 +152,7 @@ def test_rt_modules_load_as_the_rt_kernel_loads_them():
     """rt-armmp: no CONFIG_JUMP_LABEL (no jump_label_module_notify) and trace notifiers that
     rewrite print_fmt strings (TRACE_DEFINE_ENUM) in module data: the formed image is taken as
     prepare_coming_module starts, so a module with trace events is identical word for word."""
-    from armload.emu.booted.modload import load_order, tree_index
+    from armload.kernel.modtree import load_order, tree_index
     from armload.emu.booted.modrun import BootedRun
     from armload.kernel.provider import Kernel
     from armload.loader.for_kernel import follow_kernel

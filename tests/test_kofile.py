@@ -1,4 +1,4 @@
-"""Compressed modules (.ko.xz, .ko.zst, .ko.gz) read as kmod reads them (armload/loader/kofile.py),
+"""Compressed modules (.ko.xz, .ko.zst, .ko.gz) read as kmod reads them (armload/kernel/kofile.py),
 in the loader, the tree scan and index, check, and the booted kernel's load path."""
 import gzip
 import json
@@ -12,7 +12,7 @@ import zstandard
 from conftest import BOOT_VMLINUZ, SYMVERS, sample
 from armload.cli import main
 from armload.errors import ElfFormatError
-from armload.loader import kofile
+from armload.kernel import kofile
 from armload.loader.elf import read_object
 
 PACK = {".ko.xz": lambda d: lzma.compress(d, format=lzma.FORMAT_XZ, check=lzma.CHECK_CRC32),

@@ -13,6 +13,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from oracles import kprobes_decode as K  # noqa: E402
 
 from armload.probes import insn as I  # noqa: E402
+from armload.kernel import debian
 
 ACCEPT = (I.OUT_OF_LINE, I.SIMULATE, I.EMULATE)
 
@@ -55,9 +56,8 @@ def _sample(n_random=600, seed=24):
     """The named encodings (assembled here), then armload.probes.kagree's words: every word of the
     sample modules' ARM text, and seeded random words (two thirds with cond = AL: the forms
     compilers emit) with sp and pc forced into fields -- the sample the booted kernel also judges."""
-    from conftest import CACHE
     from armload.probes import kagree as G
-    kdir = os.path.join(CACHE, "linux-image-6.1.0-50-armmp", "lib", "modules", "6.1.0-50-armmp", "kernel")
+    kdir = debian.MODULES
     for rel in G.SAMPLE_MODULES:
         assert os.path.exists(os.path.join(kdir, rel)), f"{rel} missing (the Debian module tree)"
     return [_arm(s) for s, _ in NAMED] + G.arm_sample(kdir, n_random, seed)[len(G.NAMED):]

@@ -17,12 +17,13 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from conftest import BOOT_VMLINUZ, CACHE, ROOT, require_input  # noqa: E402
+from conftest import BOOT_VMLINUZ, ROOT, require_input  # noqa: E402
 
 from armload.probes import insn as I  # noqa: E402
 from armload.probes import kagree as G  # noqa: E402
+from armload.kernel import debian
 
-MODULE_DIR = os.path.join(CACHE, "linux-image-6.1.0-50-armmp", "lib", "modules", "6.1.0-50-armmp", "kernel")
+MODULE_DIR = debian.MODULES
 RESULT = os.path.join(ROOT, "benchmarks", "results", "probes-agree.json")
 
 

@@ -19,7 +19,7 @@ PKG = os.path.join(ROOT, "armload")
 
 # A module may import from its own wing or from a strictly lower floor (armload/__init__.py).
 FLOORS = {
-    "errors": 0, "constants": 0, "_lazy": 0, "_moved": 0,
+    "errors": 0, "constants": 0, "_lazy": 0,
     "kernel": 1,
     "loader": 2,
     "emu": 3, "inspect": 3,
@@ -29,7 +29,7 @@ FLOORS = {
     "cli": 7,
     "__main__": 8,
 }
-TOP_FILES = {"__init__.py", "__main__.py", "cli.py", "errors.py", "constants.py", "_lazy.py", "_moved.py"}
+TOP_FILES = {"__init__.py", "__main__.py", "cli.py", "errors.py", "constants.py", "_lazy.py"}
 
 
 def _modules() -> dict[str, str]:
@@ -118,8 +118,8 @@ def test_every_wing_has_a_floor():
 
 def test_the_root_package_imports_only_floor_zero():
     """Every import of a submodule imports `armload` first, so any module may name the root (for
-    `__version__`); the root itself takes only the lazy-export helper and the moved-paths table."""
-    assert GRAPH["armload"] == {"armload._lazy", "armload._moved"}
+    `__version__`); the root itself takes only the lazy-export helper."""
+    assert GRAPH["armload"] == {"armload._lazy"}
 
 
 def test_the_top_folder_holds_only_shared_pieces():
@@ -178,12 +178,12 @@ def test_load_imports_the_loader_and_nothing_else():
     assert rc == 0
     ours = sorted(m for m in mods if m == "armload" or m.startswith("armload."))
     assert ours == [
-        "armload", "armload._lazy", "armload._moved", "armload.cli", "armload.commands", "armload.commands.load",
+        "armload", "armload._lazy", "armload.cli", "armload.commands", "armload.commands.load",
         "armload.constants", "armload.errors", "armload.inspect", "armload.inspect.explain",
-        "armload.inspect.report", "armload.kernel", "armload.kernel.config", "armload.kernel.identity", "armload.kernel.provider",
-        "armload.kernel.setup_cache",
+        "armload.inspect.report", "armload.kernel", "armload.kernel.config", "armload.kernel.identity",
+        "armload.kernel.kofile", "armload.kernel.modtree", "armload.kernel.provider", "armload.kernel.setup_cache",
         "armload.loader", "armload.loader._kernsort", "armload.loader.elf", "armload.loader.finalize", "armload.loader.for_kernel",
-        "armload.loader.kofile", "armload.loader.layout",
+        "armload.loader.layout",
         "armload.loader.model", "armload.loader.plt", "armload.loader.relocate", "armload.loader.session",
         "armload.loader.symbols", "armload.loader.this_module", "armload.loader.validity"], f"{len(ours)} armload modules"
     assert [m for m in mods if m.split(".")[0] in HEAVY] == []
@@ -208,23 +208,23 @@ def test_help_lists_every_command_and_an_unknown_one_is_refused():
     assert p.returncode == 2 and "invalid choice: 'lod'" in p.stderr and "load" in p.stderr
 
 
-def test_public_names_and_the_old_documented_paths():
+def test_public_names_and_no_old_paths():
+    """The names `armload` exports; the pre-layout paths (and the old aliases) are gone."""
     import importlib
 
     import armload
-    from armload._moved import MOVED
     for name in armload.__all__:
         assert getattr(armload, name) is not None, name
     from armload import Kernel, KernelConfig, Session
     from armload.kernel import Kernel as K2
     from armload.loader import Session as S2
     assert (K2, S2) == (Kernel, Session) and KernelConfig().plt_algorithm == "v6"
-    for old, new in MOVED.items():
-        assert importlib.import_module(old) is importlib.import_module(new), old
-    for gone in ("armload.plt", "armload.verify", "armload.corpus", "armload.emu.image"):
+    for gone in ("armload.plt", "armload.verify", "armload.corpus", "armload.emu.image", "armload.config",
+                 "armload.testing", "armload.explain", "armload.synth", "armload.pytest_plugin", "armload._moved",
+                 "armload.loader.kofile", "armload.kernel.kallsyms.tables"):
         with pytest.raises(ModuleNotFoundError):
             importlib.import_module(gone)
     with pytest.raises(AttributeError):
         armload.no_such_name
-    p = subprocess.run([sys.executable, "-m", "armload.synth", "--help"], capture_output=True, text=True)
+    p = subprocess.run([sys.executable, "-m", "armload.inputs.synth", "--help"], capture_output=True, text=True)
     assert p.returncode == 0 and "--relocs" in p.stdout

@@ -11,9 +11,9 @@ import pytest
 from conftest import BOOT_VMLINUZ, CACHE, CROSS, ROOT, SAMPLES, SYMVERS, devkit_line, sample
 from armload.kernel.config import DEBIAN_ARMMP
 from armload.kernel.provider import Kernel
+from armload.kernel import debian
 
-VMLINUX_DBG = os.path.join(CACHE, "linux-image-6.1.0-50-armmp-dbg", "usr", "lib", "debug", "boot",
-                           "vmlinux-6.1.0-50-armmp")
+VMLINUX_DBG = debian.VMLINUX_DBG
 DEBIAN_SYMVERS = os.path.join(CACHE, "linux-headers-6.1.0-50-armmp", "usr", "src",
                               "linux-headers-6.1.0-50-armmp", "Module.symvers")
 

@@ -6,9 +6,10 @@ import subprocess
 import sys
 
 from conftest import ROOT, sample
+from armload.kernel import debian
 
 CACHE = os.path.join(ROOT, ".cache")
-VMLINUZ = os.path.join(CACHE, "linux-image-6.1.0-50-armmp", "boot", "vmlinuz-6.1.0-50-armmp")
+VMLINUZ = debian.VMLINUZ
 
 
 def _cli(*args):

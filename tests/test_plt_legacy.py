@@ -21,11 +21,12 @@ from armload.loader.session import Session
 from armload.loader.plt import (count_legacy, count_legacy_quadratic, legacy_rel_tables, plan_plts)
 from armload.loader.verify import verify_module
 
-from conftest import CACHE, ROOT, SYMVERS, all_kos, require_input, sample
+from conftest import ROOT, SYMVERS, all_kos, require_input, sample
 from oracles.module_plts import kernel_plt_counts_v40
 from test_plt import _far_init_session
+from armload.kernel import debian
 
-TREE = os.path.join(CACHE, "linux-image-6.1.0-50-armmp", "lib", "modules", "6.1.0-50-armmp", "kernel")
+TREE = debian.MODULES
 PLT_ENT_SIZE, PLT_ENTRIES = 8, 128     # v4.0: sizeof(struct plt_entries) / PLT_ENT_COUNT; 2 x L1_CACHE_BYTES (64)
 ARM_ZERO = 0xEBFFFFFE                  # bl sym   (A = -8)
 ARM_PLUS8 = 0xEB000000                 # bl sym+8 (A = 0)

@@ -30,9 +30,10 @@ def test_snippet_runs_from_repo_root(doc, i, code, monkeypatch):
 import argparse
 import json
 
-from conftest import CACHE, SYMVERS, require_input, sample
+from conftest import SYMVERS, require_input, sample
+from armload.kernel import debian
 
-VMLINUZ = os.path.join(CACHE, "linux-image-6.1.0-50-armmp", "boot", "vmlinuz-6.1.0-50-armmp")
+VMLINUZ = debian.VMLINUZ
 
 
 def _subparsers() -> dict[str, argparse.ArgumentParser]:

@@ -13,9 +13,10 @@ import pytest
 from conftest import CROSS, ROOT, devkit_line, sample
 
 from armload.emu.unwind import (ExidxTable, Frame, UnwindError, execute, opcodes_of, prel31, unwind_frame)
+from armload.kernel import debian
 
 CACHE = os.path.join(ROOT, ".cache")
-KMODS = os.path.join(CACHE, "linux-image-6.1.0-50-armmp", "lib", "modules", "6.1.0-50-armmp", "kernel")
+KMODS = debian.MODULES
 
 
 def _mem(words: dict[int, int]):

@@ -17,8 +17,7 @@ import tracemalloc
 from ..errors import KernelFileError
 from ..kernel.kallsyms.lookup import STRATEGIES, STRATEGY_TITLES, deep_size, table_from_image
 
-DEFAULT_IMAGE = ".cache/linux-image-6.1.0-50-armmp/boot/vmlinuz-6.1.0-50-armmp"
-DEFAULT_MODULES = ".cache/linux-image-6.1.0-50-armmp/lib/modules/6.1.0-50-armmp/kernel"
+from ..kernel.debian import MODULES as DEFAULT_MODULES, VMLINUZ as DEFAULT_IMAGE  # noqa: E402
 SEED_C_NS = {"hit": (3811, 246), "miss": (3625, 196)}
 
 

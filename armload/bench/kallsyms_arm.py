@@ -69,7 +69,8 @@ def _call(k, fn, *args) -> tuple[int, int, float]:
 def run_benchmark(vmlinuz: str, *, hits=("vsnprintf", "kmalloc_trace", "_stext", "zlib_inflate", "tcp_sendmsg"),
                   misses=("no_such_symbol", "zzzz_last", "aaaa_first", "vsnprintf_x", "kmalloc_trac")) -> dict:
     from ..emu.booted.kernel import BootedKernel
-    from ..kernel.kallsyms import image_payloads, parse_tables
+    from ..kernel.kallsyms import parse_tables
+    from ..kernel.zimage import image_payloads
     k = BootedKernel.get(vmlinuz)
     img = k.image
     parsed = parse_tables(image_payloads(vmlinuz)[0][0])

@@ -158,7 +158,7 @@ def _candidates(image, max_depth: int) -> list[int]:
 def load_modules(vmlinuz: str, paths, tree: str):
     """A BootedRun (a restored booted kernel) with each of `paths` loaded after its dependencies
     by the kernel's own load_module (modprobe's part done from `tree`): (run, [(module, status, ret)])."""
-    from ..emu.booted.modload import load_order, tree_index
+    from ..kernel.modtree import load_order, tree_index
     from ..emu.booted.modrun import BootedRun
     from ..kernel.config import DEBIAN_ARMMP
     from ..kernel.provider import Kernel
@@ -177,10 +177,10 @@ def module_entries(k, path: str) -> list[int]:
     """The entries of a loaded module's functions (its .symtab's STT_FUNC in .text*, not init or
     exit text), where the kernel's kallsyms puts them ("module:function")."""
     from elftools.elf.elffile import ELFFile
-    from ..emu.booted.modload import modinfo
+    from ..kernel.modtree import parse_modinfo
     with open(path, "rb") as f:
         ko = f.read()
-    name = modinfo(ko).get("name", [os.path.basename(path)[:-3].replace("-", "_")])[0]
+    name = parse_modinfo(ko)[0].get("name", [os.path.basename(path)[:-3].replace("-", "_")])[0]
     with open(path, "rb") as f:
         elf = ELFFile(f)
         syms = [(sym.name, elf.get_section(sym["st_shndx"]).name)

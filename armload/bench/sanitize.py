@@ -27,7 +27,7 @@ def module_list(path: str = LIST) -> list[str]:
 
 
 def run_one(rel: str, kernel, config, index, sanitize: bool) -> dict:
-    from ..emu.booted.modload import load_order
+    from ..kernel.modtree import load_order
     from ..emu.booted.modrun import BootedRun
     from ..emu.sanitize import Sanitizer
     t0 = time.process_time()
@@ -53,7 +53,7 @@ def run_one(rel: str, kernel, config, index, sanitize: bool) -> dict:
 
 def run_benchmark(limit: int | None = None, only: str | None = None, skip_slow: bool = True,
                   log: str | None = None) -> dict:
-    from ..emu.booted.modload import tree_index
+    from ..kernel.modtree import tree_index
     from ..kernel.config import DEBIAN_ARMMP
     from ..kernel.provider import Kernel
     kernel = Kernel.from_files([VMLINUZ, DEBIAN_SYMVERS], DEBIAN_ARMMP)

@@ -58,18 +58,21 @@ def qemu_cost() -> dict:
 
 def run_check(patterns: list[str] | None, jobs: int, limit: int | None = None) -> dict:
     """check --runtime booted (library call) on the modules `patterns` select (None: the tree)."""
-    from ..ci import corpus
+    from ..ci.corpus import run_checks
+    from ..ci.selection import scan_with_deps, select
+    from ..ci.worker import BOOTED_BUDGET, CheckOptions
+    from ..kernel.modtree import plan_order
     from ..kernel.config import DEBIAN_ARMMP
     from ..kernel.provider import Kernel
     c0, w0 = cpu(), time.perf_counter()
     kernel = Kernel.from_files([DEBIAN_SYMVERS, VMLINUZ], DEBIAN_ARMMP)
-    mods, _ = corpus.scan_with_deps(DEBIAN, DEBIAN)
-    plan = corpus.plan_order(mods)
-    names = corpus.select(plan, patterns) if patterns else list(plan.order)
+    mods, _ = scan_with_deps(DEBIAN, DEBIAN)
+    plan = plan_order(mods)
+    names = select(plan, patterns) if patterns else list(plan.order)
     if limit:
         names = names[:limit]
-    opts = corpus.CheckOptions(image=VMLINUZ, tree=DEBIAN, budget=corpus.BOOTED_BUDGET)
-    stats = corpus.run_checks(plan, kernel, DEBIAN_ARMMP, opts, jobs=jobs, names=names)
+    opts = CheckOptions(image=VMLINUZ, tree=DEBIAN, budget=BOOTED_BUDGET)
+    stats = run_checks(plan, kernel, DEBIAN_ARMMP, opts, jobs=jobs, names=names)
     wall, cpus = time.perf_counter() - w0, cpu() - c0
     insns = sum((r.get("init") or {}).get("instructions") or 0 for r in stats.records)
     outcomes: dict[str, int] = {}

@@ -1,7 +1,7 @@
 """Module checks as Ray tasks (`check --ray`, `matrix --ray`): the optional extra
 `pip install armload[cluster]`. Local `--jobs` needs none of this.
 
-A task checks one group of modules (corpus.check_group) exactly as a local worker does: the
+A task checks one group of modules (worker.Worker.check_group) exactly as a local worker does: the
 records are the same, so the JSON is the same as a local run's. Each Ray worker process builds
 the kernel of a cell once (Module.symvers, the image and its kallsyms, from the same paths: the
 trees and kernels must be at the same paths on every node, e.g. a shared file system) and keeps
@@ -9,9 +9,11 @@ it for the later tasks of that cell; the plan travels once per run through the o
 """
 from __future__ import annotations
 
-from . import corpus
+from .corpus import build_kernel
+from .worker import Worker
 
 _KERNELS: dict = {}        # in a Ray worker: (kernel files, vermagic, config) -> Kernel
+_WORKERS: dict = {}        # in a Ray worker: "current" -> the Worker of the run it last served
 
 
 def _check(spec: dict, plan, names: list[str]) -> list[dict]:
@@ -19,13 +21,15 @@ def _check(spec: dict, plan, names: list[str]) -> list[dict]:
     key = (tuple(spec["kernel"]), spec["vermagic"], repr(spec["config"]))
     kernel = _KERNELS.get(key)
     if kernel is None:
-        kernel = corpus.build_kernel(list(spec["kernel"]), spec["config"])
+        kernel = build_kernel(list(spec["kernel"]), spec["config"])
         kernel.vermagic = spec["vermagic"]
         _KERNELS[key] = kernel
-    if corpus._WORKER.get("run") != spec["run"]:
-        corpus.set_worker_context(kernel, spec["config"], spec["options"], plan)
-        corpus._WORKER["run"] = spec["run"]
-    return corpus.check_group(names)
+    w = _WORKERS.get("current")
+    if w is None or w.run != spec["run"]:
+        if w is not None:
+            w.close()
+        w = _WORKERS["current"] = Worker(kernel, spec["config"], spec["options"], plan, run=spec["run"])
+    return w.check_group(names)
 
 
 def connect(address: str, cpus: int | None = None):

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from junitparser import Error, Failure, JUnitXml, Skipped, TestCase, TestSuite
 
-from .corpus import OUTCOMES, CheckOptions, labelled, stage_results
+from .outcomes import OUTCOMES, labelled, stage_results
+from .worker import CheckOptions
 
 STAGES = ("load", "verify", "init")
 _TIME_KEY = {"load": "load", "verify": "verify", "init": "init"}
@@ -52,7 +53,7 @@ def classname(module: str) -> str:
     show as class "ko" of package "net/hamradio/6pack"; "net.hamradio.6pack" shows as class
     "6pack" in package "net.hamradio". A dot inside a file name becomes "_" so that the split
     still falls between the directory and the module."""
-    from ..loader.kofile import SUFFIXES
+    from ..kernel.kofile import SUFFIXES
     stem = next((module[:-len(s)] for s in sorted(SUFFIXES, key=len, reverse=True) if module.endswith(s)), module)
     parts = stem.split("/")
     return ".".join(p.replace(".", "_") for p in parts)

@@ -26,8 +26,11 @@ from dataclasses import dataclass
 
 from ..errors import ArmloadError
 from .baseline import outcome_key
-from .corpus import (CheckOptions, build_kernel, plan_order, run_checks, scan_tree, scan_with_deps, select,
-                     summarize)
+from .corpus import build_kernel, run_checks
+from .outcomes import summarize
+from .selection import scan_with_deps, select
+from .worker import CheckOptions
+from ..kernel.modtree import plan_order, scan_tree
 
 
 @dataclass
@@ -68,8 +71,8 @@ def find_cell(release: str, caches: list[str]) -> Cell:
 
 def tree_vermagic(tree: str) -> str | None:
     """The vermagic the kernel's own modules carry (the first module that has one)."""
-    from ..loader.kofile import is_module_file
-    from .corpus import read_modinfo
+    from ..kernel.kofile import is_module_file
+    from ..kernel.modtree import read_modinfo
     for d, dirs, files in os.walk(tree):
         dirs.sort()
         for f in sorted(files):

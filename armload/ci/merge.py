@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from ..errors import ArmloadError
-from .corpus import (ModuleInfo, Plan, apply_dependencies, failed_modules, init_class, summarize)
+from .corpus import apply_dependencies
+from .outcomes import apply_init, failed_modules, summarize
+from ..kernel.modtree import ModuleInfo, Plan
 
 # The parts of a shard's JSON that every shard of one run has in common.
 SAME = ("tree", "kernel", "config", "options", "duplicates")
@@ -40,9 +42,7 @@ def _undo_dependencies(rec: dict) -> None:
     rec.update(outcome="ok", stage=None, reason=None, where=None)
     init = rec.get("init")
     if init is not None:
-        cls = init_class(init)
-        if cls != "ok" or init.get("reason"):
-            rec.update(outcome=cls, stage="init", reason=init.get("reason"), where=init.get("where"))
+        apply_init(rec, init)
 
 
 def merge(docs: list[dict], names: list[str] | None = None) -> OrderedDict:

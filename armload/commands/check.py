@@ -14,7 +14,8 @@ from .load import add_common_args, config_from_args, follow_image, parse_placeme
 
 
 def register(sub) -> None:
-    from ..ci.corpus import DEFAULT_BUDGET, DEFAULT_FAIL_ON, DEFAULT_TIMEOUT, OUTCOMES
+    from ..ci.outcomes import DEFAULT_FAIL_ON, OUTCOMES
+    from ..ci.worker import DEFAULT_BUDGET, DEFAULT_TIMEOUT
     classes = "\n".join(f"  {c:<18} {meaning}" for c, (kind, meaning) in OUTCOMES.items())
     fill = lambda t: textwrap.fill(t, 90)                                     # noqa: E731
     p = sub.add_parser("check", help="check every module of a tree (regression suite)",
@@ -171,9 +172,11 @@ def _hms(sec: float | None) -> str:
 
 def run(args) -> int:
     from ..ci import baseline as bl
-    from ..ci.corpus import (CheckOptions, DEFAULT_BUDGET, DEFAULT_TIMEOUT, build_kernel, failed_modules,
-                             parse_fail_on, parse_shard, plan_order, run_checks, scan_tree, scan_with_deps,
-                             select, shard, summarize)
+    from ..ci.corpus import build_kernel, run_checks
+    from ..ci.outcomes import failed_modules, parse_fail_on, summarize
+    from ..ci.selection import parse_shard, scan_with_deps, select, shard
+    from ..ci.worker import CheckOptions, DEFAULT_BUDGET, DEFAULT_TIMEOUT
+    from ..kernel.modtree import plan_order, scan_tree
     from ..ci.merge import shard_info
     from ..emu.sanitize import parse_classes
     if not os.path.exists(args.tree):
@@ -326,7 +329,7 @@ def format_report(recs: list[dict], summ: dict, plan, opts, kernel_desc: str, to
                   fail_on=(), timing: dict | None = None, diff: dict | None = None, updated: str | None = None,
                   baseline_file: str | None = None, rc: int = 0) -> str:
     from ..ci.baseline import changed_text
-    from ..ci.corpus import OUTCOMES
+    from ..ci.outcomes import OUTCOMES
     from ..inspect.report import table
     n = summ.get("modules", 0)
     g = summ.get
@@ -444,7 +447,7 @@ def _init_text(r: dict) -> str:
     if st == "returned":
         v = i.get("retval")
         return f"returned {v}" + (f" ({i['errno_name']})" if i.get("errno_name") else "")
-    from ..ci.corpus import labelled
+    from ..ci.outcomes import labelled
     where = i.get("where")
     return labelled(st, i.get("reason")) + (f" (at {where})" if where and where not in (i.get("reason") or "") else "")
 

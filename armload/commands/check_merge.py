@@ -25,7 +25,8 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from ..ci import baseline as bl
-    from ..ci.corpus import CheckOptions, Plan
+    from ..ci.worker import CheckOptions
+    from ..kernel.modtree import Plan
     from ..ci.merge import merge
     from ..errors import ArmloadError
     from .check import _json_default, format_report

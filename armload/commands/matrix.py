@@ -43,7 +43,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..ci.corpus import CheckOptions, DEFAULT_BUDGET
+    from ..ci.worker import CheckOptions, DEFAULT_BUDGET
     from ..ci.matrix import cell_text, find_cell, run_matrix
     from ..errors import ArmloadError
     from ..inspect.report import table

@@ -7,7 +7,7 @@ import os
 def split_modules(words) -> list[tuple[str, list[str]]]:
     """insmod semantics on the positional words: a word that is not a module file (no .ko
     or .ko.xz/.zst/.gz suffix and no such file) is a parameter of the module before it."""
-    from ..loader.kofile import is_module_file
+    from ..kernel.kofile import is_module_file
     out: list[tuple[str, list[str]]] = []
     for w in words:
         if is_module_file(w) or os.path.exists(w) or not out:

@@ -69,7 +69,7 @@ def run(args) -> int:
         import glob
         import os
         from ..inspect.pictures import corpus_counts
-        from ..loader.kofile import is_module_file
+        from ..kernel.kofile import is_module_file
         paths = sorted(p for p in glob.glob(os.path.join(args.corpus, "**", "*.ko*"), recursive=True)
                        if is_module_file(p))
         if not paths:

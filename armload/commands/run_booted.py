@@ -16,10 +16,11 @@ import json
 import sys
 
 from ..errors import ArmloadError, EmulationError
+from ..kernel.debian import image_under
 
 NO_IMAGE = ("run executes module code inside the booted Debian kernel, so it needs the kernel image: "
-            "`make test-inputs` fetches it, then add --kernel .cache/linux-image-6.1.0-50-armmp/boot/"
-            "vmlinuz-6.1.0-50-armmp (load, verify, explain, disasm and report work without it)")
+            f"`make test-inputs` fetches it, then add --kernel {image_under('.cache')} "
+            "(load, verify, explain, disasm and report work without it)")
 
 
 def has_image(paths) -> bool:

@@ -51,7 +51,7 @@ def _against_kernel(args) -> int:
     if not image:
         raise ArmloadError("verify --against-kernel needs the kernel image (--kernel vmlinuz): the kernel it "
                            "boots is the one whose load_module armload is compared with")
-    from ..emu.booted.modload import load_order, tree_index
+    from ..kernel.modtree import load_order, tree_index
     from ..emu.booted.modrun import BootedRun
     index = tree_index(args.tree) if args.tree else {}
     results, ok = [], True
@@ -104,5 +104,5 @@ def _line(r) -> str:
 
 
 def _stem(path: str) -> str:
-    from ..loader.kofile import module_stem
+    from ..kernel.kofile import module_stem
     return module_stem(path)

@@ -30,9 +30,9 @@ import os
 import struct as _struct
 
 from ..errors import ArmloadError
+from ..kernel.debian import image_under
 from .files import FileMethods
 
-DEBIAN_KREL = "6.1.0-50-armmp"
 MODULES_VADDR, MODULES_END = 0xBF000000, 0xC0000000      # arch/arm: the module area below PAGE_OFFSET
 PAGE_SIZE = 4096
 KP_NAME, KP_MOD, KP_OPS, KP_SIZE, OPS_GET = 0, 4, 8, 20, 8    # struct kernel_param / kernel_param_ops (32-bit)
@@ -64,7 +64,7 @@ class SanitizerReport(AssertionError):
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HOW_TO_GET = (f"fetch Debian's image once with `make test-inputs` in {REPO_ROOT} (it lands in "
-              f"{os.path.join(REPO_ROOT, '.cache', f'linux-image-{DEBIAN_KREL}', 'boot')}), then pass "
+              f"{os.path.dirname(image_under(os.path.join(REPO_ROOT, '.cache')))}), then pass "
               f"--armload-kernel PATH, set $ARMLOAD_KERNEL, or put `armload_kernel = PATH` in pytest.ini "
               f"([pytest]); module code runs only inside the booted kernel")
 
@@ -73,7 +73,7 @@ def cache_image(root: str | None) -> str | None:
     """The Debian image under <root>/.cache, if it is there."""
     if not root:
         return None
-    p = os.path.join(root, ".cache", f"linux-image-{DEBIAN_KREL}", "boot", f"vmlinuz-{DEBIAN_KREL}")
+    p = image_under(os.path.join(root, ".cache"))
     return p if os.path.exists(p) else None
 
 

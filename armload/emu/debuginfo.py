@@ -298,5 +298,5 @@ _A2L: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 def _module_stream(path: str):
     """The module file as ELF bytes (a .ko.xz/.zst/.gz inflated as kmod reads it)."""
     import io as _io
-    from ..loader.kofile import read_module
+    from ..kernel.kofile import read_module
     return _io.BytesIO(read_module(path))

@@ -28,9 +28,10 @@ with atheris.instrument_imports(include=["armload"]):
     from armload.inputs import fuzz as structured
     from armload.loader import elf, layout, plt, relocate, session, symbols, verify, validity  # noqa: F401
     from armload.inspect import explain, report  # noqa: F401
+    from armload.kernel import debian
 
 ROOT = target.ROOT
-DEBIAN = os.path.join(ROOT, ".cache", "linux-image-6.1.0-50-armmp", "lib", "modules", "6.1.0-50-armmp", "kernel")
+DEBIAN = debian.MODULES
 DEBIAN_SEEDS = ("drivers/char/hw_random/meson-rng.ko", "lib/crc-itu-t.ko", "drivers/leds/leds-gpio.ko",
                 "net/802/stp.ko", "fs/nls/nls_cp437.ko", "net/netfilter/nf_dup_netdev.ko")  # the last has .data..percpu
 

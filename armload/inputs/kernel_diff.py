@@ -25,8 +25,9 @@ import tempfile
 from collections import Counter
 
 from ..kernel.config import DEBIAN_ARMMP
+from ..kernel.debian import image_under
 from ..kernel.provider import Kernel
-from .fuzz import CLASSES, default_seeds, make_case
+from .fuzz_cases import CLASSES, default_seeds, make_case
 
 LOAD_BUDGET = 300_000_000              # instructions per load_module of a mutated sample
 OVERREAD = ("6.1 reads", "unchecked", "outside its allocation", "outside the file", "past the end of the file",
@@ -85,7 +86,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m armload.inputs.kernel_diff", description=__doc__.split("\n")[0])
     root = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     cache = os.environ.get("CACHE", os.path.join(root, ".cache"))
-    ap.add_argument("--vmlinuz", default=os.path.join(cache, "linux-image-6.1.0-50-armmp/boot/vmlinuz-6.1.0-50-armmp"))
+    ap.add_argument("--vmlinuz", default=image_under(cache))
     ap.add_argument("--symvers", default=os.path.join(root, "sample_modules", "Module.symvers"))
     ap.add_argument("--cases", type=int, default=len(CLASSES) * 20)
     ap.add_argument("--seed", type=int, default=1)

@@ -27,7 +27,7 @@ PLACEMENTS = ("window", "vmalloc", 0xE0000000)
 RUN_MAX_MEMORY = 1 << 20            # module memory above this: init not run (see fuzz.RUN_MAX_MEMORY)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXPORTER = os.path.join(ROOT, "sample_modules", "exporter-arm.ko")
-VMLINUZ = os.path.join(ROOT, ".cache", "linux-image-6.1.0-50-armmp", "boot", "vmlinuz-6.1.0-50-armmp")
+from ..kernel.debian import VMLINUZ  # noqa: E402
 
 
 class InternalError(Exception):

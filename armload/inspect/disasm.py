@@ -330,7 +330,7 @@ def source_map(path: str, sec_addr, search_dirs: list[str] | None = None) -> dic
     from elftools.elf.relocation import RelocationSection
     from ..loader.dwarf_files import file_names
     from io import BytesIO
-    from ..loader.kofile import read_module
+    from ..kernel.kofile import read_module
     with BytesIO(read_module(path)) as f:
         elf = ELFFile(f)
         if not elf.has_dwarf_info():

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import KernelFileError
+from .zimage import ZIMAGE_MAGIC, image_payloads
 
 PUSH_LR = 0xE52DE004              # str lr, [sp, #-4]!  (the -pg prologue)
-ZIMAGE_MAGIC = 0x016F2818
 KSZ_MAGIC = 0x5A534C4B            # "KLSZ" tag of the zImage size table
 PAGE_OFFSET = 0xC0000000
 
@@ -72,7 +72,7 @@ def load_image(path: str) -> KernelImage:
 
 
 def _analyse(path: str) -> KernelImage:
-    from .kallsyms import image_payloads, table_from_image
+    from .kallsyms import table_from_image
     with open(path, "rb") as f:
         head = f.read(0x40000)
     payloads, kind = image_payloads(path)
@@ -112,7 +112,7 @@ def _analyse(path: str) -> KernelImage:
 
 def _zimage_size_table(head: bytes) -> tuple[int | None, int | None]:
     """(load address, .bss size) from the zImage's tag table (word at 0x38 points to it)."""
-    if len(head) < 0x3C or struct.unpack_from("<I", head, 0x24)[0] != ZIMAGE_MAGIC:
+    if len(head) < 0x3C or head[0x24:0x28] != ZIMAGE_MAGIC:
         return None, None
     off = struct.unpack_from("<I", head, 0x38)[0]
     if not off or off + 24 > len(head):

@@ -106,5 +106,5 @@ def write_debug_image(mod: LoadedModule, path: str) -> None:
 def _module_stream(path: str):
     """The module file as ELF bytes (a .ko.xz/.zst/.gz inflated as kmod reads it)."""
     import io as _io
-    from .kofile import read_module
+    from ..kernel.kofile import read_module
     return _io.BytesIO(read_module(path))

@@ -29,6 +29,7 @@ from ..constants import (EF_ARM_EABI_MASK, EM_ARM, ET_REL, SHF_ALLOC, SHF_EXECIN
                         SHN_LIVEPATCH,
                         SHN_UNDEF, SHT_NOBITS, SHT_NULL, SHT_REL, SHT_RELA, SHT_SYMTAB)
 from ..errors import ElfFormatError
+from ..kernel.modtree import modinfo_strings
 from .validity import LATER, UNCHECKED_TYPES, type_name, unread_alloc
 
 SYM_DTYPE = np.dtype([("st_name", "<u4"), ("st_value", "<u4"), ("st_size", "<u4"),
@@ -144,7 +145,7 @@ def read_object(path: str, data: bytes | None = None, *, object: bool = False,
     smaller this_module section must not be; None when the kernel's layout is not known (then the
     size is not checked). size_exact: 6.4's rule, the size must be equal (6.1 has no check; armload
     refuses only a smaller section there, which 6.1 would overrun)."""
-    from .kofile import decompress, read_raw
+    from ..kernel.kofile import decompress, read_raw
     data = decompress(bytes(read_raw(path) if data is None else data), path)   # .ko.xz/.zst/.gz as kmod reads them
     v = _Validator(path, data)
     v.struct_module_size = struct_module_size
@@ -385,12 +386,7 @@ class _Validator:
                                 f"{start + last + 1:#x} runs past the end of the file; 6.1 reads it unchecked",
                                 section=sec.index)
             tail_end = e
-        info: dict[str, list[str]] = {}
-        for item in self.data[start:tail_end].split(b"\0"):
-            if b"=" in item:
-                k, v = item.split(b"=", 1)
-                info.setdefault(k.decode(errors="replace"), []).append(v.decode(errors="replace"))
-        return info
+        return modinfo_strings(self.data[start:tail_end])
 
     def read_symtab(self, st: Section, sections: list[Section], name: str):
         strsec = sections[st.sh_link]

@@ -67,7 +67,7 @@ def of_tree(tree: str, sample: int = 40) -> StructModule | None:
     no such module."""
     from ..errors import ArmloadError
     from .elf import read_object
-    from .kofile import is_module_file
+    from ..kernel.kofile import is_module_file
     found: list[tuple[str, ThisModule]] = []
     for d, dirs, files in os.walk(tree):
         dirs.sort()

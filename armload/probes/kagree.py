@@ -359,11 +359,8 @@ class Inputs:
 
     @classmethod
     def default(cls) -> Inputs:
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        cache = os.environ.get("CACHE", os.path.join(root, ".cache"))
-        pkg = os.path.join(cache, "linux-image-6.1.0-50-armmp")
-        return cls(os.path.join(pkg, "boot", "vmlinuz-6.1.0-50-armmp"),
-                   os.path.join(pkg, "lib", "modules", "6.1.0-50-armmp", "kernel"))
+        from ..kernel.debian import MODULES, VMLINUZ
+        return cls(VMLINUZ, MODULES)
 
 
 @dataclass

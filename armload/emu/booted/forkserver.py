@@ -10,7 +10,7 @@ The parent never runs module code after `prepare`, so every child starts from ex
 a fresh restore plus the closure's loads would give: results are the same for any order and
 any number of workers (the machine is deterministic; translated blocks do not change what runs).
 
-Interface (used by `check`'s booted worker, ci/corpus.py, and usable by pytest fixtures that
+Interface (used by `check`'s booted worker, ci/worker.py, and usable by pytest fixtures that
 fork per test):
 
     h = prepare(closure, vmlinuz=..., kernel=..., config=..., tree=..., load=fn)

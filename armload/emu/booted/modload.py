@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from unicorn import arm_const as A
 
-from ...loader.kofile import compression_of, decompress, is_module_file, module_stem, read_module
+from ...kernel.kofile import compression_of, decompress
+from ...kernel.modtree import load_order, tree_index
 from .kernel import GFP_KERNEL, BootedKernel, CallError
 from .machine import GuestFault
 
@@ -337,55 +338,6 @@ def _oops(lines: list[str]) -> str:
         if any(m in ln for m in OOPS_MARKERS):
             return "\n".join(lines[i:])
     return ""
-
-
-# --- dependencies ----------------------------------------------------------------------------
-def modinfo(ko: bytes) -> dict[str, list[str]]:
-    """The .modinfo key=value strings of a .ko (ELF32 LE section headers)."""
-    shoff, = struct.unpack_from("<I", ko, 0x20)
-    shentsize, shnum, shstrndx = struct.unpack_from("<3H", ko, 0x2E)
-    secs = [struct.unpack_from("<10I", ko, shoff + i * shentsize) for i in range(shnum)]
-    strs_off = secs[shstrndx][4]
-    out: dict[str, list[str]] = {}
-    for s in secs:
-        z = ko.index(b"\0", strs_off + s[0])
-        if ko[strs_off + s[0]:z] == b".modinfo":
-            for item in ko[s[4]:s[4] + s[5]].split(b"\0"):
-                if b"=" in item:
-                    k_, v = item.split(b"=", 1)
-                    out.setdefault(k_.decode(), []).append(v.decode("utf-8", "replace"))
-    return out
-
-
-def tree_index(root: str) -> dict[str, str]:
-    """module name (dashes as underscores) -> path of its .ko (or .ko.xz, .ko.zst, .ko.gz) under
-    `root`."""
-    out = {}
-    for d, _, files in os.walk(root):
-        for f in sorted(files):
-            if is_module_file(f):
-                out.setdefault(module_stem(f), os.path.join(d, f))
-    return out
-
-
-def load_order(path: str, index: dict[str, str]) -> list[str]:
-    """`path`'s dependencies (from .modinfo depends=, recursively), dependencies first, then it."""
-    order: list[str] = []
-    seen: set[str] = set()
-
-    def visit(p):
-        if p in seen:
-            return
-        seen.add(p)
-        deps = modinfo(read_module(p)).get("depends", [""])[0]
-        for d in filter(None, deps.split(",")):
-            if d.replace("-", "_") not in index:
-                raise FileNotFoundError(f"{os.path.basename(p)} depends on {d}, which is not in the tree")
-            visit(index[d.replace("-", "_")])
-        order.append(p)
-
-    visit(path)
-    return order
 
 
 def kernel_load_path(k: BootedKernel, path: str, params: str = "", tree: str | None = None) -> list[KernelLoadResult]:

@@ -27,7 +27,7 @@ from unicorn import arm_const as A
 
 from ...errors import ENOMEM, ArmloadError, LayoutError
 from ...loader.elf import MODULE_NAME_LEN, MODULE_NAME_OFF, read_object
-from ...loader.kofile import module_stem, read_module
+from ...kernel.kofile import module_stem, read_module
 from ...loader.layout import ModuleAllocator
 from ...loader.session import Session
 from .hostile import status_of
@@ -35,7 +35,8 @@ from .kernel import CALL_BUDGET, BootedKernel, CallError
 from .machine import GuestFault
 from .decode import decode_result
 from .result import LoaderCheck, Result
-from .modload import LOAD_BUDGET, KernelLoadResult, _signed, kernel_load, load_order, modinfo, tree_index, user_string
+from ...kernel.modtree import load_order, parse_modinfo, tree_index
+from .modload import LOAD_BUDGET, KernelLoadResult, _signed, kernel_load, user_string
 
 THIS_MODULE = ".gnu.linkonce.this_module"
 DDEBUG_CLASS_MAP = 32                  # struct ddebug_class_map: list_head link (the kernel's), mod, mod_name, ...
@@ -304,7 +305,7 @@ class BootedRun:
         if self._aliases is None:
             self._aliases = []
             for n, p in sorted(self.index.items()):
-                for a in modinfo(read_module(p)).get("alias", []):
+                for a in parse_modinfo(read_module(p))[0].get("alias", []):
                     self._aliases.append((a, p))
         return sorted({p for a, p in self._aliases if fnmatch.fnmatchcase(want, a)})
 

@@ -2,7 +2,7 @@
 (load_module + do_init_module), a call into a module function, an exit (delete_module).
 
 Every command that runs module code (run, check, matrix, agree, the pytest plugin, the
-benchmarks) consumes this type; `ci/corpus.py` turns it into check's record.
+benchmarks) consumes this type; `ci/booted.py` turns it into check's record.
 
 status:
   returned   the code returned: `ret` is r0 (signed), for a load load_module's return (init's result)

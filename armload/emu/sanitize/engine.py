@@ -12,6 +12,8 @@ Hooks (BootedKernel.hook_code), installed before the first module loads:
   arrays of the module's live frames (stack.py) and the spinlocks it holds (locks.py). The same
   hook sees the module's call sites run again when an allocator or trylock returns to them.
 No hook runs Python for kernel instructions other than those entry points.
+The allocator, free, mem*/str* and stack-array hooks are in heap_hooks.py, the lock and sleeper
+hooks in lock_hooks.py (mixins of Sanitizer).
 """
 from __future__ import annotations
 
@@ -23,9 +25,11 @@ from ..hw import cpu
 from . import heap as H
 from . import locks as L
 from .access import SP, cond_passes, decode
-from .report import CLASSES, Report, Stack, Symbolizer, capture
+from .report import CLASSES, Report, Symbolizer
 from .stack import StackFrames
 from . import native as N
+from .heap_hooks import ALLOCS, FREES, MEMFUNCS, STRING_ALLOCS, HeapHooks
+from .lock_hooks import TPIDRURO, LockHooks
 
 _SITES: dict = {}
 
@@ -40,48 +44,9 @@ def bl_sites(image, target: int) -> list[int]:
 
 R0, R1, R2, R3 = A.UC_ARM_REG_R0, A.UC_ARM_REG_R1, A.UC_ARM_REG_R2, A.UC_ARM_REG_R3
 LR, PC, CPSR = A.UC_ARM_REG_LR, A.UC_ARM_REG_PC, A.UC_ARM_REG_CPSR
-TPIDRURO = cpu.cp15(13, 0, 0, 3)
-PREEMPT_COUNT = 4                  # struct thread_info (first in task_struct): flags, preempt_count
-VMALLOC_LOW = 0xD0000000           # above the 256 MiB linear map: vmalloc space
-
-# allocator entry -> (kind, size(args), cache(args), gfp(args)); args = (r0, r1, r2, r3)
-ALLOCS = {
-    "__kmalloc": ("kmalloc", lambda a: a[0], None, lambda a: a[1]),
-    "__kmalloc_node": ("kmalloc", lambda a: a[0], None, lambda a: a[1]),
-    "__kmalloc_node_track_caller": ("kmalloc", lambda a: a[0], None, lambda a: a[1]),
-    "kmalloc_trace": ("kmalloc", lambda a: a[2], None, lambda a: a[1]),
-    "kmalloc_node_trace": ("kmalloc", lambda a: a[3], None, lambda a: a[1]),
-    "kmalloc_large": ("kmalloc_large", lambda a: a[0], None, lambda a: a[1]),
-    "kmalloc_large_node": ("kmalloc_large", lambda a: a[0], None, lambda a: a[1]),
-    "kmem_cache_alloc": ("kmem_cache", None, lambda a: a[0], lambda a: a[1]),
-    "kmem_cache_alloc_lru": ("kmem_cache", None, lambda a: a[0], lambda a: a[2]),
-    "kmem_cache_alloc_node": ("kmem_cache", None, lambda a: a[0], lambda a: a[1]),
-    "kvmalloc_node": ("kvmalloc", lambda a: a[0], None, lambda a: a[1]),
-    "vmalloc": ("vmalloc", lambda a: a[0], None, None),
-    "vzalloc": ("vmalloc", lambda a: a[0], None, None),
-    "vmalloc_node": ("vmalloc", lambda a: a[0], None, None),
-    "vzalloc_node": ("vmalloc", lambda a: a[0], None, None),
-    "vmalloc_user": ("vmalloc", lambda a: a[0], None, None),
-    "vmalloc_32": ("vmalloc", lambda a: a[0], None, None),
-    "__vmalloc": ("vmalloc", lambda a: a[0], None, lambda a: a[1]),
-    "vmalloc_array": ("vmalloc", lambda a: a[0] * a[1], None, None),
-    "kmemdup": ("kmalloc", lambda a: a[1], None, lambda a: a[2]),
-    "kmemdup_nul": ("kmalloc", lambda a: a[1] + 1, None, lambda a: a[2]),
-    "krealloc": ("kmalloc", lambda a: a[1], None, lambda a: a[2]),
-}
-STRING_ALLOCS = {"kstrdup": None, "kstrndup": 1}          # size from the string (strnlen(s, a[1]) + 1)
-FREES = {"kfree": 0, "kvfree": 0, "vfree": 0, "kfree_sensitive": 0, "kvfree_sensitive": 0,
-         "kmem_cache_free": 1, "kfree_const": 0, "vfree_atomic": 0}
-# kernel functions working on memory the module passes: name -> [(pointer arg, length arg | None, write)]
-MEMFUNCS = {
-    "memcpy": [(0, 2, True), (1, 2, False)], "memmove": [(0, 2, True), (1, 2, False)],
-    "memset": [(0, 2, True)], "_copy_from_user": [(0, 2, True)], "_copy_to_user": [(1, 2, False)],
-    "strcpy": [(0, "strlen1", True)], "strncpy": [(0, 2, True)], "strscpy": [(0, "strscpy", True)],
-    "strlcpy": [(0, "strlcpy", True)], "strcat": [(0, "strcat", True)],
-}
 
 
-class Sanitizer:
+class Sanitizer(HeapHooks, LockHooks):
     """KASAN-, kmemleak- and lockdep-class detectors on the booted kernel for the modules a
     BootedRun loads. `classes`: a subset of report.CLASSES."""
 
@@ -423,391 +388,6 @@ class Sanitizer:
         self._seen.add(key)
         self.reports.append(rep)
 
-    def _heap_report(self, uc, hit, ea, size, write, pc, via: str | None = None) -> None:
-        kind, o, bad = hit
-        task = self.task_name()
-        st = capture(uc, self.bk.m.read, task, pc=pc)
-        where = via or "{at}"
-        body = [f"{'Write' if write else 'Read'} of size {size} at addr {ea:08x} by task {task}"]
-        rep = Report("heap", kind, o.module, f"BUG: KASAN: {kind} in {where}", body,
-                     [("Call trace:", st), ("Allocated by task " + o.alloc.task.rsplit('/', 1)[-1] + ":", o.alloc)])
-        if o.freed is not None:
-            rep.stacks.append(("Freed by task " + o.freed.task.rsplit('/', 1)[-1] + ":", o.freed))
-        rep.title_at = pc
-        rep.tail = ["", f"The buggy address belongs to the object at {o.start:08x}",
-                    f" which belongs to the cache {o.cache_name or o.kind} of size {o.extent}"]
-        if bad >= o.start + o.size:
-            rep.tail.append(f"The buggy address is located {bad - (o.start + o.size)} bytes to the right of")
-        else:
-            rep.tail.append(f"The buggy address is located {bad - o.start} bytes inside of")
-        rep.tail.append(f" {'freed' if o.freed is not None else 'allocated'} {o.size}-byte region "
-                        f"[{o.start:08x}, {o.start + o.size:08x})")
-        self.add(rep, (kind, pc, o.start if o.freed is not None else 0))
-
-    # --- allocations ------------------------------------------------------------------------------
-    def _args(self, uc):
-        return (uc.reg_read(R0), uc.reg_read(R1), uc.reg_read(R2), uc.reg_read(R3))
-
-    def _cache_name(self, cache: int) -> str:
-        try:
-            return self.bk.cstr(self.bk.u32(cache + H.KMEM_CACHE_NAME), 32)
-        except Exception:
-            return ""
-
-    def _alloc_entry(self, name, spec):
-        kind, size_fn, cache_fn, gfp_fn = spec
-
-        def hook(uc, addr, size, _):
-            a = self._args(uc)
-            lr = uc.reg_read(LR)
-            mod = self.module_of(lr)
-            if mod is None:                         # the kernel's own allocation: reuse of freed memory
-                if self.heap.freed_by_cache and self.heap.kernel_allocates(self._reuse_key(kind, a, size_fn, cache_fn)):
-                    self.heap_changed()
-                return
-            if gfp_fn is None or gfp_fn(a) & H.GFP_DIRECT_RECLAIM:
-                self._might_sleep(uc, name, lr)
-            if cache_fn is not None:
-                cache = cache_fn(a)
-                req = self.bk.u32(cache + H.KMEM_CACHE_OBJECT_SIZE)
-            else:
-                cache, req = 0, size_fn(a) & 0xFFFFFFFF
-            data = {"fn": name, "kind": kind, "size": req, "cache": cache, "module": mod,
-                    "stack": capture(uc, self.bk.m.read, self.task_name(), entry=True), "old": a[0] if name == "krealloc" else 0}
-            self._expect(lr, uc.reg_read(SP), self._alloc_returned, data)
-        return hook
-
-    def _reuse_key(self, kind, a, size_fn, cache_fn):
-        if kind in ("vmalloc", "kvmalloc", "kmalloc_large"):
-            return "any"
-        if cache_fn is not None:
-            return ("slab", self.bk.u32(cache_fn(a) + H.KMEM_CACHE_SIZE))
-        n = size_fn(a) & 0xFFFFFFFF
-        c = H.class_of(self.classes_kmalloc, n)
-        return ("slab", c) if c else "any"
-
-    def _stralloc_entry(self, name, limit_arg):
-        def hook(uc, addr, size, _):
-            lr = uc.reg_read(LR)
-            mod = self.module_of(lr)
-            a = self._args(uc)
-            if mod is None:
-                if self.heap.freed_by_cache and self.heap.kernel_allocates("any"):
-                    self.heap_changed()
-                return
-            s = a[0]
-            if not s:
-                return
-            limit = a[limit_arg] if limit_arg is not None else 1 << 16
-            n = len(self.bk.cstr(s, min(limit, 1 << 16)).encode("latin-1")) + 1
-            data = {"fn": name, "kind": "kmalloc", "size": n, "cache": 0, "module": mod,
-                    "stack": capture(uc, self.bk.m.read, self.task_name(), entry=True), "old": 0}
-            self._expect(lr, uc.reg_read(SP), self._alloc_returned, data)
-        return hook
-
-    def _alloc_returned(self, uc, d) -> None:
-        p = uc.reg_read(R0)
-        if d["fn"] == "krealloc" and d["old"] and p == d["old"]:
-            o = self.heap.find(p)
-            if o is not None and o.freed is None:
-                o.size = min(d["size"], o.extent)
-                return
-        if not p or p >= 0xFFFFF000:
-            return
-        kind, size = d["kind"], d["size"]
-        if kind == "kvmalloc":
-            kind = "vmalloc" if p >= VMALLOC_LOW else "kmalloc"
-        if kind == "kmalloc" and size > H.KMALLOC_MAX_CACHE_SIZE:
-            kind = "kmalloc_large"
-        name = ""
-        if kind == "kmalloc":
-            cls = H.class_of(self.classes_kmalloc, size)
-            extent, cache, name = cls or size, cls, f"kmalloc-{cls}"
-        elif kind == "kmem_cache":
-            extent, cache, name = size, self.bk.u32(d["cache"] + H.KMEM_CACHE_SIZE), self._cache_name(d["cache"])
-        else:
-            pages = (size + H.PAGE - 1) // H.PAGE * H.PAGE
-            extent, cache = pages + (H.PAGE if kind == "vmalloc" else 0), 0
-        self.counts["allocs"] += 1
-        self.heap.add(H.Obj(p, size, extent, kind, cache, d["module"], d["stack"], name))
-        self.heap_changed()
-
-    def _ksize(self, uc, addr, size, _):
-        if self.module_of(uc.reg_read(LR)):
-            o = self.heap.find(uc.reg_read(R0))
-            if o is not None and o.freed is None:
-                o.size = o.extent                       # ksize() unpoisons the whole object (KASAN too)
-
-    def _free_entry(self, name, arg):
-        def hook(uc, addr, size, _):
-            p = uc.reg_read(R0 + arg) if arg else uc.reg_read(R0)
-            if not p or p >= 0xFFFFF000:
-                return
-            o = self.heap.find(p)
-            if o is None:
-                return
-            lr = uc.reg_read(LR)
-            from_module = self.module_of(lr) is not None
-            if o.freed is not None and o.free_site == (lr, uc.reg_read(SP)):
-                return                                  # a free wrapper's tail call (kfree_sensitive: b kfree)
-            if o.freed is not None and o.reused:
-                self.heap.remove(o)                     # the memory is someone else's now
-                self.heap_changed()
-                return
-            if o.freed is not None or p != o.start:
-                if not from_module and o.freed is not None:
-                    # the kernel freeing what the module freed: only a double free if the memory was
-                    # not handed out again; that is unknowable here (see heap.py), so not reported
-                    self.heap.remove(o)
-                    self.heap_changed()
-                    return
-                kind = "double-free" if o.freed is not None and p == o.start else "invalid-free"
-                task = self.task_name()
-                st = capture(uc, self.bk.m.read, task, entry=True)
-                rep = Report("heap", kind, o.module, f"BUG: KASAN: {kind} in {{at}}",
-                             [], [("Call trace:", st), (f"Allocated by task {o.alloc.task.rsplit('/', 1)[-1]}:",
-                                                          o.alloc)])
-                if o.freed is not None:
-                    rep.stacks.append((f"Freed by task {o.freed.task.rsplit('/', 1)[-1]}:", o.freed))
-                rep.tail = ["", f"The buggy address belongs to the object at {o.start:08x}",
-                            f" which belongs to the cache {o.cache_name or o.kind} of size {o.extent}",
-                            f"The buggy address is located {p - o.start} bytes inside of",
-                            f" {o.size}-byte region [{o.start:08x}, {o.start + o.size:08x})"]
-                rep.title_at = lr
-                if "heap" in self.classes:
-                    self.add(rep, (kind, lr, o.start))
-                    # KASAN does not let the allocator see a bad free (kasan_slab_free returns true)
-                    uc.reg_write(PC, lr & ~1)
-                return
-            self.counts["frees"] += 1
-            self.heap.freed(o, capture(uc, self.bk.m.read, self.task_name(), entry=True))
-            o.free_site = (lr, uc.reg_read(SP))
-            self.heap_changed()
-        return hook
-
-    # --- kernel functions on module memory --------------------------------------------------------
-    def _memfunc(self, name, args):
-        def hook(uc, addr, size, _):
-            lr = uc.reg_read(LR)
-            if self.module_of(lr) is None:
-                return
-            a = self._args(uc)
-            for pi, li, write in args:
-                p = a[pi]
-                n = self._length(li, a, write)
-                if not n or n < 0:
-                    continue
-                if "heap" in self.classes and self.heap.overlapping(p, p + n):
-                    hit = self._first_bad(p, n)
-                    if hit:
-                        self._heap_report(uc, hit, p, n, write, lr, via=f"{name}+0x0")
-                if self.frames and "stack" in self.classes:
-                    sp = uc.reg_read(SP)
-                    if sp <= p < (sp | 0x1FFF) + 1:
-                        self._stack_check(uc, p, p, n, write, lr, name)
-        return hook
-
-    def _first_bad(self, p, n):
-        o = self.heap.overlapping(p, p + n)
-        if o is None:
-            return None
-        if o.freed is not None:
-            return None if o.reused else ("use-after-free", o, max(p, o.start))
-        if p >= o.start and p + n > o.start + o.size:
-            kind = {"vmalloc": "vmalloc-out-of-bounds", "kmalloc_large": "out-of-bounds"}.get(o.kind, "slab-out-of-bounds")
-            return kind, o, max(p, o.start + o.size)
-        return None
-
-    def _length(self, li, a, write):
-        if isinstance(li, int):
-            return a[li]
-        try:
-            if li == "strlen1":
-                return len(self.bk.cstr(a[1], 1 << 16).encode("latin-1")) + 1
-            if li in ("strscpy", "strlcpy"):
-                n = len(self.bk.cstr(a[1], 1 << 16).encode("latin-1")) + 1
-                return min(n, a[2]) if li == "strscpy" else min(n, a[2])
-            if li == "strcat":
-                d = len(self.bk.cstr(a[0], 1 << 16).encode("latin-1"))
-                return d + len(self.bk.cstr(a[1], 1 << 16).encode("latin-1")) + 1
-        except Exception:
-            return 0
-        return 0
-
-    # --- stack arrays -----------------------------------------------------------------------------
-    def _stack_check(self, uc, base_val, ea, n, write, pc, via) -> None:
-        regs = capture(uc, self.bk.m.read, "", pc=pc).regs
-        if via:                                     # at a kernel function's entry: the caller's frame
-            regs[15] = pc
-        for fn, var, lo, hi in self.frames.arrays(regs, self.bk.u32):
-            if lo <= base_val < hi and not (lo <= ea and ea + n <= hi):
-                task = self.task_name()
-                st = capture(uc, self.bk.m.read, task, pc=pc)
-                mod = self.module_of(pc) or "?"
-                where = f"{via}+0x0" if via else "{at}"
-                bad = ea if ea >= hi or ea < lo else hi
-                rep = Report("stack", "stack-out-of-bounds", mod, f"BUG: KASAN: stack-out-of-bounds in {where}",
-                             [f"{'Write' if write else 'Read'} of size {n} at addr {ea:08x} by task {task}"],
-                             [("Call trace:", st)],
-                             ["", f"The buggy address belongs to stack of task {task}",
-                              f" and is located at offset {bad - lo} in frame:",
-                              f" {fn}",
-                              "", "This frame has 1 object:" if True else "",
-                              f" [{0}, {hi - lo}) '{var}'"])
-                rep.title_at = pc
-                self.add(rep, ("stack", pc, var))
-                return
-
-    # --- locks ------------------------------------------------------------------------------------
-    def _current(self, uc) -> int:
-        return cpu.cp_read(uc, TPIDRURO)
-
-    def _lock_entry(self, name, kind, op):
-        def hook(uc, addr, size, _):
-            lr = uc.reg_read(LR)
-            mod = self.module_of(lr)
-            if mod is None:
-                if op.startswith("acquire") and kind == "mutex" and self.locks.held.get(self._current(uc)):
-                    self._might_sleep(uc, name, lr)     # the kernel sleeping for the module, under its spinlock
-                return
-            lock = uc.reg_read(R0)
-            task = self._current(uc)
-            if op.startswith("acquire") and kind == "mutex":
-                self._might_sleep(uc, name, lr)
-            if op == "acquire":
-                self._acquired(uc, task, lock, kind, name, mod, lr)
-            elif op in ("try", "acquire_ret0"):
-                data = {"task": task, "lock": lock, "kind": kind, "fn": name, "mod": mod, "op": op,
-                        "stack": capture(uc, self.bk.m.read, self.task_name(task), lr_as_pc=True)}
-                self._expect(lr, uc.reg_read(SP), self._try_returned, data)
-            else:
-                self._released(uc, task, lock, kind, name, mod, lr)
-        return hook
-
-    def _try_returned(self, uc, d) -> None:
-        r = uc.reg_read(R0)
-        if (d["op"] == "try" and r == 1) or (d["op"] == "acquire_ret0" and r == 0):
-            self._acquired(uc, d["task"], d["lock"], d["kind"], d["fn"], d["mod"], 0, d["stack"])
-
-    def _acquired(self, uc, task, lock, kind, fn, mod, lr, stack=None) -> None:
-        st = stack or capture(uc, self.bk.m.read, self.task_name(task), lr_as_pc=True)
-        held = self.locks.holding(task)
-        for h in held:
-            if h.lock == lock:
-                continue
-            back = self.locks.path(lock, h.lock)
-            if back is not None and (h.lock, lock) not in self.locks.reported_pairs:
-                self.locks.reported_pairs.add((h.lock, lock))
-                self.locks.reported_pairs.add((lock, h.lock))
-                self._circular(uc, task, h, lock, fn, mod, st, back)
-            self.locks.edges.setdefault(h.lock, {}).setdefault(lock, (h.stack, st))
-        held.append(L.Held(lock, kind, st, fn))
-        self._filters_changed()
-        if kind == "spin" and lock not in self.spins:
-            self.spins.add(lock)
-            for nr in self.nranges:
-                nr.set_spins(self.spins)
-
-    def _lock_name(self, lock: int) -> str:
-        s = self.symbolizer.name(lock)
-        return s.split("+")[0] if "+0x0/" in s else f"{lock:#x}"
-
-    def _circular(self, uc, task, h, lock, fn, mod, st, back) -> None:
-        tn = self.task_name(task)
-        first = self.locks.edges.get(lock, {}).get(back[1] if len(back) > 1 else h.lock)
-        rep = Report("locks", "circular-locking", mod, "WARNING: possible circular locking dependency detected",
-                     [f"{tn} is trying to acquire lock:", f" ({self._lock_name(lock)}), at: {self.symbolizer.name(st.regs[15])}",
-                      "", "but task is already holding lock:",
-                      f" ({self._lock_name(h.lock)}), at: {self.symbolizer.name(h.stack.regs[15])}", "",
-                      "which lock already depends on the new lock.", "",
-                      "the existing dependency chain (in reverse order) is:"])
-        if first:
-            rep.stacks.append((f"-> #1 ({self._lock_name(lock)}):", first[0]))
-            rep.stacks.append((f"-> #0 ({self._lock_name(back[1] if len(back) > 1 else h.lock)}):", first[1]))
-        rep.stacks.append(("other info that might help us debug this: the new acquisition:", st))
-        rep.site_from = len(rep.stacks) - 1
-        self.add(rep, ("circular", h.lock, lock))
-
-    def _released(self, uc, task, lock, kind, fn, mod, lr) -> None:
-        held = self.locks.holding(task)
-        for i in range(len(held) - 1, -1, -1):
-            if held[i].lock == lock:
-                held.pop(i)
-                self._filters_changed()
-                return
-        try:
-            word = self.bk.u32(lock)
-        except Exception:
-            word = None
-        state = L.lock_word_locked(kind, word) if word is not None else None
-        if kind == "mutex" and state and (word & ~7) != task:
-            state = False                               # locked, but by another task
-        if state is False or state is None and kind != "mutex":
-            if state is None:
-                return
-            tn = self.task_name(task)
-            st = capture(uc, self.bk.m.read, tn, lr_as_pc=True)
-            rep = Report("locks", "bad-unlock", mod, "WARNING: bad unlock balance detected!",
-                         [f"{tn} is trying to release lock ({self._lock_name(lock)}) at:", f"{self.symbolizer.name(lr)}",
-                          "but there are no more locks to release!"], [("Call trace:", st)])
-            self.add(rep, ("unlock", lr, lock))
-
-    def _maybe_inline_unlock(self, uc, ea, pc) -> None:
-        """A halfword store by the module to a spinlock's ticket owner: the inlined spin_unlock."""
-        if ea not in self.spins:
-            return
-        task = self._current(uc)
-        self._released(uc, task, ea, "spin", "spin_unlock", self.module_of(pc), pc)
-
-    def _in_atomic(self, uc, task) -> list[str]:
-        why = []
-        held = [h for h in self.locks.held.get(task, ()) if h.kind in L.ATOMIC_KINDS]
-        if held:
-            why.append("spinlock")
-        if uc.reg_read(CPSR) & L.CPSR_I:
-            why.append("irqs")
-        pc = self.bk.u32(task + PREEMPT_COUNT) if task else 0
-        if pc & (L.HARDIRQ_MASK | L.SOFTIRQ_MASK | L.NMI_MASK):
-            why.append("interrupt")
-        return why
-
-    def _sleeper(self, name):
-        def hook(uc, addr, size, _):
-            lr = uc.reg_read(LR)
-            task = self._current(uc)
-            if self.module_of(lr) is None and not self.locks.held.get(task):
-                return
-            self._might_sleep(uc, name, lr)
-        return hook
-
-    def _might_sleep(self, uc, name, lr) -> None:
-        if "locks" not in self.classes:
-            return
-        task = self._current(uc)
-        why = self._in_atomic(uc, task)
-        if not why:
-            return
-        held = self.locks.held.get(task, [])
-        mod = self.module_of(lr) or (self.module_of(held[-1].stack.regs[15]) if held else None) or "?"
-        tn = self.task_name(task)
-        count = self.bk.u32(task + PREEMPT_COUNT)
-        irqs = 1 if uc.reg_read(CPSR) & L.CPSR_I else 0
-        atomic = 1 if ("spinlock" in why or count) else 0
-        body = [f"in_atomic(): {atomic}, irqs_disabled(): {irqs}, non_block: 0, pid: {self.task_pid()}, "
-                f"name: {tn.rsplit('/', 1)[0]}",
-                f"preempt_count: {count + (len(held) if 'spinlock' in why else 0):x}, expected: 0"]
-        if held:
-            body.append(f"{len(held)} lock{'s' if len(held) > 1 else ''} held by {tn}:")
-            for i, h in enumerate(held):
-                body.append(f" #{i}: ({self._lock_name(h.lock)}), at: {self.symbolizer.name(h.stack.regs[15])}")
-        st = capture(uc, self.bk.m.read, tn, entry=True)
-        rep = Report("locks", "sleep-in-atomic", mod, f"BUG: sleeping function called from invalid context at {name}",
-                     body, [("Call trace:", st)])
-        if held:
-            rep.stacks.append(("the lock was taken at:", held[-1].stack))
-        key = held[-1].stack.regs[15] if held else lr          # one report per lock hold / call site
-        self.add(rep, ("sleep", key))
-
     # --- init / exit returned -----------------------------------------------------------------------
     def _init_returned(self, uc, addr, size, _):
         mods = [m for m in self.mods if not m.get("init_done")]
@@ -827,25 +407,6 @@ class Sanitizer:
             self.module_gone(rec["name"])
         else:
             self.drop_init(rec["name"])
-
-    def returned_to_user(self, uc, mod: str, what: str) -> None:
-        if "locks" not in self.classes:
-            return
-        task = self._current(uc)
-        held = [h for h in self.locks.held.get(task, []) if self.module_of(h.stack.regs[15]) in (mod, None)]
-        if not held:
-            return
-        tn = self.task_name(task)
-        body = [f"{tn} is leaving the kernel with locks still held! ({mod}'s {what} returned)",
-                f"{len(held)} lock{'s' if len(held) > 1 else ''} held by {tn}:"]
-        for i, h in enumerate(held):
-            body.append(f" #{i}: ({self._lock_name(h.lock)}), at: {self.symbolizer.name(h.stack.regs[15])}")
-        rep = Report("locks", "lock-held-on-return", mod, "WARNING: lock held when returning to user space!", body,
-                     [("the lock was taken at:", held[0].stack)])
-        self.add(rep, ("held", mod, what, tuple(h.lock for h in held)))
-        for h in held:                         # reported once: the next return is judged afresh
-            self.locks.held[task].remove(h)
-        self._filters_changed()
 
     def leak_scan(self, uc=None, when: str = "on demand", excluded=(), module: str | None = None) -> list[Report]:
         from .leak import scan
@@ -929,5 +490,5 @@ class Sanitizer:
 def _module_stream(path: str):
     """The module file as ELF bytes (a .ko.xz/.zst/.gz inflated as kmod reads it)."""
     import io as _io
-    from ...loader.kofile import read_module
+    from ...kernel.kofile import read_module
     return _io.BytesIO(read_module(path))

@@ -189,5 +189,5 @@ class _Mem:
 def _module_stream(path: str):
     """The module file as ELF bytes (a .ko.xz/.zst/.gz inflated as kmod reads it)."""
     import io as _io
-    from ...loader.kofile import read_module
+    from ...kernel.kofile import read_module
     return _io.BytesIO(read_module(path))

@@ -29,7 +29,10 @@ import sys
 import time
 
 from ...errors import KernelFileError
-from .tables import build_tables, cache_load, cache_store, cache_store_extra, image_payloads, parse_tables
+from ..zimage import image_payloads
+from .build import build_tables
+from .cache import cache_load, cache_store, cache_store_extra
+from .parse import parse_tables
 
 STRATEGIES = {
     "a": "lookup_linear",
@@ -93,7 +96,7 @@ class KallsymsTable:
 
     @classmethod
     def from_tables(cls, tables, *, source: str = "built") -> "KallsymsTable":
-        """From armload.kernel.kallsyms.tables.KallsymsTables (a build) without going through bytes."""
+        """From armload.kernel.kallsyms.build.KallsymsTables (a build) without going through bytes."""
         t = cls(num_syms=tables.num_syms, names=tables.names, markers=tables.markers,
                 token_table=tables.token_table, addresses=tables.addresses(), seqs=tables.seqs_of_names,
                 relative_base=tables.relative_base, source=source, kind="built")
