@@ -55,9 +55,18 @@ def classify(res) -> tuple[str, str]:
     return "armload-only", f"kernel {res.ret}"
 
 
+def config_of(vmlinuz: str):
+    """What `armload run --kernel VMLINUZ` loads with (commands/load.py): the Debian config as the
+    image says, struct module's layout from its package's module tree (without it armload does not
+    know sizeof(struct module): seed 4 case 249 was accepted for that alone)."""
+    from ..loader.for_kernel import follow_kernel
+    return follow_kernel(DEBIAN_ARMMP, vmlinuz)
+
+
 def differential(vmlinuz: str, symvers: str, n_cases: int, seed: int = 1) -> dict:
     from ..emu.booted.modrun import BootedRun
-    kernel = Kernel.from_files([symvers, vmlinuz], DEBIAN_ARMMP)
+    config = config_of(vmlinuz)
+    kernel = Kernel.from_files([symvers, vmlinuz], config)
     seeds = [s for s in default_seeds() if not s.object and not s.config.thumb2]
     rows, examples = Counter(), {}
     by_class: dict[str, Counter] = {}
@@ -67,7 +76,7 @@ def differential(vmlinuz: str, symvers: str, n_cases: int, seed: int = 1) -> dic
             path = os.path.join(tmp, os.path.basename(sd.path))
             with open(path, "wb") as f:
                 f.write(case.data)
-            run = BootedRun(vmlinuz, kernel, DEBIAN_ARMMP)
+            run = BootedRun(vmlinuz, kernel, config)
             try:
                 res = run.load(path, budget=LOAD_BUDGET)
                 row, detail = classify(res)
