@@ -177,7 +177,11 @@ def test_the_booted_kernel_at_the_wrap(align, row, booted_dir):
 # findings of this round's booted campaign (atheris with booted_diff, make fuzz-kernel seed 2): each an
 # armload exception in the booted path, committed unminimised in tests/fuzz_crashes/
 FOUND = {"booted-decode-unreadable-elf": ("both-accept", "loaded; init: oops"),       # decode: pyelftools' ELFError
-         "booted-kallsyms-null-symbol-shndx": ("overread", "symbol 0 has section index 0x100 >= e_shnum 47")}
+         "booted-kallsyms-null-symbol-shndx": ("overread", "symbol 0 has section index 0x100 >= e_shnum 47"),
+         # issue 33's fresh campaign (Atheris, booted_diff): deferred-arm.ko's symbol 80 (UNDEF, GLOBAL) with
+         # st_name one byte back, on the NUL before its name: 6.1's simplify_symbols looks "" up and refuses
+         # "deferred: Unknown symbol  (err -2)"; armload skipped empty names and accepted (armload-only)
+         "booted-undefined-symbol-empty-name": ("both-refuse", "same errno")}
 
 
 @pytest.mark.parametrize("name", list(FOUND))
@@ -187,3 +191,12 @@ def test_booted_findings_replay(name, booted_dir):
     row, detail = booted_diff.differential(data)
     assert row == FOUND[name][0], (row, detail)
     assert FOUND[name][1] in detail
+
+
+def test_an_undefined_symbol_with_an_empty_name_is_unknown():
+    from armload.inputs import target
+    data = target.split(open(os.path.join(os.path.dirname(__file__), "fuzz_crashes",
+                                          "booted-undefined-symbol-empty-name"), "rb").read())[1]
+    k = _kernel()
+    with pytest.raises(ArmloadError, match=r"^deferred: Unknown symbol  \(err -2\)$"):
+        Session(k, k.config).load("deferred-arm.ko", data)
