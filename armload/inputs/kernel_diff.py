@@ -63,10 +63,21 @@ def config_of(vmlinuz: str):
     return follow_kernel(DEBIAN_ARMMP, vmlinuz)
 
 
+def symvers_of(symvers: str, vmlinuz: str) -> list[str]:
+    """`symvers` and, when its headers package is unpacked beside the image's, the kernel's own
+    Module.symvers: the vmlinuz gives the exports' addresses, not their CRCs, and without a CRC
+    check_version is skipped (a mangled __versions entry of a Debian seed was accepted: Atheris,
+    issue 33; the kernel refuses "no symbol version for ...")."""
+    rel = os.path.basename(vmlinuz).removeprefix("vmlinuz-")
+    own = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(vmlinuz)))),
+                       f"linux-headers-{rel}", "usr", "src", f"linux-headers-{rel}", "Module.symvers")
+    return [symvers] + ([own] if os.path.exists(own) else [])
+
+
 def differential(vmlinuz: str, symvers: str, n_cases: int, seed: int = 1) -> dict:
     from ..emu.booted.modrun import BootedRun
     config = config_of(vmlinuz)
-    kernel = Kernel.from_files([symvers, vmlinuz], config)
+    kernel = Kernel.from_files(symvers_of(symvers, vmlinuz) + [vmlinuz], config)
     seeds = [s for s in default_seeds() if not s.object and not s.config.thumb2]
     rows, examples = Counter(), {}
     by_class: dict[str, Counter] = {}
