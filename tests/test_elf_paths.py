@@ -148,8 +148,9 @@ CASES = {
                                    "unchecked)", {"section": 25}),
     "this-module-small": (lambda b: sec(b, 25, sh_size=0x23F), "module hello: .gnu.linkonce.this_module section "
                           "size must match the kernel's built struct module size at run time (section 25: 0x23f < "
-                          "0x240; check added in Linux 6.4; 6.1 would write struct module past the section)",
-                          {"section": 25}),
+                          "0x240; check added in Linux 6.4; 6.1's move_module copies only sh_size bytes of it and load_module runs "
+                          "on the rest of a struct module it never set up: Unable to handle kernel paging request in "
+                          "add_kallsyms)", {"section": 25}),
     "module-name-to-eof": (lambda b: sec(no_modinfo_name(b) + b"A" * 0x240, 25, sh_offset=N), f"{NO_NAME}: struct "
                            "module name at file offset 0x1104 runs past the end of the file; 6.1 reads it "
                            "unchecked", {"section": 25}),

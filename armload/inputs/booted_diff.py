@@ -27,10 +27,11 @@ class Disagreement(AssertionError):
 def _handle():
     if os.getpid() not in _HANDLE:
         from ..emu.booted import forkserver
-        from ..kernel.config import DEBIAN_ARMMP
+        from .kernel_diff import config_of, symvers_of
         from ..kernel.provider import Kernel
-        kernel = Kernel.from_files([SYMVERS, VMLINUZ], DEBIAN_ARMMP)
-        _HANDLE[os.getpid()] = forkserver.prepare([], vmlinuz=VMLINUZ, kernel=kernel, config=DEBIAN_ARMMP)
+        config = config_of(VMLINUZ)
+        kernel = Kernel.from_files(symvers_of(SYMVERS, VMLINUZ) + [VMLINUZ], config)
+        _HANDLE[os.getpid()] = forkserver.prepare([], vmlinuz=VMLINUZ, kernel=kernel, config=config)
     return _HANDLE[os.getpid()]
 
 

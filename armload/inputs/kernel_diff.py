@@ -56,9 +56,29 @@ def classify(res) -> tuple[str, str]:
     return "armload-only", f"kernel {res.ret}"
 
 
+def config_of(vmlinuz: str):
+    """What `armload run --kernel VMLINUZ` loads with (commands/load.py): the Debian config as the
+    image says, struct module's layout from its package's module tree (without it armload does not
+    know sizeof(struct module): seed 4 case 249 was accepted for that alone)."""
+    from ..loader.for_kernel import follow_kernel
+    return follow_kernel(DEBIAN_ARMMP, vmlinuz)
+
+
+def symvers_of(symvers: str, vmlinuz: str) -> list[str]:
+    """`symvers` and, when its headers package is unpacked beside the image's, the kernel's own
+    Module.symvers: the vmlinuz gives the exports' addresses, not their CRCs, and without a CRC
+    check_version is skipped (a mangled __versions entry of a Debian seed was accepted: Atheris,
+    issue 33; the kernel refuses "no symbol version for ...")."""
+    rel = os.path.basename(vmlinuz).removeprefix("vmlinuz-")
+    own = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(vmlinuz)))),
+                       f"linux-headers-{rel}", "usr", "src", f"linux-headers-{rel}", "Module.symvers")
+    return [symvers] + ([own] if os.path.exists(own) else [])
+
+
 def differential(vmlinuz: str, symvers: str, n_cases: int, seed: int = 1) -> dict:
     from ..emu.booted.modrun import BootedRun
-    kernel = Kernel.from_files([symvers, vmlinuz], DEBIAN_ARMMP)
+    config = config_of(vmlinuz)
+    kernel = Kernel.from_files(symvers_of(symvers, vmlinuz) + [vmlinuz], config)
     seeds = [s for s in default_seeds() if not s.object and not s.config.thumb2]
     rows, examples = Counter(), {}
     by_class: dict[str, Counter] = {}
@@ -68,7 +88,7 @@ def differential(vmlinuz: str, symvers: str, n_cases: int, seed: int = 1) -> dic
             path = os.path.join(tmp, os.path.basename(sd.path))
             with open(path, "wb") as f:
                 f.write(case.data)
-            run = BootedRun(vmlinuz, kernel, DEBIAN_ARMMP)
+            run = BootedRun(vmlinuz, kernel, config)
             try:
                 res = run.load(path, budget=LOAD_BUDGET)
                 row, detail = classify(res)

@@ -13,7 +13,7 @@ import numpy as np
 from ..kernel.config import PAGE_SIZE, KernelConfig
 from ..constants import (SHF_ALLOC, SHF_EXECINSTR, SHF_RO_AFTER_INIT, SHF_WRITE, SHN_UNDEF, SHT_NOBITS)
 from .elf import ObjectFile, Section, SYM_DTYPE
-from ..errors import ENOMEM, ElfFormatError, LayoutError
+from ..errors import ENOEXEC, ENOMEM, ElfFormatError, LayoutError
 
 PERCPU_SECTION = ".data..percpu"
 RO_AFTER_INIT_SECTIONS = (".data..ro_after_init", "__jump_table")
@@ -238,6 +238,23 @@ def _wrap(obj: ObjectFile, cls: str, s: Section) -> LayoutError:
                        section=s.index)
 
 
+def _running_offset(obj: ObjectFile, s: Section, run: int, is_init: bool) -> int:
+    """6.1's module_get_offset on the pass's one counter: ALIGN(*size, sh_addralign ?: 1) in an unsigned
+    int, then *size = ret + sh_size. armload's per-class offsets start each class afresh; the kernel's
+    ALIGN of the running size wraps for a huge sh_addralign (seed 2 case 122 of make fuzz-kernel:
+    0xffffffff puts .init.data back at 0, over the init text: the Debian kernel oopses)."""
+    k = align(run, s.sh_addralign) & 0xFFFFFFFF
+    if k < run:
+        raise LayoutError(f"{obj.name}: section {s.index} ({s.name}) has sh_addralign {s.sh_addralign:#x}: 6.1's "
+                          f"module_get_offset computes ALIGN({run:#x}, {s.sh_addralign:#x}) in an unsigned int, "
+                          f"which wraps to {k:#x}: the section would be placed over the {'init' if is_init else 'core'}"
+                          f" sections laid out before it (a corrupt image: the kernel oopses)", file=obj.path,
+                          errno=-ENOEXEC, section=s.index)
+    if k + s.sh_size > 0xFFFFFFFF:
+        raise _wrap(obj, "init" if is_init else "core", s)
+    return k + s.sh_size
+
+
 def _alloc_or_release(allocator: ModuleAllocator, size: int, regions: list[Region]) -> int:
     """module_alloc(size); when it fails, the allocations made for this module so far are freed."""
     try:
@@ -255,8 +272,10 @@ def layout_module(obj: ObjectFile, config: KernelConfig, plt_sizes: dict[str, in
     # Offsets within each memory class, five rows, index order within a row.
     sizes: dict[str, int] = {}
     offsets: dict[int, tuple[str, int]] = {}
+    strict = page_align if config.strict_rwx else (lambda x: x)
     for is_init in (False, True):
         classes = INIT_CLASSES if is_init else CORE_CLASSES
+        run = 0             # 6.1: one unsigned int per pass, core_layout.size / init_layout.size
         for row, (req, excl) in enumerate(MASKS):
             cls = classes[row]
             for s in secs:
@@ -269,6 +288,10 @@ def layout_module(obj: ObjectFile, config: KernelConfig, plt_sizes: dict[str, in
                 offsets[s.index] = (cls, off)
                 if sizes[cls] > 0xFFFFFFFF:
                     raise _wrap(obj, cls, s)
+                if config.layout == "6.1":
+                    run = _running_offset(obj, s, run, is_init)
+            if row in ((0, 1, 4) if is_init else (0, 1, 2, 4)):
+                run = strict(run)          # layout_sections' switch: strict_align at these rows' ends
     init_idx = {i for i, (c, _) in offsets.items() if c.startswith("init_")}
 
     # layout_symtab: trimmed core symtab in data, full symtab+strtab in init data.
@@ -305,7 +328,6 @@ def layout_module(obj: ObjectFile, config: KernelConfig, plt_sizes: dict[str, in
 
     regions: list[Region] = []
     class_base: dict[str, int] = {}
-    strict = page_align if config.strict_rwx else (lambda x: x)
     if config.layout == "6.1":
         # Two allocations: core = text|rodata|ro_after_init|data, init = text|rodata|data.
         for name, order in (("core", ("text", "rodata", "ro_after_init", "data")),

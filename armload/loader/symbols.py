@@ -94,8 +94,8 @@ def resolve_undefined(obj: ObjectFile, kernel: Kernel, providers: list[ExportTab
         if i == 0:
             continue
         name = names[i]
-        if not name or name in resolved:
-            continue
+        if name in resolved:
+            continue          # an empty name too: 6.1 looks "" up and refuses "Unknown symbol  (err -2)"
         kind = "data" if i in datas else "func"
         exp, source = _find(name, kernel, providers, gplok)
         if exp is None:

@@ -39,8 +39,9 @@ SECTION_RULES = (
          "every sh_name (also of unchecked sections) a C string inside the file"),
     Rule("SHT_SYMTAB", "exactly one; sh_link < e_shnum; offset + size inside the file",
          "every st_name a C string inside the file (6.12's check); st_shndx < e_shnum unless special"),
-    Rule("symbol string table (sh_link, any type)", "nothing (6.1 reads names at its sh_offset)",
-         "every symbol name ends inside the file"),
+    Rule("symbol string table (sh_link, any type)", "nothing (6.1 reads names at its sh_offset); layout_symtab "
+         "sets SHF_ALLOC, so move_module copies it unless NOBITS", "every symbol name ends inside the file; "
+         "SHT_NULL with offset + size past the end refused (an out-of-bounds read)"),
     Rule("SHT_REL", "offset + size inside the file; sh_info >= e_shnum skipped by apply_relocations",
          "sh_info >= e_shnum: the header module_frob_arch_sections reads past the table must lie in the file "
          "and not look executable"),
@@ -59,8 +60,8 @@ SECTION_RULES = (
     Rule("SHT_NULL / SHT_NOBITS, no SHF_ALLOC", "nothing; unused", "refused when a reader below reads it "
          "outside the file"),
     Rule(".gnu.linkonce.this_module", "SHF_ALLOC (else 'No module found'); 6.4 adds: not NOBITS, size == "
-         "sizeof(struct module)", "6.4's checks (size >= sizeof); SHT_NULL outside the file refused as "
-         "SHT_NULL + SHF_ALLOC"),
+         "sizeof(struct module)", "6.4's checks (size >= sizeof; without the kernel's module tree >= state, "
+         "list and name); SHT_NULL outside the file refused as SHT_NULL + SHF_ALLOC"),
     Rule(".modinfo (first SHF_ALLOC, any type)", "nothing; get_modinfo reads its strings at sh_offset, the "
          "first one even when sh_size is 0", "refused when its bytes (at least the first) are past the end"),
     Rule("__versions (first SHF_ALLOC, any type)", "nothing; check_version scans sh_size / 64 entries",
