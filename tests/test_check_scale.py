@@ -315,8 +315,9 @@ SCENARIOS = {
 def test_every_outcome_class_has_a_scenario():
     from test_hostile import CORPUS          # the booted kernel's hostile ends: one sample each there
     hostile = {cls for _, _, cls in CORPUS.values()} - set(SCENARIOS)
-    assert set(SCENARIOS) | hostile | {"loader-differs"} == set(OUTCOMES)
+    assert set(SCENARIOS) | hostile | {"loader-differs", "sanitizer"} == set(OUTCOMES)
     # loader-differs: test_booted_run.py::test_check_a_loader_difference_is_its_own_outcome_and_fails_by_default
+    # sanitizer: tests/test_check_sanitize.py (check --sanitize on the sanbugs sample)
     assert [c for c in OUTCOMES if c in SCENARIOS] == list(SCENARIOS)
 
 
