@@ -10,7 +10,7 @@ import os
 
 from unicorn import UC_HOOK_CODE
 
-from ..native import build
+from ..native import helper
 from . import timer as tmod
 
 _SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_c14.c")
@@ -37,17 +37,8 @@ class C14(ctypes.Structure):
         self.kctl = timer.kctl
 
 
-_LIB = None
-
-
 def _lib():
-    global _LIB
-    if _LIB is None:
-        _LIB = build(_SRC, "c14", lambda lib: lib.armload_c14_size() == ctypes.sizeof(C14))
-        if _LIB is None:
-            raise RuntimeError("the booted kernel needs a host C compiler (cc) for its timer reads "
-                               "(armload/emu/hw/_c14.c); install gcc (make toolchain)")
-    return _LIB
+    return helper(_SRC, "c14", C14, need="its timer reads (armload/emu/hw/_c14.c)")
 
 
 def install(uc, tick, ram_ptr: int, ram_size: int, sites, word_at) -> tuple[C14, list]:

@@ -10,7 +10,7 @@ import os
 
 from unicorn import UC_HOOK_BLOCK
 
-from ..native import build
+from ..native import helper
 
 NEVER = (1 << 64) - 1
 DEADLINE, IRQ, BUDGET = 1, 2, 3
@@ -24,17 +24,8 @@ class Tick(ctypes.Structure):
                 ("keys", ctypes.c_uint64 * 16384), ("counts", ctypes.c_uint32 * 16384)]
 
 
-_LIB = None
-
-
 def _lib():
-    global _LIB
-    if _LIB is None:
-        _LIB = build(_SRC, "tick", lambda lib: lib.armload_tick_size() == ctypes.sizeof(Tick))
-        if _LIB is None:
-            raise RuntimeError("the booted kernel needs a host C compiler (cc) for its block hook "
-                               "(armload/emu/hw/_tick.c); install gcc (make toolchain)")
-    return _LIB
+    return helper(_SRC, "tick", Tick, need="its block hook (armload/emu/hw/_tick.c)")
 
 
 def install(uc) -> Tick:

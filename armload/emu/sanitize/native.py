@@ -8,7 +8,6 @@ import os
 import numpy as np
 
 _SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_shadow.c")
-_LIB = None
 MAX_SPINS = 64
 EV_FLAG, EV_HEAP, EV_SPIN, EV_STACK = 1, 2, 3, 4
 EVENT = ctypes.CFUNCTYPE(None, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint32,
@@ -26,11 +25,8 @@ class Shadow(ctypes.Structure):
 
 
 def lib():
-    global _LIB
-    if _LIB is None:
-        from ..native import build
-        _LIB = build(_SRC, "shadow", lambda l: l.armload_shadow_size() == ctypes.sizeof(Shadow)) or False
-    return _LIB or None
+    from ..native import helper
+    return helper(_SRC, "shadow", Shadow)
 
 
 def _p(a, t):
