@@ -242,3 +242,36 @@ def test_sanitize_classes_parse():
     assert parse_classes("none") == () and parse_classes("locks,heap") == ("heap", "locks")
     with pytest.raises(ArmloadError, match="unknown class"):
         parse_classes("kasan")
+
+
+class _Every:
+    def __contains__(self, addr):
+        return True
+
+
+def _firmware(monkeypatch, hook_all: bool):
+    from conftest import require_input
+    from armload.bench.inputs import DEBIAN
+    from armload.emu.booted.modrun import BootedRun
+    from armload.emu.sanitize import Sanitizer
+    from armload.emu.sanitize import native as N
+    if hook_all:                        # every entry point hooked: the mechanism the call table replaces
+        monkeypatch.setattr(N, "tail_called", lambda image: _Every())
+    ko = require_input(os.path.join(DEBIAN, "lib", "test_firmware.ko"), "make test-inputs")
+    run = BootedRun(BOOT_VMLINUZ, Kernel.from_files([FULL_SYMVERS, BOOT_VMLINUZ], DEBIAN_ARMMP), DEBIAN_ARMMP)
+    san = Sanitizer(run)
+    r = san.load(ko, "")
+    objs = [(o.start, o.size, o.module, o.freed is not None) for o in san.heap.objs]
+    return (r.status, r.ret, [x.to_dict() for x in san.formatted()], dict(san.counts), objs,
+            san.entries.f.calls), san.entries
+
+
+def test_the_call_table_sees_what_hooks_on_every_entry_see(monkeypatch):
+    """The module text hook's call recognition (native.EntryHooks' table) against a hook on every
+    entry point: the same handler calls, objects and reports, with fewer hooks."""
+    table, e1 = _firmware(monkeypatch, False)
+    every, e2 = _firmware(monkeypatch, True)
+    assert e1.f.recognised >= 1 and e2.f.recognised == 0
+    assert len(e1.hooks) < len(e2.hooks)
+    assert table == every
+    assert table[3]["allocs"] == 2

@@ -12,6 +12,7 @@
 
 typedef void uc_engine;
 typedef int (*reg_read_fn)(uc_engine *, int, void *);
+typedef int (*reg_write_fn)(uc_engine *, int, const void *);
 typedef void (*event_fn)(uint32_t kind, uint32_t pc, uint32_t ea, uint32_t size, uint32_t write, uint32_t base);
 
 #define REG_R0 66
@@ -21,6 +22,9 @@ typedef void (*event_fn)(uint32_t kind, uint32_t pc, uint32_t ea, uint32_t size,
 #define MAX_SPINS 64
 
 enum { EV_FLAG = 1, EV_HEAP = 2, EV_SPIN = 3, EV_STACK = 4 };
+struct filters;
+static int module_call(uc_engine *uc, struct filters *f, const uint32_t *text, uint32_t base, uint32_t nwords,
+                       uint32_t pc, uint32_t w);
 
 typedef struct {
     uint32_t base, nwords;       /* the hooked allocation */
@@ -36,6 +40,7 @@ typedef struct {
     reg_read_fn reg_read;
     event_fn event;
     uint64_t accesses;
+    struct filters *filters;     /* the entry points recognised at the module's calls (below) */
 } shadow_t;
 
 uint32_t armload_shadow_size(void) { return (uint32_t)sizeof(shadow_t); }
@@ -158,6 +163,8 @@ void armload_shadow_code(uc_engine *uc, uint64_t address, uint32_t isize, void *
     w = s->text[i];
     if ((w >> 28) == 15)
         return;
+    if (s->filters && module_call(uc, s->filters, s->text, s->base, s->nwords, (uint32_t)address, w))
+        return;
     if (((w >> 25) & 7) == 1 || ((w >> 25) & 7) > 4 || (((w >> 25) & 7) == 0 && (w & 0x90) != 0x90))
         return;                                     /* data processing, branches, coprocessor */
     if ((w >> 28) != 14) {
@@ -190,7 +197,7 @@ void armload_shadow_code(uc_engine *uc, uint64_t address, uint32_t isize, void *
 #define MAX_RANGES 32
 enum { F_LR = 1, F_LR_OR_HELD = 2, F_PTR = 3, F_LR_OR_FREED = 4, F_ALWAYS = 5 };
 
-typedef struct {
+typedef struct filters {
     uint32_t lo[MAX_RANGES], hi[MAX_RANGES];   /* the module allocations */
     uint32_t nranges;
     uint32_t heap_lo, heap_hi;                 /* bounds of the tracked objects */
@@ -199,12 +206,21 @@ typedef struct {
     reg_read_fn reg_read;
     void (*call)(uint32_t id);
     uint64_t calls, filtered;
+    reg_write_fn reg_write;
+    const struct centry *ctbl;                 /* entry points without a hook, sorted by address */
+    uint32_t nctbl;
+    uint64_t recognised;
 } filters_t;
 
 typedef struct {
     filters_t *f;
     uint32_t mode, arg, id;
 } entry_t;
+
+typedef struct centry {
+    uint32_t addr;
+    entry_t *e;
+} centry_t;
 
 uint32_t armload_filters_size(void) { return (uint32_t)sizeof(filters_t); }
 uint32_t armload_entry_size(void) { return (uint32_t)sizeof(entry_t); }
@@ -217,11 +233,9 @@ static int in_module(filters_t *f, uint32_t a) {
     return 0;
 }
 
-void armload_entry_hook(uc_engine *uc, uint64_t address, uint32_t isize, void *user) {
-    entry_t *e = (entry_t *)user;
+static void entry_filter(uc_engine *uc, entry_t *e) {
     filters_t *f = e->f;
     uint32_t v = 0, go = 0;
-    (void)address; (void)isize;
     switch (e->mode) {
     case F_ALWAYS: go = 1; break;
     case F_PTR:
@@ -238,4 +252,66 @@ void armload_entry_hook(uc_engine *uc, uint64_t address, uint32_t isize, void *u
     } else {
         f->filtered++;
     }
+}
+
+void armload_entry_hook(uc_engine *uc, uint64_t address, uint32_t isize, void *user) {
+    (void)address; (void)isize;
+    entry_filter(uc, (entry_t *)user);
+}
+
+/* A module instruction that transfers control to an entry point of the call table (one with
+ * no hook of its own: kernel code never reaches it with the module's return address in LR):
+ * B/BL imm, BX/BLX reg, or a PLT veneer's `ldr pc, [pc, #imm]`, its condition passing. The
+ * branch is done here (LR for the linking ones, then PC: Unicorn goes on at the entry point)
+ * and the entry's filter run with the registers the entry would have seen, so without a hook
+ * on each entry point (each one would lengthen the list Unicorn walks for every hooked
+ * instruction: uc.c helper_uc_tracecode). Returns 1 when it branched. */
+static int module_call(uc_engine *uc, filters_t *f, const uint32_t *text, uint32_t base, uint32_t nwords,
+                       uint32_t pc, uint32_t w) {
+    uint32_t target, link = 0, lo = 0, hi = f->nctbl, v;
+    if (!f->nctbl)
+        return 0;
+    if (((w >> 25) & 7) == 5) {                             /* B, BL */
+        int32_t imm = (int32_t)(w << 8) >> 6;
+        target = pc + 8 + (uint32_t)imm;
+        link = (w >> 24) & 1;
+    } else if ((w & 0x0FFFFFD0) == 0x012FFF10) {            /* BX, BLX register */
+        uint32_t rm = w & 15;
+        v = 0;
+        if (rm == 15)
+            return 0;
+        f->reg_read(uc, rm == 13 ? REG_SP : rm == 14 ? 10 : REG_R0 + rm, &v);
+        if (v & 1)
+            return 0;                                      /* to Thumb: not an entry of the table */
+        target = v;
+        link = (w >> 5) & 1;
+    } else if ((w & 0x0F7FF000) == 0x051FF000) {            /* LDR pc, [pc, #+-imm] (a PLT veneer) */
+        uint32_t ea = (w & (1 << 23)) ? pc + 8 + (w & 0xFFF) : pc + 8 - (w & 0xFFF), k = (ea - base) >> 2;
+        if ((ea & 3) || ea < base || k >= nwords)
+            return 0;
+        target = text[k];
+    } else {
+        return 0;
+    }
+    while (lo < hi) {                                       /* first entry >= target */
+        uint32_t mid = (lo + hi) / 2;
+        if (f->ctbl[mid].addr < target) lo = mid + 1; else hi = mid;
+    }
+    if (lo >= f->nctbl || f->ctbl[lo].addr != target)
+        return 0;
+    if ((w >> 28) != 14) {
+        uint32_t cpsr = 0;
+        f->reg_read(uc, REG_CPSR, &cpsr);
+        if (!cond_ok(w >> 28, cpsr))
+            return 0;
+    }
+    f->recognised++;
+    if (link) {
+        v = pc + 4;
+        f->reg_write(uc, 10 /* LR */, &v);
+    }
+    f->reg_write(uc, REG_PC, &target);
+    for (; lo < f->nctbl && f->ctbl[lo].addr == target; lo++)
+        entry_filter(uc, f->ctbl[lo].e);
+    return 1;
 }

@@ -79,7 +79,7 @@ class Sanitizer(HeapHooks, LockHooks):
         self.native = N.lib()                 # the C module-text hook, else the Python one
         self._event_cb = N.EVENT(self._native_event) if self.native else None
         self.nranges: list = []               # native.NativeRange per hooked allocation
-        self.entries = N.EntryHooks(self.bk) if self.native else None
+        self.entries = N.EntryHooks(self.bk, N.tail_called(img)) if self.native else None
         self._install()
         run.on_coming(self._coming)
 
@@ -103,6 +103,9 @@ class Sanitizer(HeapHooks, LockHooks):
         f.freed = 1 if self.heap.freed_by_cache and any(self.heap.freed_by_cache.values()) else 0
         f.held = sum(1 for hs in self.locks.held.values() for h in hs if h.kind in L.ATOMIC_KINDS)
         self.entries.set_ranges([(lo, hi) for lo, hi, _ in self._ranges])
+        # kernel code can now make these entries' calls matter: hooks of their own (EntryHooks)
+        self.entries.promote({m for m, on in ((N.F_PTR, f.heap_lo < f.heap_hi), (N.F_LR_OR_FREED, f.freed),
+                                              (N.F_LR_OR_HELD, f.held)) if on})
 
     def _install(self):
         ma = self.sym["module_alloc"]
@@ -197,7 +200,7 @@ class Sanitizer(HeapHooks, LockHooks):
                 del self.decoded[a]
             if self.native:
                 nr = N.NativeRange(self.uc, base, self.bk.m.read(base, size), self._event_cb,
-                                   N.heap_arrays(self.heap.objs))
+                                   N.heap_arrays(self.heap.objs), self.entries.f)
                 nr.set_spins(self.spins)
                 nr.name = name
                 self.nranges.append(nr)

@@ -21,12 +21,12 @@ class Shadow(ctypes.Structure):
                 ("nobj", ctypes.c_uint32), ("lo", ctypes.c_uint32), ("hi", ctypes.c_uint32),
                 ("spins", ctypes.c_uint32 * MAX_SPINS), ("nspins", ctypes.c_uint32),
                 ("stack_check", ctypes.c_uint32), ("reg_read", ctypes.c_void_p), ("event", EVENT),
-                ("accesses", ctypes.c_uint64)]
+                ("accesses", ctypes.c_uint64), ("filters", ctypes.c_void_p)]
 
 
 def lib():
     from ..native import helper
-    return helper(_SRC, "shadow", Shadow)
+    return helper(_SRC, "shadow", Shadow, also=lambda l: l.armload_filters_size() == ctypes.sizeof(Filters))
 
 
 def _p(a, t):
@@ -36,7 +36,7 @@ def _p(a, t):
 class NativeRange:
     """One hooked allocation: its Shadow struct, its text copy and flags (kept alive here)."""
 
-    def __init__(self, uc, base: int, text: bytes, event, heap_arrays):
+    def __init__(self, uc, base: int, text: bytes, event, heap_arrays, filters=None):
         from unicorn import UC_HOOK_CODE
         from unicorn.unicorn_py3.unicorn import uc_hook_h, uclib
         L = lib()
@@ -48,6 +48,7 @@ class NativeRange:
         s.text, s.flags = _p(self.text, _P32), _p(self.flags, _P8)
         s.reg_read = ctypes.cast(uclib.uc_reg_read, ctypes.c_void_p).value
         s.event = event
+        s.filters = ctypes.addressof(filters) if filters is not None else None
         self.set_heap(heap_arrays)
         h = uc_hook_h()
         err = uclib.uc_hook_add(uc._uch, ctypes.byref(h), UC_HOOK_CODE,
@@ -104,7 +105,9 @@ class Filters(ctypes.Structure):
     _fields_ = [("lo", ctypes.c_uint32 * MAX_RANGES), ("hi", ctypes.c_uint32 * MAX_RANGES),
                 ("nranges", ctypes.c_uint32), ("heap_lo", ctypes.c_uint32), ("heap_hi", ctypes.c_uint32),
                 ("freed", ctypes.c_uint32), ("held", ctypes.c_uint32), ("reg_read", ctypes.c_void_p),
-                ("call", CALL), ("calls", ctypes.c_uint64), ("filtered", ctypes.c_uint64)]
+                ("call", CALL), ("calls", ctypes.c_uint64), ("filtered", ctypes.c_uint64),
+                ("reg_write", ctypes.c_void_p), ("ctbl", ctypes.c_void_p), ("nctbl", ctypes.c_uint32),
+                ("recognised", ctypes.c_uint64)]
 
 
 class Entry(ctypes.Structure):
@@ -112,22 +115,56 @@ class Entry(ctypes.Structure):
                 ("id", ctypes.c_uint32)]
 
 
+class CEntry(ctypes.Structure):
+    _fields_ = [("addr", ctypes.c_uint32), ("e", ctypes.POINTER(Entry))]
+
+
+_TAIL: dict = {}
+
+
+def tail_called(image) -> set[int]:
+    """Every target of a B (any condition) in the Image's text: kernel code may reach these with
+    its caller's LR, so with a module's return address (a tail call from a function the module
+    called): such an entry point keeps its hook. Once per process and image."""
+    key = (image.path, image.base, len(image.data))
+    if key not in _TAIL:
+        lo, hi = image.base, image.symbols.get("_etext", image.end)
+        w = np.frombuffer(image.data[: (hi - lo) & ~3], dtype="<u4")
+        idx = np.nonzero(((w & 0x0F000000) == 0x0A000000) & ((w >> 28) != 15))[0]
+        imm = (w[idx] & 0x00FFFFFF).astype(np.int64)
+        imm = np.where(imm & 0x800000, imm - 0x1000000, imm)
+        _TAIL[key] = set((lo + idx.astype(np.int64) * 4 + 8 + imm * 4).tolist())
+    return _TAIL[key]
+
+
 class EntryHooks:
     """Kernel entry points whose Python handler runs only when C says the call matters: LR in a
     module allocation (F_LR), or also while a module spinlock is held / a freed object is not yet
-    known reused, or the pointer argument inside the tracked objects' bounds (F_PTR)."""
+    known reused, or the pointer argument inside the tracked objects' bounds (F_PTR).
 
-    def __init__(self, bk):
+    An entry point gets a code hook of its own only when kernel code can make its call matter:
+    F_ALWAYS; a target of a kernel B (tail call: `tail`); F_PTR once there are tracked objects,
+    F_LR_OR_FREED once a freed one, F_LR_OR_HELD once a module spinlock is held (`promote`; a
+    hook once added stays: a deleted one stays in Unicorn's list until emu_start returns). The
+    others are in the call table: the module text hook recognises the module's calls to them.
+    Every hook on an address makes each hooked instruction (all of module text) walk it."""
+
+    def __init__(self, bk, tail: set[int] = frozenset()):
         from unicorn.unicorn_py3.unicorn import uclib
         self.bk = bk
+        self.tail = tail
         self.f = Filters()
         self.f.reg_read = ctypes.cast(uclib.uc_reg_read, ctypes.c_void_p).value
+        self.f.reg_write = ctypes.cast(uclib.uc_reg_write, ctypes.c_void_p).value
+        self._groups: dict[int, list] = {}            # address -> its Entries without a hook
+        self._ctbl = None
         self.f.heap_lo, self.f.heap_hi = 0xFFFFFFFF, 0
         self._handlers: list = []
         self._entries: list = []
         self._call = CALL(self._dispatch)
         self.f.call = self._call
         self.hooks: list[int] = []
+        self._hooked: set[int] = set()
         self.errors: list[str] = []
 
     def _dispatch(self, i: int) -> None:
@@ -139,11 +176,41 @@ class EntryHooks:
             self.errors.append(f"{type(e).__name__}: {e}")
 
     def add(self, addr: int, fn, mode: int, arg: int = 0) -> None:
-        from unicorn import UC_HOOK_CODE
-        from unicorn.unicorn_py3.unicorn import uc_hook_h, uclib
         e = Entry(ctypes.pointer(self.f), mode, arg, len(self._handlers))
         self._handlers.append(fn)
         self._entries.append(e)
+        if mode == F_ALWAYS or addr in self.tail or addr in self._hooked:
+            if addr in self._groups:
+                self._promote([addr])
+            self._hook(addr, e)
+        else:
+            self._groups.setdefault(addr, []).append(e)
+            self._table()
+
+    def promote(self, modes) -> None:
+        """Hooks of their own for the entry points (all entries at an address, in order) with an
+        entry of one of `modes`."""
+        self._promote([a for a, es in self._groups.items() if any(e.mode in modes for e in es)])
+
+    def _promote(self, addrs) -> None:
+        for a in addrs:
+            for e in self._groups.pop(a):
+                self._hook(a, e)
+        if addrs:
+            self._table()
+
+    def _table(self) -> None:
+        rows = sorted((a, e.id, e) for a, es in self._groups.items() for e in es)
+        t = (CEntry * max(len(rows), 1))()
+        for i, (a, _id, e) in enumerate(rows):
+            t[i].addr, t[i].e = a, ctypes.pointer(e)
+        self._ctbl = t                                  # the struct points into it
+        self.f.ctbl, self.f.nctbl = ctypes.addressof(t), len(rows)
+
+    def _hook(self, addr: int, e) -> None:
+        from unicorn import UC_HOOK_CODE
+        from unicorn.unicorn_py3.unicorn import uc_hook_h, uclib
+        self._hooked.add(addr)
         h = uc_hook_h()
         uc = self.bk.m.uc
         err = uclib.uc_hook_add(uc._uch, ctypes.byref(h), UC_HOOK_CODE,
@@ -166,5 +233,8 @@ class EntryHooks:
         for h in self.hooks:
             uclib.uc_hook_del(self.bk.m.uc._uch, uc_hook_h(h))
         self.hooks = []
+        self._hooked = set()
+        self._groups = {}
+        self._table()
 
 
