@@ -50,6 +50,7 @@ LOCKUP = re.compile(r"soft lockup|hard LOCKUP|rcu_sched self-detected stall|rcu:
 WARN = re.compile(r"WARNING: CPU: \d+ PID: ")
 SUMMARY = re.compile(r"Summary:|tests? passed|tests? failed|interface ready|[Ss]elf-?tests?|"
                      r"testing speed|alg: ", re.I)
+CONSOLE_TAIL = re.compile(r"\[\s*\d+\.\d+\].*$")
 KLINE = re.compile(r"^<(\d+)>\s*(?:\[\s*[\d.]+\]\s?)?(.*)$")
 
 
@@ -294,6 +295,8 @@ def run_boot(argv_base, release, plan, start, end, work, boot_no, info):
                     state["deadline"] = min(state["deadline"], time.monotonic() + 20)
                 continue
             tag, rest = m.group(1), m.group(2)
+            if tag != "K":      # the console's own printk can land mid-line (kept by dmesg: the @@K lines)
+                rest = CONSOLE_TAIL.sub("", rest)
             if tag == "READY":
                 boot_s = time.monotonic() - t0
                 info["uname_r"] = rest.split()[-1] if rest.split() else None
