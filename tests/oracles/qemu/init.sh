@@ -36,7 +36,7 @@ while read -r idx rest <&3; do
   before=" $(mods | tr '\n' ' ') "
   echo "@@BEGIN $idx"
   for p in $rest; do
-    n=${p##*/}; n=${n%.ko}; n=$(echo "$n" | tr - _)
+    n=${p##*/}; n=${n%%.ko*}; n=$(echo "$n" | tr - _)     # foo-bar.ko[.xz] -> foo_bar
     [ -d "/sys/module/$n" ] && settle "$n"
     if [ "$(cat /sys/module/$n/initstate 2>/dev/null)" = live ]; then echo "@@HAVE $p"; continue; fi
     echo "@@TRY $p"

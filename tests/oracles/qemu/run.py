@@ -1,7 +1,12 @@
 """The real-kernel oracle: insmod each module of a list in the Debian kernel booted under QEMU.
 
-    python3 tests/oracles/qemu/run.py --kernel VMLINUZ --tree MODULES_DIR --busybox BUSYBOX \
-        --modh MODH --depmod-dir DIR --list modules.txt --out results.json [--work DIR]
+    python3 tests/oracles/qemu/run.py --release RELEASE --kernel VMLINUZ --tree MODULES_DIR \
+        --busybox BUSYBOX --modh MODH --depmod-dir DIR --list modules.txt --out results.json [--work DIR]
+
+Any Debian armhf kernel: RELEASE (uname -r: 6.1.0-50-armmp, 6.1.0-50-armmp-lpae, 6.12.107+deb12-armmp)
+names /lib/modules/RELEASE in the initramfs, and the boot must report it. A compressed module
+(.ko.xz, .ko.zst, .ko.gz: 6.12's tree) is inserted as it is shipped: modh asks the kernel to
+decompress it (finit_module MODULE_INIT_COMPRESSED_FILE).
 
 Independent of armload by design (an oracle never shares code with what it checks): stdlib only,
 dependencies from kmod's depmod, the kernel's own finit_module in a real boot of the same image.
@@ -28,14 +33,14 @@ import subprocess
 import sys
 import time
 
-RELEASE = "6.1.0-50-armmp"
 QEMU = ["qemu-system-arm", "-M", "virt", "-cpu", "cortex-a15", "-smp", "1", "-m", "1024",
         "-nographic", "-no-reboot", "-nic", "none"]
 CMDLINE = "console=ttyAMA0 panic=-1 loglevel=8 log_buf_len=4M"
 BOOT_TIMEOUT = 300.0          # seconds from spawn to @@READY
 MODULE_TIMEOUT = 120.0        # seconds from @@BEGIN to @@END: past it the module hung
 RMMOD_TIMEOUT = 30.0          # seconds for one delete_module (the removals after init)
-SLOW = {"lib/test_bpf.ko": 1800.0, "lib/test_user_copy.ko": 1800.0, "crypto/tcrypt.ko": 600.0}   # self-tests that run long under TCG
+SLOW = {"test_bpf": 1800.0, "test_user_copy": 1800.0, "tcrypt": 600.0}   # self-tests that run long under TCG (by module name)
+SUFFIXES = (".ko", ".ko.xz", ".ko.zst", ".ko.gz")    # kmod's module file names (libkmod-file.c)
 LINES_HEAD, LINES_TAIL, LINE_MAX = 30, 10, 200
 
 # arch/arm/kernel/traps.c die(): "Internal error: %s: %x [#%d]" starts every oops on ARM.
@@ -45,7 +50,18 @@ LOCKUP = re.compile(r"soft lockup|hard LOCKUP|rcu_sched self-detected stall|rcu:
 WARN = re.compile(r"WARNING: CPU: \d+ PID: ")
 SUMMARY = re.compile(r"Summary:|tests? passed|tests? failed|interface ready|[Ss]elf-?tests?|"
                      r"testing speed|alg: ", re.I)
+CONSOLE_TAIL = re.compile(r"\[\s*\d+\.\d+\].*$")
 KLINE = re.compile(r"^<(\d+)>\s*(?:\[\s*[\d.]+\]\s?)?(.*)$")
+
+
+def modname(path: str) -> str:
+    """drivers/net/foo-bar.ko.xz -> foo_bar (the name in /proc/modules)."""
+    base = os.path.basename(path)
+    for suf in SUFFIXES[::-1]:
+        if base.endswith(suf):
+            base = base[:-len(suf)]
+            break
+    return base.replace("-", "_")
 
 
 # --------------------------------------------------------------------------------------------
@@ -80,15 +96,15 @@ def newc(entries) -> bytes:
     return bytes(out)
 
 
-def build_initramfs(path, plan, tree, depmod_dir, busybox, modh, init_sh):
+def build_initramfs(path, release, plan, tree, depmod_dir, busybox, modh, init_sh):
     """The whole module tree under /lib/modules/RELEASE/kernel with depmod's index files, so the
     kernel's request_module() finds modules through busybox modprobe (/sbin/modprobe) as on an
     installed system, plus busybox, modh, /init and /plan."""
-    base = f"lib/modules/{RELEASE}"
+    base = f"lib/modules/{release}"
     files = []
     for d, dirs, names in os.walk(tree):
         dirs.sort()
-        files += [os.path.relpath(os.path.join(d, n), tree) for n in sorted(names) if n.endswith(".ko")]
+        files += [os.path.relpath(os.path.join(d, n), tree) for n in sorted(names) if n.endswith(SUFFIXES)]
     missing = sorted({p for line in plan for p in line} - set(files))
     if missing:
         raise SystemExit(f"qemu-oracle: not in the tree: {', '.join(missing[:5])}")
@@ -175,7 +191,7 @@ def finish_record(idx, plan, attempts, rm, status, seconds, boot_no):
     """The JSON record of plan line idx from its attempts (dependencies first, the module last)."""
     target = plan[idx][-1]
     deps = plan[idx][:-1]
-    rec = {"module": target, "name": os.path.basename(target)[:-3].replace("-", "_"), "deps": deps,
+    rec = {"module": target, "name": modname(target), "deps": deps,
            "dep_results": [], "ret": None, "errno": None, "verdict": None, "oops": False,
            "panic": False, "hang": status == "hang", "lockup": False, "warn": False,
            "lines": [], "lines_total": 0, "summary": [], "rmmod": None, "boot": boot_no}
@@ -242,7 +258,7 @@ def compact(rec: dict) -> dict:
     return out
 
 
-def run_boot(argv_base, plan, start, end, work, boot_no, info):
+def run_boot(argv_base, release, plan, start, end, work, boot_no, info):
     """Run plan[start:end] in one boot. Returns (records, next index, boot seconds or None)."""
     append = f"{CMDLINE} oracle.start={start} oracle.end={end}"
     argv = argv_base + ["-append", append]
@@ -279,9 +295,14 @@ def run_boot(argv_base, plan, start, end, work, boot_no, info):
                     state["deadline"] = min(state["deadline"], time.monotonic() + 20)
                 continue
             tag, rest = m.group(1), m.group(2)
+            if tag != "K":      # the console's own printk can land mid-line (kept by dmesg: the @@K lines)
+                rest = CONSOLE_TAIL.sub("", rest)
             if tag == "READY":
                 boot_s = time.monotonic() - t0
                 info["uname_r"] = rest.split()[-1] if rest.split() else None
+                if info["uname_r"] != release:     # another image than the tree's: /lib/modules would not match
+                    raise RuntimeError(f"boot {boot_no}: the kernel says uname -r {info['uname_r']}, "
+                                       f"not {release} (see {b.log.name})")
             elif tag == "LIVE":             # loaded meanwhile by request_module(): its init returned 0
                 if cur is not None:
                     cur["autoloaded"] = cur["ret"]
@@ -291,7 +312,7 @@ def run_boot(argv_base, plan, start, end, work, boot_no, info):
             elif tag == "BEGIN":
                 idx, attempts, cur, rm, rmcur, left = int(rest), [], None, None, None, []
                 t_mod = time.monotonic()
-                state["deadline"] = t_mod + SLOW.get(plan[idx][-1], MODULE_TIMEOUT)
+                state["deadline"] = t_mod + SLOW.get(modname(plan[idx][-1]), MODULE_TIMEOUT)
             elif tag == "TRY":
                 cur = new_attempt(rest.strip())
                 attempts.append(cur)
@@ -324,12 +345,12 @@ def run_boot(argv_base, plan, start, end, work, boot_no, info):
                 rm[rmcur["name"]] = {k: v for k, v in rmcur.items() if k != "name"}
             elif tag == "END":
                 cur = None
-                target_name = os.path.basename(plan[idx][-1])[:-3].replace("-", "_")
+                target_name = modname(plan[idx][-1])
                 rm_target = (rm or {}).get(target_name)
                 rec = finish_record(idx, plan, attempts, rm_target, "done", time.monotonic() - t_mod, boot_no)
                 rm_text = [t for r in (rm or {}).values() for t in r.get("lines", [])]
                 rec[0]["rmmod_oops"] = any(OOPS.search(t) or PANIC.search(t) for t in rm_text)
-                ours = {os.path.basename(p)[:-3].replace("-", "_") for p in plan[idx]}
+                ours = {modname(p) for p in plan[idx]}
                 rec[0]["also_loaded"] = sorted(set(rm or {}) - ours)     # by request_module()
                 rec[0]["left_loaded"] = left                               # could not be removed
                 records.append(rec)
@@ -361,6 +382,7 @@ def sha256(path):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--release", required=True, help="the kernel's uname -r, e.g. 6.12.107+deb12-armmp")
     ap.add_argument("--kernel", required=True)
     ap.add_argument("--tree", required=True, help="the modules' kernel/ folder")
     ap.add_argument("--busybox", required=True)
@@ -381,7 +403,7 @@ def main(argv=None):
         sys.exit(f"qemu-oracle: not in modules.dep: {', '.join(missing[:5])}")
     plan = [dep[m] + [m] for m in mods]
     initrd = os.path.join(a.work, "initramfs.cpio")
-    size, nfiles = build_initramfs(initrd, plan, a.tree, a.depmod_dir, a.busybox, a.modh,
+    size, nfiles = build_initramfs(initrd, a.release, plan, a.tree, a.depmod_dir, a.busybox, a.modh,
                                    os.path.join(os.path.dirname(__file__), "init.sh"))
     print(f"qemu-oracle: {len(plan)} modules to insert; initramfs {size / 1e6:.1f} MB with the "
           f"tree's {nfiles} modules", flush=True)
@@ -409,7 +431,7 @@ def main(argv=None):
             while end > i + 1 and any(j in done for j in range(i, end)):
                 end -= 1
             boot_no = max([boot_no] + [r["record"]["boot"] + 1 for r in done.values()])
-            recs, nxt, boot_s = run_boot(argv_base, plan, i, end, a.work, boot_no, info)
+            recs, nxt, boot_s = run_boot(argv_base, a.release, plan, i, end, a.work, boot_no, info)
             boots.append(boot_s)
             pf.write(json.dumps({"type": "info", "info": info, "boot_s": boot_s}) + "\n")
             for rec, secs in recs:
@@ -457,4 +479,7 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except RuntimeError as e:            # a boot that never got ready, or no progress: one line, not a traceback
+        sys.exit(f"qemu-oracle: {e}")
