@@ -20,21 +20,15 @@ from unicorn import UC_HOOK_BLOCK
 
 SHF_EXECINSTR = 0x4
 _SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_coverage.c")
-_LIB = None
-
-
 class _Cov(ctypes.Structure):
     _fields_ = [("base", ctypes.c_uint64), ("n", ctypes.c_uint64),
                 ("count", ctypes.POINTER(ctypes.c_uint32)), ("size", ctypes.POINTER(ctypes.c_uint32))]
 
 
 def _native_lib():
-    """The compiled block hook (built once per source version, as clock.py's counter), or None."""
-    global _LIB
-    if _LIB is None:
-        from .native import build
-        _LIB = build(_SRC, "coverage") or False
-    return _LIB or None
+    """The compiled block hook (emu/native.helper), or None."""
+    from .native import helper
+    return helper(_SRC, "coverage", None)
 
 
 @dataclass

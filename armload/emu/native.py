@@ -43,10 +43,11 @@ _LIBS: dict = {}
 
 def helper(src: str, stem: str, struct, need: str | None = None, also=None):
     """The helper `stem` (built from `src` once per process), checked by its
-    armload_<stem>_size() against ctypes.sizeof(struct) (and by `also(lib)`, e.g. a second
-    struct). Without a compiler: None, or, when `need` says what needs it, a RuntimeError saying so."""
+    armload_<stem>_size() against ctypes.sizeof(struct) unless struct is None (and by `also(lib)`, e.g.
+    a second struct). Without a compiler: None, or, when `need` says what needs it, a RuntimeError saying so."""
     if stem not in _LIBS:
-        _LIBS[stem] = build(src, stem, lambda lib: getattr(lib, f"armload_{stem}_size")() == ctypes.sizeof(struct)
+        _LIBS[stem] = build(src, stem, lambda lib: (struct is None or
+                                                    getattr(lib, f"armload_{stem}_size")() == ctypes.sizeof(struct))
                             and (also is None or also(lib)))
     if _LIBS[stem] is None and need:
         raise RuntimeError(f"the booted kernel needs a host C compiler (cc) for {need}; install gcc (make toolchain)")
