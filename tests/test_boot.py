@@ -227,3 +227,17 @@ def test_restores_in_a_loop_keep_the_address_space_bounded(booted_dir):
         del k
         assert len(machine._LIVE) <= base + machine.LIVE_MAX
     assert vmsize() - v0 < (machine.LIVE_MAX + 2) * (3 << 29)   # about 1.3 GiB a live machine
+
+
+def test_the_safety_net_is_not_lost_when_it_fires_between_two_runs(booted):
+    """The wall-clock timer's emu_stop finds no emulation when it fires while Python runs between
+    two emu_start calls (a hook's service, the hostile watch's chunks): the next run stops at once,
+    with its text; after the Watchdog, runs go on."""
+    from armload.emu.booted.call import Watchdog
+    from armload.emu.booted.machine import GuestFault
+    m = booted.m
+    with Watchdog(m, 600) as wd:
+        wd._fire()                                  # as the timer thread would, outside emu_start
+        with pytest.raises(GuestFault, match="the wall-clock safety net of 600 s stopped it"):
+            booted.call("msleep", 1)
+    assert wd.fired and m.wall_stop is None

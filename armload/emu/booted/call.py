@@ -134,7 +134,7 @@ class Watchdog:
 
     def _fire(self):
         self.fired = True
-        self.m.stop_reason = f"the wall-clock safety net of {self.seconds:g} s stopped it"
+        self.m.stop_reason = self.m.wall_stop = f"the wall-clock safety net of {self.seconds:g} s stopped it"
         self.m.uc.emu_stop()
 
     def __enter__(self):
@@ -147,6 +147,7 @@ class Watchdog:
     def __exit__(self, *exc):
         if self.timer is not None:
             self.timer.cancel()
+        self.m.wall_stop = None
 
 
 def run_code(bk, fn, words, *, name: str, path: str, function: str, budget: int = CALL_BUDGET,

@@ -87,6 +87,7 @@ class Machine:
         # wants them (a long run takes millions of faults: no log by default)
         self.exception_counts: dict[str, int] = {}
         self.exception_log: list[tuple[str, int]] | None = None
+        self.wall_stop = None             # the wall-clock safety net's text once it fired (call.Watchdog)
         self.stop_reason = None
         self.service = None        # a request a hook left for the host (a usermode helper): run() returns "service"
         uc.hook_add(UC_HOOK_INTR, self._intr)
@@ -285,6 +286,8 @@ class Machine:
         t.budget = tick.NEVER if budget is None else t.insns + budget
         self.stop_reason = None
         while True:
+            if self.wall_stop:                # fired between two emu_start calls: its emu_stop found none
+                raise GuestFault(self.wall_stop)
             t.reason = 0
             self._sync()
             pc = self.uc.reg_read(A.UC_ARM_REG_PC)
