@@ -1,8 +1,8 @@
-"""The on-disk setup cache (armload/kernel/setup_cache.py): a hit equals a fresh build, a changed
+"""The on-disk setup cache (armload/kernel/cache.py): a hit equals a fresh build, a changed
 input file or a damaged entry is rebuilt, an empty ARMLOAD_SETUP_CACHE turns it off."""
 import os
 
-from armload.kernel import setup_cache
+from armload.kernel import cache as setup_cache
 
 
 def test_hit_miss_damage_and_off(tmp_path, monkeypatch):
@@ -43,3 +43,31 @@ def test_the_kernel_from_the_cache_equals_a_fresh_parse(tmp_path, monkeypatch):
     assert [n.split("-")[0] for n in os.listdir(tmp_path)].count("kernel") == 1
     assert hit.exports == fresh.exports and hit.symbols == fresh.symbols and hit.sources == fresh.sources
     assert hit.image_path == fresh.image_path and hit.vermagic == fresh.vermagic
+
+
+def test_one_directory_rule_for_every_cache(tmp_path, monkeypatch):
+    """The setup cache, the kallsyms decode cache and the boot snapshots take their directory from
+    kernel/cache.cache_dir: the kind's variable (empty: no cache), else <$CACHE>/kind, else ~/.cache/armload."""
+    from armload.emu.booted.kernel import default_cache_root
+    from armload.kernel.kallsyms import cache as KC
+    monkeypatch.setenv("CACHE", str(tmp_path))
+    assert default_cache_root() == str(tmp_path / "boot")
+    assert KC.cache_dir() == str(tmp_path / "kallsyms")
+    assert setup_cache.cache_dir("setup", "ARMLOAD_SETUP_CACHE") == str(tmp_path / "setup")
+    monkeypatch.setenv("ARMLOAD_KALLSYMS_CACHE", "")
+    assert KC.cache_dir() is None
+    monkeypatch.setenv("ARMLOAD_KALLSYMS_CACHE", str(tmp_path / "k"))
+    assert KC.cache_dir() == str(tmp_path / "k")
+    monkeypatch.setenv("CACHE", str(tmp_path / "absent"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert default_cache_root() == str(tmp_path / "home" / ".cache" / "armload" / "boot")
+
+
+def test_source_hash_is_content_and_name(tmp_path):
+    (tmp_path / "a.py").write_text("x = 1\n")
+    (tmp_path / "b.py").write_text("x = 1\n")
+    ha, hb = setup_cache.source_hash(str(tmp_path), ["a.py"]), setup_cache.source_hash(str(tmp_path), ["b.py"])
+    assert ha != hb                                   # the same bytes under another name: another version
+    (tmp_path / "a.py").write_text("x = 2\n")
+    assert setup_cache.source_hash(str(tmp_path), ["a.py"]) != ha
+    assert setup_cache.tree_sources(str(tmp_path)) == ["a.py", "b.py"]

@@ -66,7 +66,7 @@ def load_image(path: str) -> KernelImage:
     key = (os.path.abspath(path), st.st_size, st.st_mtime_ns)
     img = _CACHE.get(key)
     if img is None:
-        from .setup_cache import cached
+        from .cache import cached
         img = _CACHE[key] = cached("image", [path], repr((path, os.path.abspath(path))), lambda: _analyse(path))
     return img
 

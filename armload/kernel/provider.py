@@ -72,7 +72,7 @@ class Kernel:
     def from_files(cls, paths: list[str], config: KernelConfig, *, simulate_all: bool = False) -> "Kernel":
         if not paths:
             return cls.builtin(config, simulate_all=simulate_all)
-        from .setup_cache import cached
+        from .cache import cached
         return cached("kernel", list(paths), repr((list(paths), list(map(os.path.abspath, paths)), config)),
                       lambda: cls._from_files(paths, config))
 

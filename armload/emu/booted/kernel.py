@@ -37,9 +37,8 @@ class CallError(Exception):
 
 
 def default_cache_root() -> str:
-    here = os.path.dirname(os.path.abspath(__file__))
-    root = os.path.dirname(os.path.dirname(os.path.dirname(here)))
-    return os.path.join(os.environ.get("CACHE", os.path.join(root, ".cache")), "boot")
+    from ...kernel.cache import cache_dir
+    return cache_dir("boot")
 
 
 class BootedKernel:

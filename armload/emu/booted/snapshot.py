@@ -1,7 +1,8 @@
 """The booted state on disk: .cache/boot/<key>/{ram.bin, state.pkl}, one per (vmlinuz, device
 tree, command line, armload's boot code). The key hashes the kernel file, the DTB bytes, the
 command line and the source of every file that shapes the booted state (hw/, booted/boot.py,
-machine.py, initramfs.py), so a change to the hardware model boots again.
+machine.py, initramfs.py), so a change to the hardware model boots again (the key's hashes are
+kernel/cache.py's, the one cache pattern; the directory is its cache_dir("boot")).
 
 ram.bin is the guest RAM as a sparse file (zero chunks are holes); a restore maps it
 MAP_PRIVATE (copy-on-write: restores share its pages through the page cache, a write copies
@@ -17,6 +18,7 @@ import os
 import pickle
 import sys
 
+from ...kernel.cache import file_hash, source_hash
 from .machine import RAM_SIZE, Machine
 
 CHUNK = 1 << 16
@@ -25,29 +27,12 @@ _SOURCES = ("../hw/gic.py", "../hw/pl011.py", "../hw/timer.py", "../hw/cpu.py", 
 
 
 def code_version() -> str:
-    here = os.path.dirname(os.path.abspath(__file__))
-    h = hashlib.sha256()
-    for s in _SOURCES:
-        with open(os.path.join(here, s), "rb") as f:
-            h.update(f.read())
-    return h.hexdigest()[:16]
-
-
-_FILE_HASHES: dict = {}
-
-
-def _file_hash(path: str) -> bytes:
-    st = os.stat(path)
-    k = (os.path.abspath(path), st.st_size, st.st_mtime_ns)
-    if k not in _FILE_HASHES:
-        with open(path, "rb") as f:
-            _FILE_HASHES[k] = hashlib.sha256(f.read()).digest()
-    return _FILE_HASHES[k]
+    return source_hash(os.path.dirname(os.path.abspath(__file__)), _SOURCES)
 
 
 def key(vmlinuz: str, dtb: bytes, cmdline: str) -> str:
     h = hashlib.sha256()
-    h.update(_file_hash(vmlinuz))
+    h.update(file_hash(vmlinuz).encode())
     h.update(hashlib.sha256(dtb).digest())
     h.update(cmdline.encode() + b"\0" + code_version().encode())
     return h.hexdigest()[:24]
