@@ -23,6 +23,7 @@ $(VENV)/.stamp-mutants: pyproject.toml | venv
 # editable install's finder only maps armload's direct children back to this tree, not armload.loader.*.
 mutants: $(VENV)/.stamp-mutants toolchain test-inputs
 	mkdir -p $(MUTANTS_DIR)
+	rm -rf $(MUTANTS_DIR)/armload $(MUTANTS_DIR)/tests    # a fresh stage (mutmut's verdicts live in mutants/)
 	{ git ls-files --cached --others --exclude-standard armload tests sample_modules scripts benchmarks setup.py pyproject.toml; \
 	  ls armload/loader/_kernsort*.so 2>/dev/null; } | tar -cf - -T - | tar -xf - -C $(MUTANTS_DIR)
 	cp mk/mutants.cfg $(MUTANTS_DIR)/setup.cfg

@@ -107,6 +107,9 @@ COMMAND_LINES = {
     "bench call": (["bench", "call", "--json"], 0,
                    lambda o, t: _json(o)["call"]["calls"]
                    and 1 <= _json(o)["call"]["ratio_instructions"] <= _json(o)["call"]["target"]),
+    "bench cli": (["bench", "cli", "--json"], 0,
+                  lambda o, t: [r["command"] for r in _json(o)["cli"]["rows"]][-1] == "armload load hello-arm.ko"
+                  and _json(o)["cli"]["ld_found"] and _json(o)["cli"]["load_median"] > 0),
     "bench speed": (["bench", "speed", "--limit", "2", "--json"], 0,
                     lambda o, t: _json(o)["speed"]["check"]["modules"] == 2 and _json(o)["speed"]["fork"]["forks"]),
 }

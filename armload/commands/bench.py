@@ -5,7 +5,7 @@ import json
 import sys
 
 WHAT = ("loader", "kallsyms", "kallsyms-arm", "emulate", "plt", "probes", "task-rename", "coverage", "devio", "speed",
-        "sanitize", "call", "all")
+        "sanitize", "call", "cli", "all")
 
 
 def register(sub) -> None:
@@ -39,7 +39,10 @@ def register(sub) -> None:
                                    "sanitize (not in all): CPU with the sanitizers on vs off on the QEMU-verified list "
                                    "(tests/oracles/qemu/modules.txt), and every report they made there. "
                                    "call: a run with --call against a plain run of the same module inside the "
-                                   "booted kernel: the ratio of instructions and of CPU seconds (target <= 2).")
+                                   "booted kernel: the ratio of instructions and of CPU seconds (target <= 2). "
+                                   "cli: CPU seconds of `armload load hello-arm.ko` and `armload --help` as processes, "
+                                   "beside the interpreter's start, numpy's import and GNU ld -r of the same module "
+                                   "(target: load <= 0.1 s; not in all).")
     p.add_argument("what", nargs="?", choices=WHAT, default="loader")
     p.add_argument("--image", help="kernel image for the kallsyms benchmarks (default: the Debian vmlinuz in .cache)")
     p.add_argument("--many", action="store_true", help="probes: seed 004 at its scale, 40,000 kprobes on btrfs "
@@ -116,6 +119,12 @@ def run(args) -> int:
         results["call"] = call_bench.run_benchmark()
         if not args.json:
             call_bench.print_benchmark(results["call"])
+    if args.what == "cli":
+        from ..bench import cli as cli_bench
+        results["cli"] = cli_bench.run_benchmark()
+        if not args.json:
+            print()
+            cli_bench.print_benchmark(results["cli"])
     if args.json:
         json.dump(results, sys.stdout, indent=2, default=str)
         print()

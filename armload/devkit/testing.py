@@ -30,7 +30,7 @@ import os
 import struct as _struct
 
 from ..errors import ArmloadError
-from ..kernel.debian import image_under
+from ..kernel.debian import VMLINUZ, image_under
 from .files import FileMethods
 
 MODULES_VADDR, MODULES_END = 0xBF000000, 0xC0000000      # arch/arm: the module area below PAGE_OFFSET
@@ -79,18 +79,19 @@ def cache_image(root: str | None) -> str | None:
 
 def find_kernel(option: str | None = None, ini: str | None = None, root: str | None = None) -> tuple[str, str]:
     """(path, where it came from): an explicit option, the ini value, $ARMLOAD_KERNEL, the test
-    tree's .cache, armload's own checkout's .cache (where `make test-inputs` puts it); ArmloadError
-    with the fix when there is nothing."""
+    tree's .cache, $CACHE or else armload's own checkout's .cache (where `make test-inputs` puts it);
+    ArmloadError with the fix when there is nothing."""
     for value, where in ((option, "--armload-kernel"), (ini, "armload_kernel (ini)"),
                          (os.environ.get("ARMLOAD_KERNEL"), "$ARMLOAD_KERNEL")):
         if value:
             if not os.path.exists(value):
                 raise ArmloadError(f"{where}: no such kernel file {value!r}; {HOW_TO_GET}")
             return value, where
-    for r in (root, REPO_ROOT):
-        p = cache_image(r)
-        if p:
-            return p, f"{r}/.cache"
+    p = cache_image(root)
+    if p:
+        return p, f"{root}/.cache"
+    if os.path.exists(VMLINUZ):
+        return VMLINUZ, "$CACHE" if os.environ.get("CACHE") else f"{REPO_ROOT}/.cache"
     raise ArmloadError(f"no kernel image for the armload fixtures: {HOW_TO_GET}")
 
 
