@@ -127,3 +127,12 @@ def test_alu_rows_built_by_the_factory(kind, word, S, P):
     assert bad is None and int(out[0]) == apply_relocate(rtype, word, S, P)
     two, _ = _alu(group)(W(word, word), A(S, S + 4), A(P, P))        # element-wise over arrays
     assert int(two[0]) == int(out[0]) and int(two[1]) == apply_relocate(rtype, word, (S + 4) & 0xFFFFFFFF, P)
+
+
+@given(st.lists(st.integers(0, 2**64 - 1), max_size=60))
+def test_distinct_is_np_unique(values):
+    """loader.model.distinct (np.unique without numpy.ma's import) gives np.unique's values and dtype."""
+    from armload.loader.model import distinct
+    a = np.array(values, dtype=np.uint64)
+    d, u = distinct(a), np.unique(a)
+    assert d.dtype == u.dtype and d.tolist() == u.tolist()

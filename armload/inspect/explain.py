@@ -77,6 +77,8 @@ class RelocRow:
 
 @dataclass
 class Explanation:
+    """One relocation explained: its row, ISA, addend, result and the kernel's reasoning."""
+
     row: RelocRow
     isa: str                  # arm | thumb | data
     A: int
@@ -342,6 +344,8 @@ def explain_row(row: RelocRow, obj: ObjectFile, mod: LoadedModule | None, syms, 
 # --- entry points ---------------------------------------------------------------------------
 @dataclass
 class Context:
+    """What explaining a module's relocations needs: the object, the loaded module, symbols, rows."""
+
     obj: ObjectFile
     mod: LoadedModule | None
     syms: object
@@ -463,6 +467,8 @@ def format_explanation(ex: Explanation) -> str:
 # --- which relocations each PLT rule counted ------------------------------------------------
 @dataclass
 class CountedEntry:
+    """One relocation a PLT rule counted, with where it sits in the file."""
+
     relsec_name: str
     target_name: str
     index: int                # file order

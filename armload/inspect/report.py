@@ -6,7 +6,7 @@ from collections import Counter
 import numpy as np
 
 from ..constants import SHF_ALLOC, SHF_EXECINSTR, SHF_WRITE
-from ..loader.model import LoadedModule
+from ..loader.model import LoadedModule, distinct
 
 
 def _flags(f: int) -> str:
@@ -54,7 +54,7 @@ def plt_notes(mod: LoadedModule, counted: dict | None = None, limit: int | None 
     fixed_addrs = np.array(sorted(e.addr for e in mod.plt_entries if e.fixed), dtype=np.uint32)
     fixed_hits = Counter({_sym_name(mod, int(k)): int(v) for k, v in
                           zip(*np.unique(sym_col[np.isin(plt_col, fixed_addrs)], return_counts=True))})
-    far_syms = {_sym_name(mod, int(k)) for k in np.unique(sym_col[far_mask])}
+    far_syms = {_sym_name(mod, int(k)) for k in distinct(sym_col[far_mask])}
     if counted:
         for alg in ("legacy", "sorted", "v6"):
             items = counted[alg]

@@ -24,6 +24,8 @@ _RELEASE = re.compile(r"^(\d+)\.(\d+)\.(\d+)(?:-(\d+)|\+deb\d+)-([a-z0-9-]+)$")
 
 @dataclass(frozen=True)
 class KernelIdentity:
+    """What the kernel image says it is: release, version, flavour and build string."""
+
     release: str                      # uname -r: 6.1.0-50-armmp
     version: tuple[int, int]          # (6, 1)
     flavour: str                      # armmp, armmp-lpae, rt-armmp

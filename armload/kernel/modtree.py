@@ -60,6 +60,8 @@ def read_modinfo(path: str) -> tuple[dict[str, list[str]], str | None]:
 
 @dataclass
 class ModuleInfo:
+    """One module of a tree as its .modinfo describes it (name, depends, vermagic)."""
+
     path: str
     name: str
     depends: list[str]
@@ -108,6 +110,8 @@ def tree_index(root: str) -> dict[str, str]:
 
 @dataclass
 class Plan:
+    """A tree's load plan: the order, each module's dependency closure, and what cannot load."""
+
     order: list[str]                          # every runnable module, dependencies first
     modules: dict[str, ModuleInfo]
     closure: dict[str, list[str]]             # name -> dependencies (transitive), in load order

@@ -42,6 +42,8 @@ class Export:
 
 @dataclass
 class KernelSymbol:
+    """One symbol of the kernel image (System.map, /proc/kallsyms or the vmlinuz's kallsyms)."""
+
     name: str
     addr: int
     type: str      # nm type char

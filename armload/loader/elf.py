@@ -50,6 +50,8 @@ NO_NAME = "(missing .modinfo section or name field)"
 
 @dataclass
 class Section:
+    """One section header of the module's ELF file, with its name."""
+
     index: int
     name: str
     sh_type: int

@@ -63,6 +63,8 @@ def init_layout_section(name: str, config: KernelConfig) -> bool:
 
 @dataclass
 class SectionPlace:
+    """Where the layout puts one ALLOC section: its region and final address."""
+
     index: int
     name: str
     addr: int
@@ -74,6 +76,8 @@ class SectionPlace:
 
 @dataclass
 class Region:
+    """One module memory allocation (core/init, or one per memory type in 6.4+)."""
+
     name: str
     base: int
     size: int
@@ -82,6 +86,8 @@ class Region:
 
 @dataclass
 class Layout:
+    """The module's layout: rewritten headers, each section's place, and the regions."""
+
     sections: list[Section]                 # headers after the kernel's rewrites (PLTs sized, flags)
     places: dict[int, SectionPlace]         # ELF index -> final placement, ALLOC sections only
     regions: list[Region]

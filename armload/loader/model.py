@@ -13,6 +13,13 @@ import numpy as np
 from ..kernel.config import KernelConfig
 from ..kernel.provider import Export
 
+def distinct(a) -> np.ndarray:
+    """np.unique(a) of a 1-D array (its sorted distinct values), without numpy.ma: numpy 2's plain
+    np.unique asks np.ma.is_masked, whose first use imports numpy.ma (~10 ms of every `armload load`)."""
+    s = np.sort(np.asarray(a).ravel())
+    return s[np.concatenate(([True], s[1:] != s[:-1]))] if s.size else s
+
+
 # Branch relocation sites after loading: one row per CALL/JUMP24/PC24/THM_CALL/THM_JUMP24.
 BRANCH_DTYPE = np.dtype([
     ("section", "<u4"),   # ELF index of the section holding the instruction
@@ -67,6 +74,8 @@ class ModuleSymbol:
 
 @dataclass
 class LoadedSection:
+    """A section of the module as placed in module memory: its final address and bytes."""
+
     index: int
     name: str
     addr: int
@@ -93,6 +102,8 @@ class MemRegion:
 
 @dataclass
 class PltEntry:
+    """One `ldr pc, [pc, #L1-8]` veneer: its slot, the literal it jumps to, its PLT and symbol."""
+
     addr: int                   # address of the ldr slot
     target: int                 # the literal
     plt: str                    # "core" or "init"
@@ -114,6 +125,8 @@ class PltCounts:
 
 @dataclass(eq=False)          # identity: a module is itself, not its (numpy-holding) fields
 class LoadedModule:
+    """A module after load_module's stages: its memory, sections, symbols, branches and PLTs."""
+
     name: str
     path: str
     config: KernelConfig

@@ -27,7 +27,7 @@ import numpy as np
 from ..kernel.config import KernelConfig
 from ..constants import BRANCH_TYPES, SHF_EXECINSTR, SHN_UNDEF, THUMB_BRANCHES, R
 from .elf import ObjectFile
-from .model import PltCounts, PltEntry
+from .model import PltCounts, PltEntry, distinct
 
 PLT_ENT_SIZE = 8
 _BRANCH_ARR = np.array([int(t) for t in BRANCH_TYPES], dtype=np.uint32)
@@ -322,7 +322,7 @@ def count_legacy(t: RelTable) -> int:
     if not cand.any():
         return 0
     key = (t.r_info[cand].astype(np.uint64) << np.uint64(32)) | masked[cand].astype(np.uint64)
-    return int(len(np.unique(key)))
+    return int(len(distinct(key)))
 
 
 def plt_size(count: int, config: KernelConfig) -> int:
@@ -333,6 +333,8 @@ def plt_size(count: int, config: KernelConfig) -> int:
 
 @dataclass
 class PltPlan:
+    """The PLT counts under all three generations, the chosen one's sizes and application order."""
+
     counts: dict[str, PltCounts]          # all three algorithms
     orders: dict[int, np.ndarray]         # REL section index -> application order (chosen algorithm)
     sizes: dict[str, int]                 # "core"/"init" -> sh_size for the chosen algorithm

@@ -15,6 +15,7 @@ import numpy as np
 from ..kernel.config import KernelConfig
 from ..constants import STT_FUNC, THUMB_BRANCHES, R, reloc_name
 from ..errors import PltError, RelocationError
+from .model import distinct
 
 U32 = np.uint32
 M32 = 0xFFFFFFFF
@@ -160,6 +161,8 @@ Apply = Callable[[np.ndarray, np.ndarray, np.ndarray], "tuple[np.ndarray, np.nda
 
 @dataclass(frozen=True)
 class RelocSpec:
+    """One row of the relocation table: the type, its codec, and the kernel's rules for it."""
+
     num: int
     name: str
     apply: Apply | None                   # None for branches (the driver handles them)
@@ -271,6 +274,8 @@ class SymbolValues:
 
 @dataclass
 class SectionTarget:
+    """The section a REL table patches: where it is loaded, and its bytes."""
+
     index: int
     name: str
     addr: int
@@ -318,6 +323,8 @@ class PltRouter:
 
 @dataclass
 class AppliedSection:
+    """What relocating one section did: counts per type and the branch sites."""
+
     counts: dict[int, int]
     branches: list[tuple]      # arrays: offset, place, rtype, sym, target, plt
 
@@ -351,7 +358,7 @@ def apply_rel_section(modname: str, relidx: int, relname: str, r_offset: np.ndar
     # Checks in the kernel's order for each entry; the first failing entry wins.
     bad_sym = rsym > symcount
     oob = r_offset.astype(np.int64) > ((tgt.size - 4) & M32)
-    specs = {t: spec_for(t, config) for t in np.unique(rtype).tolist()}
+    specs = {t: spec_for(t, config) for t in distinct(rtype).tolist()}
     unknown = np.isin(rtype, [t for t, s in specs.items() if s is None])
     pre = bad_sym | oob | unknown
 
@@ -500,6 +507,6 @@ def overlap_batches(r_offset: np.ndarray, r_info: np.ndarray) -> list[tuple[int,
     cid = np.cumsum(new_cluster) - 1
     first = np.full(cid[-1] + 1, n, dtype=np.int64)
     np.minimum.at(first, cid, si)
-    cuts = np.unique(si[si != first[cid]])
+    cuts = distinct(si[si != first[cid]])
     edges = [0] + cuts.tolist() + [n]
     return [(a, b) for a, b in zip(edges[:-1], edges[1:]) if b > a]

@@ -27,6 +27,8 @@ LATER = ("no later kernel bounds it: the 6.13 rework, elf_validity_cache_sechdrs
 
 @dataclass(frozen=True)
 class Rule:
+    """One row of the validity table: which sections, what 6.1 checks, what armload adds."""
+
     sections: str          # which sections (type / flags / role)
     kernel: str            # what 6.1 checks, and what it then reads
     armload: str           # what armload adds ("-": the kernel's check alone)
