@@ -109,3 +109,133 @@ def test_the_results_dict_is_stable(devkit):
     assert d["loader_vs_kernel"] is None and d["errno"] is None and d["ret"] == 2
     e = devkit.call("devkit_add", 1)
     assert e.ret == 0 and devkit.call("devkit_sum", 1).summary() == "devkit: devkit_sum returned 2"
+
+
+# --- the call path's parts, in this process (a deliberate bug in any of them turns these red) ---
+def test_parse_arg_reads_each_form_and_its_bounds():
+    from armload.emu.booted.call import MAX_BUF, Buffer, parse_arg
+    assert parse_arg("42") == 42 and parse_arg("-1") == -1 and parse_arg("0x10") == 16 and parse_arg(7) == 7
+    assert parse_arg("s:banana") == "banana" and parse_arg("s:") == ""
+    b = parse_arg("b:00ff10")
+    assert isinstance(b, Buffer) and b.bytes == b"\x00\xff\x10" and len(b) == 3
+    one, top = parse_arg("buf:1"), parse_arg(f"buf:{MAX_BUF}")
+    assert one.bytes == b"\0" and len(top) == MAX_BUF and parse_arg("buf:0x10").bytes == bytes(16)
+    for bad, why in (("buf:0", "the size must be 1..1048576"), (f"buf:{MAX_BUF + 1}", "the size must be 1..1048576"),
+                     ("buf:x", "buf:N takes a size, e.g. buf:64"), ("b:zz", "b: takes hex digits, e.g. b:00ff10"),
+                     ("B:00", "an integer, s:TEXT, b:HEX or buf:N"), ("twelve", "an integer, s:TEXT, b:HEX or buf:N")):
+        with pytest.raises(ArmloadError, match=f"bad (buffer )?argument '{bad}': " + why.replace(".", r"\.")):
+            parse_arg(bad)
+
+
+def test_a_buffer_before_any_call():
+    from armload.emu.booted.call import Buffer
+    b = Buffer(4)
+    assert (b.bytes, len(b), b.addr, b._bk) == (b"\0" * 4, 4, 0, None)
+    assert Buffer(2, b"xyz").bytes == b"xyz" and Buffer(data=b"ab\0cd").text == "ab"
+
+
+class _FakeKernel:
+    """What place() uses of a BootedKernel: kmalloc and write (to see sizes and bytes)."""
+    def __init__(self, fail=False):
+        self.sizes, self.writes, self.fail, self.next = [], {}, fail, 0xC1000000
+
+    def kmalloc(self, n):
+        self.sizes.append(n)
+        if self.fail:
+            return 0
+        self.next += 0x100
+        return self.next
+
+    def write(self, addr, data):
+        self.writes[addr] = data
+
+
+def test_place_words_records_and_the_register_bounds():
+    from armload.emu.booted.call import Buffer, place
+    fk = _FakeKernel()
+    buf = Buffer(3, b"abc")
+    words, recs = place(fk, [True, -1, (1 << 32) - 1, -(1 << 31), "hi", b"", buf])
+    assert words[:4] == [1, 0xFFFFFFFF, 0xFFFFFFFF, 0x80000000]
+    assert recs[:4] == [{"kind": "int", "value": 1}, {"kind": "int", "value": -1},
+                        {"kind": "int", "value": (1 << 32) - 1}, {"kind": "int", "value": -(1 << 31)}]
+    assert [r["kind"] for r in recs[4:]] == ["str", "bytes", "buffer"] and [r["size"] for r in recs[4:]] == [3, 0, 3]
+    assert fk.sizes == [3, 1, 3]                       # an empty copy still gets a 1-byte object
+    assert fk.writes[words[4]] == b"hi\0" and fk.writes[words[6]] == b"abc" and buf.addr == words[6] and buf._bk is fk
+    for v in (1 << 32, -(1 << 31) - 1):
+        with pytest.raises(ArmloadError, match=f"argument {v}: does not fit a 32-bit register"):
+            place(fk, [v])
+    with pytest.raises(ArmloadError, match=r"^__kmalloc\(5\) for an argument returned NULL in the booted kernel$"):
+        place(_FakeKernel(fail=True), ["abcd"])
+
+
+def test_find_function_newest_module_first_and_the_refusal_lists_functions():
+    from types import SimpleNamespace as NS
+    from armload.emu.booted.call import find_function
+
+    def sym(name, stype="func", section=".text"):
+        return NS(name=name, stype=stype, section=section)
+    old = NS(name="old", symbols=[sym("f"), sym("g")])
+    new = NS(name="new", symbols=[sym("f"), sym("asm_fn", "notype"), sym("obj", "object"), sym("undef", section=None)])
+    session = NS(modules=[old, new])
+    assert find_function(session, "f")[0] is new and find_function(session, "g")[0] is old
+    assert find_function(session, "asm_fn")[1].stype == "notype"       # an assembly function's symbol
+    for name in ("obj", "undef"):
+        with pytest.raises(ArmloadError, match=rf"^call {name}: no function '{name}' in old, new \(functions: f, g\)$"):
+            find_function(session, name)
+    hidden = NS(name="m", symbols=[sym("__x"), sym("$a"), sym("shown")])
+    with pytest.raises(ArmloadError, match=r"in m \(functions: shown\)$"):
+        find_function(NS(modules=[hidden]), "nope")
+    with pytest.raises(ArmloadError, match=r"in no module \(functions: \)$"):
+        find_function(NS(modules=[]), "nope")
+    twenty = NS(name="m", symbols=[sym(f"f{i:02}") for i in range(20)])
+    msg = "in m \\(functions: " + ", ".join(f"f{i:02}" for i in range(20)) + "\\)$"
+    with pytest.raises(ArmloadError, match=msg):
+        find_function(NS(modules=[twenty]), "nope")
+    twenty.symbols.append(sym("f20"))
+    with pytest.raises(ArmloadError, match=msg.replace("\\)$", ", \\.\\.\\.\\)$")):
+        find_function(NS(modules=[twenty]), "nope")
+
+
+def test_end_of_names_every_way_code_does_not_return():
+    from armload.emu.booted.call import end_of
+    assert end_of("oops", []) == "oops"
+    for cls in ("panic", "restart", "halt", "power-off", "soft-lockup", "hang", "time-budget"):
+        assert end_of(f"{cls}: why", ["x"]) == cls
+    assert end_of("time-budget: 30 s", ["INFO: task init:1 blocked for more than 20 seconds."]) == "hung-task"
+    assert end_of("virtual 0xd096f000 is not mapped", []) == "stopped"
+
+
+def test_a_panic_in_a_call_is_a_panic_and_pid1_is_dead(devkit):
+    """run_code's classes are the watch's (hostile.py), as for a load: a panic is a panic, with its text."""
+    from armload.emu.booted.call import place, run_code
+    bk = devkit.bk
+    words, _ = place(bk, ["armload test panic"])
+    r = run_code(bk, bk.image.symbols["panic"], words, name="k", path="/k", function="panic")
+    assert (r.status, r.ret, r.name, r.path, r.function) == ("panic", None, "k", "/k", "panic")
+    assert r.stopped.startswith("panic: ") and "Kernel panic - not syncing: armload test panic" in r.oops
+    assert r.instructions > 0 and r.console[0] == r.oops.split("\n")[0]
+
+
+def test_the_wall_clock_net_ends_a_call_as_stopped(devkit):
+    from armload.emu.booted.call import run_code
+    bk = devkit.bk
+    i0 = bk.insns
+    r = run_code(bk, bk.image.symbols["__loop_delay"], [0xFFFFFFFF], name="k", path="/k", function="d", timeout=0.2)
+    assert (r.status, r.ret, r.oops) == ("stopped", None, "")
+    assert r.stopped == "the wall-clock safety net of 0.2 s stopped it" and r.instructions == bk.insns - i0 > 0
+    assert bk.m.wall_stop is None                      # cleared when the net is put away
+    r = devkit.call("devkit_sum", 1, timeout=30)       # the timeout reaches run_code; the kernel goes on
+    assert (r.status, r.ret, r.path) == ("returned", 1, sample(DEVKIT))
+
+
+def test_a_refused_dead_call_and_the_buffer_record(devkit):
+    from armload.emu.booted.call import Buffer
+    buf = Buffer(16)
+    r = devkit.call("devkit_describe", buf, 16)
+    assert r.args == [{"kind": "buffer", "addr": buf.addr, "size": 16, "hex": buf.bytes.hex()},
+                      {"kind": "int", "value": 16}]
+    assert devkit.call("devkit_crash").status == "oops" and devkit.dead == "devkit: devkit_crash"
+    d = devkit.call("devkit_sum", 1)
+    assert (d.name, d.path, d.ret, d.status, d.console, d.oops, d.instructions, d.function) == \
+        ("devkit", sample(DEVKIT), None, "refused-dead", [], "", 0, "devkit_sum")
+    assert d.stopped == "pid 1 died in an oops in devkit: devkit_crash: no further call runs in this kernel"

@@ -26,6 +26,7 @@ from .kernel import CALL_BUDGET, CallError
 from .machine import GuestFault
 from .modload import _oops, _signed
 from .decode import decode_result
+from .hostile import stop_class
 from .result import Result
 
 INIT_SECTIONS = (".init.text", ".init.data", ".init.rodata", ".exit.text")   # .exit.text: kept in 6.1 (MODULE_UNLOAD)
@@ -150,6 +151,18 @@ class Watchdog:
         self.m.wall_stop = None
 
 
+def end_of(stopped: str, lines: list[str]) -> str:
+    """The status of code that did not return, from its stop: an oops (make_task_dead), one of the
+    watch's ends (hostile.py: panic, restart, halt, power-off, soft-lockup, hang, time-budget; a
+    time budget after the hung-task report is hung-task), or "stopped" (any other guest fault)."""
+    if stopped == "oops":
+        return "oops"
+    cls = stop_class(stopped)
+    if cls == "time-budget" and any("blocked for more than" in ln for ln in lines):
+        return "hung-task"
+    return cls or "stopped"
+
+
 def run_code(bk, fn, words, *, name: str, path: str, function: str, budget: int = CALL_BUDGET,
              timeout: float | None = None) -> Result:
     """bk.call(fn, *words) with the oops caught at make_task_dead, as a Result."""
@@ -168,10 +181,8 @@ def run_code(bk, fn, words, *, name: str, path: str, function: str, budget: int 
     except CallError as e:
         status, stopped = "budget", str(e)
     except GuestFault as e:
-        stopped = str(e)
-        status = ("oops" if stopped == "oops" else "panic" if stopped == "panic" else "stopped")
-        if wd.fired:
-            status = "stopped"
+        stopped = bk.watch.named(str(e))        # a spin's address with the module's symbol
+        status = "stopped" if wd.fired else end_of(stopped, bk.console[mark:])
     finally:
         if hook is not None:
             bk.m.uc.hook_del(hook)
@@ -195,7 +206,7 @@ def call(run, name: str, *args, budget: int = CALL_BUDGET, timeout: float | None
         if isinstance(a, Buffer) and r.status == "returned":
             rec["hex"] = a.bytes.hex()          # what the function left there
     r.args = recs
-    if r.status in ("oops", "panic"):
+    if r.status not in ("returned", "budget", "stopped"):   # an oops, a panic, a hostile end: the machine is done
         run.dead = f"{mod.name}: {name}"
         decode_result(r, run.session.modules, run.session.kernel.vmlinux_debug)
     return r
