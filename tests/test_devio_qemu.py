@@ -127,3 +127,49 @@ def test_vfsdev(load_module):
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(t)], cwd=tmp_path,
                        env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0 and "1 passed" in r.stdout, r.stdout + r.stderr
+
+
+GOLDEN = os.path.join(ROOT, "tests", "golden", "vfsdev_plan.txt")
+
+
+def _normal(text: str) -> str:
+    """The run's text with what other code changes legitimately made neutral: instruction counts
+    (the hardware model, the boot), the snapshot's path and the console's timestamps."""
+    text = re.sub(r"[\d,]+ (boot )?instructions", r"N \1instructions", text)
+    text = re.sub(r"\([\d,]+ per call", "(N per call", text)
+    text = re.sub(r"restored from \S+\)", "restored from CACHE)", text)
+    text = re.sub(r"booted from \S+\)", "restored from CACHE)", text)
+    text = re.sub(r"^\[ *\d+\.\d+\] ", "[T] ", text, flags=re.M)
+    return re.sub(r"ran for [\d.]+ ms simulated", "ran for N ms simulated", text)
+
+
+def test_the_runs_text_is_the_golden_one(oracle, booted_dir):
+    """What `armload run` prints for the plan (every line: the call, its result, errno, bytes and
+    text, the notes), in this process, against tests/golden/vfsdev_plan.txt. After a deliberate
+    change of the wording: ARMLOAD_UPDATE_GOLDEN=1 rewrites it (review the diff)."""
+    import contextlib
+    import io
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        rc = main(["run", MODULE, "--kernel", BOOT_VMLINUZ, "--kernel", SYMVERS, *plan_args(oracle["plan"])])
+    text = _normal(out.getvalue())
+    if os.environ.get("ARMLOAD_UPDATE_GOLDEN"):
+        os.makedirs(os.path.dirname(GOLDEN), exist_ok=True)
+        open(GOLDEN, "w").write(text)
+    assert rc == 0
+    assert text == open(GOLDEN).read()
+
+
+GOLDEN_JSON = os.path.join(ROOT, "tests", "golden", "vfsdev_plan.json")
+
+
+def test_every_record_is_the_golden_one(armload_run):
+    """The --json records, each whole (its fields, result, errno, bytes, text, notes, address and
+    count of system calls) but for its instructions (deterministic, but they change with the
+    hardware model), against tests/golden/vfsdev_plan.json; ARMLOAD_UPDATE_GOLDEN=1 rewrites it."""
+    recs = [{k: v for k, v in r.items() if k != "instructions"} for r in armload_run["devio"]]
+    assert all(isinstance(r["instructions"], int) and r["instructions"] >= 0 for r in armload_run["devio"])
+    assert all(r["instructions"] == 0 for r in armload_run["devio"] if r["syscalls"] == 0)
+    if os.environ.get("ARMLOAD_UPDATE_GOLDEN"):
+        json.dump(recs, open(GOLDEN_JSON, "w"), indent=1)
+    assert recs == json.load(open(GOLDEN_JSON))
