@@ -11,7 +11,7 @@ from armload.ci.agreement import (Verdict, armload_verdict, armload_verdicts, co
 from armload.cli import main
 from oracles.qemu import run as oracle
 
-from conftest import ROOT
+from testinputs import ROOT
 
 QEMU_DIR = os.path.join(ROOT, "tests", "oracles", "qemu")
 RESULTS = os.path.join(QEMU_DIR, "results.json")

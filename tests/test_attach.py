@@ -4,7 +4,7 @@ counter loaded with bpf(2) and run by the kernel's interpreter, attached through
 perf_event_open's kprobe PMU and BPF_RAW_TRACEPOINT_OPEN; fentry/fexit refused by the kernel."""
 import pytest
 
-from conftest import BOOT_VMLINUZ, require_input
+from testinputs import BOOT_VMLINUZ, require_input
 from armload.bench import attach
 from armload.probes.base import ProbeError
 

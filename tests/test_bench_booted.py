@@ -1,23 +1,20 @@
 """Seed 004's kprobe table model (probes/table.py) against the booted Debian kernel's own
 kprobe_table and get_kprobe (bench/probes.py)."""
 import os
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(__file__))
-from conftest import require_input, sample  # noqa: E402
-from emu_fixtures import DEBIAN_VMLINUZ  # noqa: E402
+from testinputs import BOOT_VMLINUZ, require_input, sample
 
-from armload.bench import probes as pb  # noqa: E402
-from armload.probes import table  # noqa: E402
+from armload.bench import probes as pb
+from armload.probes import table
 
 N_PROBES = 400
 
 
 @pytest.fixture(scope="module")
 def vmlinuz():
-    return require_input(DEBIAN_VMLINUZ, "make test-inputs")
+    return require_input(BOOT_VMLINUZ, "make test-inputs")
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from conftest import BOOT_VMLINUZ, sample
+from testinputs import BOOT_VMLINUZ, sample
 from armload.emu.booted import snapshot
 from armload.emu.booted.kernel import BootedKernel, CallError
 from armload.emu.booted.modload import bl_sites, kernel_alloc_addresses, kernel_load, kernel_load_path, user_string

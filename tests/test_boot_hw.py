@@ -10,7 +10,7 @@ import pytest
 from unicorn import UC_ARCH_ARM, UC_HOOK_INSN_INVALID, UC_HOOK_INTR, UC_MODE_ARM, UC_PROT_ALL, Uc
 from unicorn import arm_const as A
 
-from conftest import CROSS
+from testinputs import CROSS
 from armload.emu.hw import cpu, dtb, gic as gicmod, pl011, timer as tmod
 from armload.emu.booted import initramfs
 

@@ -3,7 +3,7 @@ its own load_module in the booted kernel. Regenerate with `make boot-selftests` 
 import json
 import os
 
-from conftest import ROOT
+from testinputs import ROOT
 
 RESULTS = os.path.join(ROOT, "tests", "boot_selftests.json")
 

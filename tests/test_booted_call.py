@@ -3,7 +3,7 @@
 
 import pytest
 
-from conftest import BOOT_VMLINUZ, SYMVERS, sample
+from testinputs import BOOT_VMLINUZ, SYMVERS, sample
 from armload.errors import ArmloadError
 from armload.kernel.config import DEBIAN_ARMMP
 from armload.kernel.provider import Kernel

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import BOOT_VMLINUZ, CACHE, ROOT, SYMVERS, sample
+from testinputs import BOOT_VMLINUZ, CACHE, ROOT, SYMVERS, sample
 from armload.kernel.config import DEBIAN_ARMMP
 from armload.kernel.provider import Kernel
 from armload.kernel import debian

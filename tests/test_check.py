@@ -13,7 +13,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from conftest import BOOT_VMLINUZ, SAMPLES, SYMVERS
+from testinputs import BOOT_VMLINUZ, SAMPLES, SYMVERS
 
 from armload.cli import main
 from armload.ci.outcomes import DEFAULT_FAIL_ON, OUTCOMES, init_class, parse_fail_on

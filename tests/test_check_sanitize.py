@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from conftest import BOOT_VMLINUZ, CACHE, SAMPLES
+from testinputs import BOOT_VMLINUZ, CACHE, SAMPLES
 
 from armload.cli import main
 

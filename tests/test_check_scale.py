@@ -11,7 +11,7 @@ import struct
 
 import pytest
 
-from conftest import BOOT_VMLINUZ, SAMPLES, SYMVERS
+from testinputs import BOOT_VMLINUZ, SAMPLES, SYMVERS
 from test_check import BX_LR, MOV_R0_0, MVN_R0_18, _build_id, check, make_tree, patch_init
 
 from armload.cli import main
@@ -313,7 +313,7 @@ SCENARIOS = {
 
 
 def test_every_outcome_class_has_a_scenario():
-    from test_hostile import CORPUS          # the booted kernel's hostile ends: one sample each there
+    from hostile_samples import CORPUS       # the booted kernel's hostile ends: one sample each there
     hostile = {cls for _, _, cls in CORPUS.values()} - set(SCENARIOS)
     assert set(SCENARIOS) | hostile | {"loader-differs", "sanitizer"} == set(OUTCOMES)
     # loader-differs: test_booted_run.py::test_check_a_loader_difference_is_its_own_outcome_and_fails_by_default

@@ -6,7 +6,7 @@ import json
 import sys
 import types
 
-from conftest import SYMVERS, sample
+from testinputs import SYMVERS, sample
 
 from armload.cli import main
 

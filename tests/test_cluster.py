@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import SYMVERS
+from testinputs import SYMVERS
 from test_check import MOV_R0_0, make_tree, patch_init
 from test_check_scale import LDR_R0_R0, MIX
 

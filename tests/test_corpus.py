@@ -20,9 +20,8 @@ import pytest
 
 from armload.kernel.modtree import ModuleInfo, plan_order, read_modinfo, scan_tree
 from oracles.module_plts import kernel_plt_counts
+from testinputs import CACHE, ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CACHE = os.environ.get("CACHE", os.path.join(ROOT, ".cache"))
 KREL = "6.1.0-50-armmp"
 CORPUS = os.path.join(CACHE, f"linux-image-{KREL}", "lib", "modules", KREL, "kernel")
 SYMVERS = os.path.join(CACHE, f"linux-headers-{KREL}", "usr", "src", f"linux-headers-{KREL}", "Module.symvers")

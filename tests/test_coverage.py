@@ -4,7 +4,7 @@ import os
 import subprocess
 import sys
 
-from conftest import ROOT, sample
+from testinputs import ROOT, sample
 from armload.kernel import debian
 
 VMLINUZ = debian.VMLINUZ

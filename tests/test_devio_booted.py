@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from conftest import BOOT_VMLINUZ, ROOT, SYMVERS, require_input
+from testinputs import BOOT_VMLINUZ, ROOT, SYMVERS, require_input
 from armload.kernel.config import DEBIAN_ARMMP
 from armload.emu.booted.user import File
 from armload.kernel.provider import Kernel

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from conftest import BOOT_VMLINUZ, ROOT, SYMVERS, require_input
+from testinputs import BOOT_VMLINUZ, ROOT, SYMVERS, require_input
 
 from armload.cli import main
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import BOOT_VMLINUZ, ROOT, SAMPLES
+from testinputs import BOOT_VMLINUZ, ROOT, SAMPLES
 
 from armload.devkit import testing
 from armload.devkit.testing import ModuleHandle, SanitizerReport

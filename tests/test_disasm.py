@@ -1,15 +1,12 @@
 """Disassembly: mapping symbols, annotations, PLT listing, --function."""
-import os
 import sys
 
 import pytest
+from asm_module import build_module
 
-sys.path.insert(0, os.path.dirname(__file__))
-from emu_fixtures import build_module  # noqa: E402
-
-from armload.inspect.disasm import disassemble, format_listing  # noqa: E402
-from armload.errors import EmulationError  # noqa: E402
-from armload.loader.model import ModuleSymbol  # noqa: E402
+from armload.inspect.disasm import disassemble, format_listing
+from armload.errors import EmulationError
+from armload.loader.model import ModuleSymbol
 
 EXTERNS = {"_printk": "func", "kmalloc": "func"}
 
@@ -49,8 +46,7 @@ def test_function_and_plt_filters():
 
 def test_sample_disasm_cli():
     import subprocess
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    from conftest import sample
+    from testinputs import ROOT as root, sample
     sample("hello-thumb2.ko")
     sample("hello-arm.ko")
     p = subprocess.run([sys.executable, "-m", "armload", "disasm", "sample_modules/hello-thumb2.ko", "--thumb2",

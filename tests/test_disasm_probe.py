@@ -9,7 +9,7 @@ import sys
 import pytest
 from capstone import CS_ARCH_ARM, CS_MODE_ARM, CS_MODE_THUMB, Cs
 
-from conftest import ROOT, SAMPLES, SYMVERS
+from testinputs import ROOT, SAMPLES, SYMVERS
 
 from armload.kernel.config import DEBIAN_ARMMP
 from armload.kernel.provider import Kernel

@@ -8,7 +8,7 @@ import pytest
 
 from armload.cli import main
 
-from conftest import SYMVERS, all_kos, sample
+from testinputs import SYMVERS, all_kos, sample
 import os
 
 

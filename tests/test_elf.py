@@ -10,7 +10,7 @@ import pytest
 
 from armload.loader.elf import read_object
 from armload.errors import ElfFormatError
-from conftest import sample
+from testinputs import sample
 
 HELLO = sample("hello-arm.ko")
 SYMBYTES = 16

@@ -14,7 +14,7 @@ from armload.errors import ArmloadError, ElfFormatError, LayoutError, PltError, 
 from armload.kernel.provider import Kernel
 from armload.loader.session import Session, load_module
 
-from conftest import SYMVERS, sample
+from testinputs import SYMVERS, sample
 
 HELLO = sample("hello-arm.ko")
 

@@ -15,7 +15,7 @@ from armload.loader.image import write_image
 from armload.kernel.provider import Kernel
 from armload.loader.session import Session
 
-from conftest import SYMVERS, all_kos, obj, sample
+from testinputs import SYMVERS, all_kos, obj, sample
 
 CASES = [(os.path.basename(k), p) for k in all_kos() for p in ("window", "vmalloc")]
 

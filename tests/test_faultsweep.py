@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-from conftest import BOOT_VMLINUZ, CACHE, ROOT, SAMPLES
+from testinputs import BOOT_VMLINUZ, CACHE, ROOT, SAMPLES
 
 FULL_SYMVERS = os.path.join(CACHE, "linux-headers-6.1.0-50-armmp", "usr", "src", "linux-headers-6.1.0-50-armmp",
                             "Module.symvers")

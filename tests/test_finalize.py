@@ -196,7 +196,7 @@ def test_session_nops_every_mcount_call_and_a_bug_disables_ftrace_for_later_modu
     from armload.kernel.provider import Kernel
     from armload.loader.session import Session
     from armload.loader.verify import verify_module
-    from conftest import SYMVERS, sample
+    from testinputs import SYMVERS, sample
     s = Session(Kernel.from_files([SYMVERS], DEBIAN_ARMMP), DEBIAN_ARMMP, "vmalloc")
     mod = s.load(sample("hello-arm.ko"))
     calls = [b for b in mod.branch_sites() if b.symbol == "__gnu_mcount_nc"]
@@ -213,7 +213,7 @@ def test_no_dynamic_ftrace_keeps_the_calls():
     from armload.kernel.config import DEBIAN_ARMMP
     from armload.kernel.provider import Kernel
     from armload.loader.session import Session
-    from conftest import SYMVERS, sample
+    from testinputs import SYMVERS, sample
     cfg = DEBIAN_ARMMP.with_(dynamic_ftrace=False)
     mod = Session(Kernel.from_files([SYMVERS], cfg), cfg).load(sample("hello-arm.ko"))
     calls = [b for b in mod.branch_sites() if b.symbol == "__gnu_mcount_nc"]
@@ -230,7 +230,7 @@ def test_kallsyms_tables_hold_what_add_kallsyms_copies(ko):
     from armload.kernel.config import DEBIAN_ARMMP
     from armload.kernel.provider import Kernel
     from armload.loader.session import Session
-    from conftest import SYMVERS, sample
+    from testinputs import SYMVERS, sample
     cfg = DEBIAN_ARMMP.with_(thumb2="thumb2" in ko)
     s = Session(Kernel.from_files([SYMVERS], cfg), cfg)
     mod = s.load(sample(ko))

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from conftest import BOOT_VMLINUZ, SYMVERS, sample
+from testinputs import BOOT_VMLINUZ, SYMVERS, sample
 from armload.emu.booted import forkserver as fs
 from armload.kernel.config import DEBIAN_ARMMP
 from armload.kernel.provider import Kernel

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, require_input
+from testinputs import ROOT, require_input
 
 from armload.inputs import fuzz, target
 

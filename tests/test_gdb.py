@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, devkit_line, sample
+from testinputs import ROOT, devkit_line, sample
 from armload.kernel import debian
 
 VMLINUZ = debian.VMLINUZ

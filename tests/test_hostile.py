@@ -13,7 +13,8 @@ import shutil
 
 import pytest
 
-from conftest import BOOT_VMLINUZ, ROOT, SAMPLES, require_input
+from hostile_samples import CORPUS
+from testinputs import BOOT_VMLINUZ, ROOT, SAMPLES, require_input
 
 from armload.cli import main
 
@@ -22,23 +23,6 @@ SYMVERS_H = os.path.join(HOSTILE, "Module.symvers")
 SYMVERS = os.path.join(SAMPLES, "Module.symvers")
 CONFIG = os.path.join(os.path.dirname(BOOT_VMLINUZ), "config-6.1.0-50-armmp")
 
-# sample -> (run's status, a line the kernel prints (None: it prints nothing of its own), check's class)
-CORPUS = {
-    "spin_irqoff": ("hang", None, "hang"),
-    "spin_irqon": ("soft-lockup", "watchdog: BUG: soft lockup - CPU#0 stuck for 22s! [init:1]", "soft-lockup"),
-    "panic": ("panic", "Kernel panic - not syncing: hostile_panic: asked to panic", "panic"),
-    "bug": ("oops", "Internal error: Oops - BUG: 0 [#1] SMP ARM", "fault"),
-    "wtext": ("oops", "Unable to handle kernel paging request at virtual address c0", "fault"),
-    "wmod": ("oops", "Unable to handle kernel paging request at virtual address bf", "fault"),
-    "recurse": ("oops", "Internal error: kernel stack overflow: 0 [#1] SMP ARM", "fault"),
-    "requeue": ("returned", None, "ok"),
-    "timer": ("returned", None, "ok"),
-    "restart": ("restart", "reboot: Restarting system", "reboot"),
-    "halt": ("halt", "reboot: System halted", "reboot"),
-    "oom": ("panic", "Kernel panic - not syncing: System is deadlocked on memory", "panic"),
-    "exit_hang": ("returned", None, "ok"),
-    "wait": ("hung-task", "INFO: task init:1 blocked for more than 120 seconds.", "hung-task"),
-}
 DEPS = {"wmod": ["exporter-arm.ko"]}
 # instructions each may take (the runs' own, boot excluded): bounded whatever the module does
 MAX_INSNS = {"spin_irqon": 100_000_000, "wait": 60_000_000, "spin_irqoff": 60_000_000, "oom": 100_000_000}

@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import OBJS, ROOT, require_input, sample
+from testinputs import OBJS, ROOT, require_input, sample
 
 from armload.errors import ArmloadError, ElfFormatError
 from armload.inputs import fuzz

@@ -11,7 +11,7 @@ import pytest
 
 from armload.cli import main
 
-from conftest import OFFLINE, SYMVERS, sample
+from testinputs import OFFLINE, SYMVERS, sample
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -121,7 +121,7 @@ def test_index_and_self_contained(report):
 
 
 def test_refused_load_page(tmp_path):
-    from conftest import obj
+    from testinputs import obj
     assert main(["report", obj("interwork-arm-gcc12.o"), "--object", "--html", str(tmp_path)]) == 0
     page = (tmp_path / "interwork_arm_gcc12.html").read_text()
     assert "Load refused" in page and "unsupported interworking call (ARM -&gt; Thumb)" in page

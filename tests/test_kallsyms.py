@@ -19,11 +19,11 @@ from armload.errors import KernelFileError
 from armload.kernel import zimage
 from armload.kernel.kallsyms import cache as KC
 from armload.kernel.kallsyms.lookup import KallsymsTable
-from conftest import require_input
+from testinputs import require_input
 from oracles.kallsyms_select import select as select_6_1
 from armload.kernel import debian
+from testinputs import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CACHE = os.path.join(ROOT, ".cache")
 IMAGE = debian.VMLINUZ
 SYMVERS = os.path.join(CACHE, "linux-headers-6.1.0-50-armmp/usr/src/linux-headers-6.1.0-50-armmp/Module.symvers")

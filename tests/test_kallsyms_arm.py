@@ -5,7 +5,6 @@ import os
 from armload.bench.kallsyms_arm import run_benchmark
 from armload.kernel import debian
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VMLINUZ = debian.VMLINUZ
 
 

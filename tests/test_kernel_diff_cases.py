@@ -35,7 +35,7 @@ import struct
 
 import pytest
 
-from conftest import BOOT_VMLINUZ, SYMVERS, require_input, sample
+from testinputs import BOOT_VMLINUZ, ROOT, SYMVERS, require_input, sample
 
 from armload.errors import ArmloadError
 from armload.kernel.config import DEBIAN_ARMMP
@@ -189,10 +189,13 @@ FOUND = {"booted-decode-unreadable-elf": ("both-accept", "loaded; init: oops"), 
          "booted-versions-entry-mangled-debian-seed": ("both-refuse", "same errno")}
 
 
+CRASHES = os.path.join(ROOT, "tests", "fuzz_crashes")
+
+
 @pytest.mark.parametrize("name", list(FOUND))
 def test_booted_findings_replay(name, booted_dir):
     from armload.inputs import booted_diff, target
-    data = target.split(open(os.path.join(os.path.dirname(__file__), "fuzz_crashes", name), "rb").read())[1]
+    data = target.split(open(os.path.join(CRASHES, name), "rb").read())[1]
     row, detail = booted_diff.differential(data)
     assert row == FOUND[name][0], (row, detail)
     assert FOUND[name][1] in detail
@@ -200,8 +203,7 @@ def test_booted_findings_replay(name, booted_dir):
 
 def test_an_undefined_symbol_with_an_empty_name_is_unknown():
     from armload.inputs import target
-    data = target.split(open(os.path.join(os.path.dirname(__file__), "fuzz_crashes",
-                                          "booted-undefined-symbol-empty-name"), "rb").read())[1]
+    data = target.split(open(os.path.join(CRASHES, "booted-undefined-symbol-empty-name"), "rb").read())[1]
     k = _kernel()
     with pytest.raises(ArmloadError, match=r"^deferred: Unknown symbol  \(err -2\)$"):
         Session(k, k.config).load("deferred-arm.ko", data)

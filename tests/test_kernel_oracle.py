@@ -16,8 +16,8 @@ from armload.loader.elf import read_object
 from armload.loader.plt import count_plts, exec_rel_tables
 from oracles.kernel_frob import kernel_frob
 from armload.kernel import debian
+from testinputs import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CACHE = os.path.join(ROOT, ".cache")
 VMLINUZ = debian.VMLINUZ
 TREE = debian.MODULES

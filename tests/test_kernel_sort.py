@@ -15,7 +15,7 @@ from armload.kernel.config import KernelConfig
 from armload.loader.elf import read_object
 from armload.loader.plt import count_plts, heapsort_order, kernel_order
 from armload.inputs.synth import make_module
-from conftest import all_kos
+from testinputs import all_kos
 from oracles.kernel_sort import cmp_3way, cmp_rel, kernel_sort, sort_classic, sort_r_v52
 from oracles.module_plts import kernel_plt_counts, kernel_plt_counts_2016
 

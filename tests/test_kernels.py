@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from conftest import CACHE, require_input
+from testinputs import CACHE, require_input
 from armload.errors import ArmloadError, KernelFileError
 from armload.kernel.config import DEBIAN_ARMMP
 
@@ -135,7 +135,7 @@ def test_matrix_boots_each_cells_own_kernel():
     import json
     import subprocess
     import sys
-    from conftest import ROOT
+    from testinputs import ROOT
     p = subprocess.run([sys.executable, "-m", "armload", "matrix", "--cell", "6.1.0-50-armmp", "--cell", V612,
                         "--cache", CACHE, "--module", "nls_cp437", "--json", "-", "--no-timing", "-q"],
                        cwd=ROOT, capture_output=True, text=True, timeout=1200)

@@ -9,7 +9,7 @@ import shutil
 import pytest
 import zstandard
 
-from conftest import BOOT_VMLINUZ, SYMVERS, sample
+from testinputs import BOOT_VMLINUZ, SYMVERS, sample
 from armload.cli import main
 from armload.errors import ElfFormatError
 from armload.kernel import kofile

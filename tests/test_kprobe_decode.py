@@ -4,15 +4,12 @@ arch_prepare_kprobe's stack-space test). The booted kernel's own register_kprobe
 words in tests/test_kprobes_kernel_agree.py."""
 import os
 import struct
-import sys
 
 import pytest
 from keystone import KS_ARCH_ARM, KS_MODE_ARM, KS_MODE_THUMB, Ks
+from oracles import kprobes_decode as K
 
-sys.path.insert(0, os.path.dirname(__file__))
-from oracles import kprobes_decode as K  # noqa: E402
-
-from armload.probes import insn as I  # noqa: E402
+from armload.probes import insn as I
 from armload.kernel import debian
 
 ACCEPT = (I.OUT_OF_LINE, I.SIMULATE, I.EMULATE)

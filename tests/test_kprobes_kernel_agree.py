@@ -12,15 +12,12 @@ in it); decode_thumb is checked against the port of the tables only (test_kprobe
 import json
 import os
 import struct
-import sys
 
 import pytest
+from testinputs import BOOT_VMLINUZ, ROOT, require_input
 
-sys.path.insert(0, os.path.dirname(__file__))
-from conftest import BOOT_VMLINUZ, ROOT, require_input  # noqa: E402
-
-from armload.probes import insn as I  # noqa: E402
-from armload.probes import kagree as G  # noqa: E402
+from armload.probes import insn as I
+from armload.probes import kagree as G
 from armload.kernel import debian
 
 MODULE_DIR = debian.MODULES

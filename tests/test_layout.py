@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, sample
+from testinputs import ROOT, sample
 
 PKG = os.path.join(ROOT, "armload")
 

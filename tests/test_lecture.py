@@ -7,7 +7,7 @@ import pytest
 
 from armload.cli import main
 
-from conftest import ROOT
+from testinputs import ROOT
 
 TEXT = open(os.path.join(ROOT, "docs", "lecture.md")).read()
 COMMANDS = re.findall(r"^    armload (.+)$", TEXT, re.M)

@@ -9,7 +9,7 @@ from armload.loader.image import write_image
 from armload.kernel.provider import Kernel
 from armload.loader.session import Session
 
-from conftest import SYMVERS, sample
+from testinputs import SYMVERS, sample
 
 VERMAGIC = "6.1.0-50-armmp SMP mod_unload modversions ARMv7 p2v8 "
 

@@ -5,7 +5,7 @@ import struct
 
 import pytest
 
-from conftest import CACHE
+from testinputs import CACHE
 from armload.emu.hw import cpu
 
 EAE = cpu.TTBCR_EAE

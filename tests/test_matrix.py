@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from conftest import BOOT_VMLINUZ, SAMPLES, SYMVERS
+from testinputs import BOOT_VMLINUZ, SAMPLES, SYMVERS
 
 from armload.cli import main
 

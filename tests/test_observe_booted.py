@@ -9,7 +9,7 @@ import sys
 import pytest
 from unicorn import UC_HOOK_CODE
 
-from conftest import BOOT_VMLINUZ, ROOT, SYMVERS, devkit_line, sample
+from testinputs import BOOT_VMLINUZ, ROOT, SYMVERS, devkit_line, sample
 from armload.kernel.config import DEBIAN_ARMMP
 from armload.kernel.provider import Kernel
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import BOOT_VMLINUZ, CACHE, CROSS, ROOT, SAMPLES, SYMVERS, devkit_line, sample
+from testinputs import BOOT_VMLINUZ, CACHE, CROSS, ROOT, SAMPLES, SYMVERS, devkit_line, sample
 from armload.kernel.config import DEBIAN_ARMMP
 from armload.kernel.provider import Kernel
 from armload.kernel import debian

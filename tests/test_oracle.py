@@ -14,7 +14,7 @@ from armload.kernel.provider import Kernel
 from armload.loader.layout import TEMP_COPY_BASE
 from armload.loader.session import Session
 
-from conftest import OBJS, SYMVERS, all_kos
+from testinputs import OBJS, SYMVERS, all_kos
 
 ARM_OBJS = ["relocs-arm-gcc12.o", "cfunc-arm-gcc12.o", "group-arm-gcc12.o", "v4bx-armv4t-gcc12.o"]
 THUMB_OBJS = ["relocs-thumb2-gcc12.o", "cfunc-thumb2-gcc12.o"]

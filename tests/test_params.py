@@ -5,7 +5,7 @@ import os
 import subprocess
 import sys
 
-from conftest import ROOT, sample
+from testinputs import ROOT, sample
 from armload.kernel import debian
 
 CACHE = os.path.join(ROOT, ".cache")

@@ -5,7 +5,7 @@ from armload.kernel.config import KernelConfig
 from armload.kernel.provider import Kernel
 from armload.loader.session import Session
 
-from conftest import SYMVERS, sample
+from testinputs import SYMVERS, sample
 
 
 def _load(ko, placement):
@@ -45,18 +45,17 @@ def test_layout_and_branch_map_name_everything():
 
 def test_address_space_uses_the_images_stext():
     import os
-    from emu_fixtures import DEBIAN_SYMVERS, DEBIAN_VMLINUZ
-    from conftest import require_input
+    from testinputs import BOOT_VMLINUZ, DEBIAN_SYMVERS, require_input
     from armload.inspect.html_report import kernel_stext
-    require_input(DEBIAN_VMLINUZ, "make test-inputs")
+    require_input(BOOT_VMLINUZ, "make test-inputs")
     cfg = KernelConfig()
-    k = Kernel.from_files([DEBIAN_SYMVERS, DEBIAN_VMLINUZ], cfg)
+    k = Kernel.from_files([DEBIAN_SYMVERS, BOOT_VMLINUZ], cfg)
     m = Session(k, cfg, "window").load(sample("hello-arm.ko"))
     stext = kernel_stext(k)
     assert stext == k.symbols["_stext"].addr and stext != cfg.kernel_text
     svg = pictures.svg_text(pictures.address_space(cfg, [m], "window", stext))
     assert f"_stext {stext:#010x}<" in svg.replace("</text>", "<") and "simulated kernel" not in svg
-    assert os.path.exists(DEBIAN_VMLINUZ)
+    assert os.path.exists(BOOT_VMLINUZ)
 
 
 def test_layout_plots_every_sections_address_and_size():

@@ -18,7 +18,7 @@ from armload.loader.plt import (PltSection, _count_sorted, count_legacy, count_l
 from armload.inputs.synth import make_module
 from armload.loader.verify import verify_module
 
-from conftest import SYMVERS, all_kos, sample
+from testinputs import SYMVERS, all_kos, sample
 # The literal ports of 6.1's lib/sort.c and module-plts.c, kept apart from the package (shares no code).
 from oracles.kernel_sort import kernel_sort
 from oracles.module_plts import kernel_plt_counts

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from armload.kernel.config import KernelConfig
 from armload.loader.elf import read_object
 from armload.loader.plt import PltSection, file_words, plan_plts, plt_size, zero_addend
-from conftest import all_kos
+from testinputs import all_kos
 from oracles.module_plts import Bug, PltMemory, get_module_plt_scan, get_module_plt_v61, is_zero_addend_relocation
 from oracles.module_plts import kernel_plt_counts
 

@@ -21,7 +21,7 @@ from armload.loader.session import Session
 from armload.loader.plt import (count_legacy, count_legacy_quadratic, legacy_rel_tables, plan_plts)
 from armload.loader.verify import verify_module
 
-from conftest import ROOT, SYMVERS, all_kos, require_input, sample
+from testinputs import ROOT, SYMVERS, all_kos, require_input, sample
 from oracles.module_plts import kernel_plt_counts_v40
 from test_plt import _far_init_session
 from armload.kernel import debian

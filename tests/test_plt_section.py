@@ -13,7 +13,7 @@ from armload.kernel.provider import Kernel
 from armload.loader.session import load_module
 from armload.loader.plt import PltSection, plan_plts, sort_keys, sym_shndx
 from armload.loader.verify import verify_module
-from conftest import SYMVERS, sample
+from testinputs import SYMVERS, sample
 from oracles.module_plts import PltMemory
 from test_plt_emission import BASE, FIXED, _kernel
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import BOOT_VMLINUZ, ROOT, SYMVERS, sample
+from testinputs import BOOT_VMLINUZ, ROOT, SYMVERS, sample
 from armload.probes.base import ProbeError
 
 SET_COMM = "__set_task_comm"

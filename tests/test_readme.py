@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from conftest import ROOT
+from testinputs import ROOT
 
 DOCS = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
 BLOCKS = [(os.path.relpath(p, ROOT), i, code) for p in DOCS
@@ -30,7 +30,7 @@ def test_snippet_runs_from_repo_root(doc, i, code, monkeypatch):
 import argparse
 import json
 
-from conftest import SYMVERS, require_input, sample
+from testinputs import SYMVERS, require_input, sample
 from armload.kernel import debian
 
 VMLINUZ = debian.VMLINUZ

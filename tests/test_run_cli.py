@@ -3,7 +3,7 @@ exit statuses, --call, --image, --budget, --timeout, --no-verify, and what it re
 import json
 
 import pytest
-from conftest import BOOT_VMLINUZ, SYMVERS, sample
+from testinputs import BOOT_VMLINUZ, SYMVERS, sample
 
 from armload.cli import main
 

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import BOOT_VMLINUZ, CACHE, ROOT, sample
+from testinputs import BOOT_VMLINUZ, CACHE, ROOT, sample
 from armload.kernel.config import DEBIAN_ARMMP
 from armload.kernel.provider import Kernel
 
@@ -250,7 +250,7 @@ class _Every:
 
 
 def _firmware(monkeypatch, hook_all: bool):
-    from conftest import require_input
+    from testinputs import require_input
     from armload.bench.inputs import DEBIAN
     from armload.emu.booted.modrun import BootedRun
     from armload.emu.sanitize import Sanitizer

@@ -32,7 +32,7 @@ def test_hit_miss_damage_and_off(tmp_path, monkeypatch):
 
 
 def test_the_kernel_from_the_cache_equals_a_fresh_parse(tmp_path, monkeypatch):
-    from conftest import BOOT_VMLINUZ, SYMVERS, require_input
+    from testinputs import BOOT_VMLINUZ, SYMVERS, require_input
     require_input(BOOT_VMLINUZ, "make test-inputs")
     from armload.kernel.config import DEBIAN_ARMMP
     from armload.kernel.provider import Kernel

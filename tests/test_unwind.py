@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from conftest import CROSS, ROOT, devkit_line, sample
+from testinputs import CROSS, ROOT, devkit_line, sample
 
 from armload.emu.unwind import (ExidxTable, Frame, UnwindError, execute, opcodes_of, prel31, unwind_frame)
 from armload.kernel import debian

@@ -1,13 +1,8 @@
 """Branch-reach verification must pass on correct images and fail on corrupted ones."""
-import os
-import sys
-
 import pytest
+from asm_module import build_module, corrupt_word, read_word
 
-sys.path.insert(0, os.path.dirname(__file__))
-from emu_fixtures import build_module, corrupt_word, read_word  # noqa: E402
-
-from armload.loader.verify import verify_module  # noqa: E402
+from armload.loader.verify import verify_module
 
 EXTERNS = {"_printk": "func", "kmalloc": "func", "kfree": "func"}
 ARM = {"init_module": """
@@ -96,7 +91,7 @@ def test_conditional_branch_is_taken():
 def test_samples_verify_and_corruption_fails(thumb, placement):
     from armload.loader import session as loader
     from armload.kernel.config import DEBIAN_ARMMP
-    from conftest import sample
+    from testinputs import sample
     path = sample(f"regdev-{'thumb2' if thumb else 'arm'}.ko")
     from armload.kernel.provider import Kernel
     cfg = DEBIAN_ARMMP.with_(thumb2=thumb)
@@ -132,7 +127,7 @@ def test_verifying_in_a_loop_keeps_the_address_space_bounded():
     from armload.kernel.config import DEBIAN_ARMMP
     from armload.kernel.provider import Kernel
     from armload.loader import session as loader
-    from conftest import sample
+    from testinputs import sample
     mod = loader.Session(Kernel.builtin(DEBIAN_ARMMP, simulate_all=True), DEBIAN_ARMMP).load(sample("hello-arm.ko"))
     assert verify_module(mod).ok
     start = vmsize()

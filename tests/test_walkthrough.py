@@ -7,13 +7,12 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, sample  # noqa: F401
-from emu_fixtures import DEBIAN_SYMVERS, DEBIAN_VMLINUZ
+from testinputs import BOOT_VMLINUZ, DEBIAN_SYMVERS, ROOT, sample  # noqa: F401
 
 from armload.cli import main
 
 RINGDEV = os.path.join(ROOT, "sample_modules", "walkthrough", "ringdev-arm-debug.ko")
-pytestmark = pytest.mark.inputs(DEBIAN_SYMVERS, DEBIAN_VMLINUZ, RINGDEV)
+pytestmark = pytest.mark.inputs(DEBIAN_SYMVERS, BOOT_VMLINUZ, RINGDEV)
 
 
 def run(capsys, *argv):
@@ -24,23 +23,23 @@ def run(capsys, *argv):
 
 def test_parameters_after_options_and_image_before_symvers(capsys):
     # item 8: insmod words after --kernel; the image named first keeps param_ops_int's address
-    rc, out, err = run(capsys, RINGDEV, "--kernel", DEBIAN_VMLINUZ, "--kernel", DEBIAN_SYMVERS, "ring_size=32")
+    rc, out, err = run(capsys, RINGDEV, "--kernel", BOOT_VMLINUZ, "--kernel", DEBIAN_SYMVERS, "ring_size=32")
     assert rc == 0, err
     assert "ringdev: 32 bytes, peek -1" in out
-    rc, out, err = run(capsys, RINGDEV, "--kernel", DEBIAN_VMLINUZ, "ring_size=abc", "--kernel", DEBIAN_SYMVERS)
+    rc, out, err = run(capsys, RINGDEV, "--kernel", BOOT_VMLINUZ, "ring_size=abc", "--kernel", DEBIAN_SYMVERS)
     assert rc == 1 and "unrecognized arguments" not in err
     assert "ring_size" in out and "init_module" not in out      # the kernel's parameter error; init never ran
 
 
 def test_unknown_call_and_missing_arguments_are_refused_before_init(capsys):
-    rc, out, err = run(capsys, RINGDEV, "--kernel", DEBIAN_SYMVERS, "--kernel", DEBIAN_VMLINUZ, "--call", "ringdev_nope")
+    rc, out, err = run(capsys, RINGDEV, "--kernel", DEBIAN_SYMVERS, "--kernel", BOOT_VMLINUZ, "--call", "ringdev_nope")
     assert rc == 1 and "--call ringdev_nope: no function 'ringdev_nope' in ringdev" in err
     assert "ringdev_push" in err and "init returned" not in out
-    rc, out, err = run(capsys, RINGDEV, "--kernel", DEBIAN_SYMVERS, "--kernel", DEBIAN_VMLINUZ,
+    rc, out, err = run(capsys, RINGDEV, "--kernel", DEBIAN_SYMVERS, "--kernel", BOOT_VMLINUZ,
                        "--call", "ringdev_push", "s:abc")
     assert rc == 1 and "ringdev_push takes 2 arguments (DWARF of ringdev), 1 given" in err
     assert "init returned" not in out
-    rc, out, err = run(capsys, RINGDEV, "--kernel", DEBIAN_SYMVERS, "--kernel", DEBIAN_VMLINUZ,
+    rc, out, err = run(capsys, RINGDEV, "--kernel", DEBIAN_SYMVERS, "--kernel", BOOT_VMLINUZ,
                        "--call", "ringdev_push", "s:abc", "3", "--call", "ringdev_count", "--settle-ms", "0")
     assert rc == 0 and "ringdev_push(s:abc, 3) returned 3" in out and "ringdev_count() returned 3" in out
 
@@ -52,20 +51,20 @@ def test_run_without_kernel_says_how_to_get_it(capsys):
 
 
 def test_thumb2_on_the_arm_image_is_refused_up_front(capsys):
-    rc, out, err = run(capsys, sample("hello-thumb2.ko"), "--thumb2", "--kernel", DEBIAN_VMLINUZ)
+    rc, out, err = run(capsys, sample("hello-thumb2.ko"), "--thumb2", "--kernel", BOOT_VMLINUZ)
     assert rc == 1 and "built for ARM mode" in err and 'prints "SMP ARM"' in err
     assert "instructions" not in out                             # nothing ran
     from armload.devkit.testing import ModuleHandle
     from armload.errors import ArmloadError
     with pytest.raises(ArmloadError, match="built for ARM mode"):
-        ModuleHandle(sample("hello-thumb2.ko"), kernel=DEBIAN_VMLINUZ, thumb2=True)
+        ModuleHandle(sample("hello-thumb2.ko"), kernel=BOOT_VMLINUZ, thumb2=True)
     with pytest.raises(ArmloadError, match="a Thumb-2 module .* CONFIG_THUMB2_KERNEL"):
-        ModuleHandle(sample("hello-thumb2.ko"), kernel=DEBIAN_VMLINUZ)
+        ModuleHandle(sample("hello-thumb2.ko"), kernel=BOOT_VMLINUZ)
 
 
 def test_oops_as_the_kernel_prints_it(capsys):
     # inside the booted kernel the oops is the kernel's own __die report, printed on its console
-    rc, out, err = run(capsys, RINGDEV, "bug=1", "--kernel", DEBIAN_SYMVERS, "--kernel", DEBIAN_VMLINUZ)
+    rc, out, err = run(capsys, RINGDEV, "bug=1", "--kernel", DEBIAN_SYMVERS, "--kernel", BOOT_VMLINUZ)
     assert rc == 1
     lines = [ln.split("] ", 1)[-1] for ln in out.splitlines()]
     i = lines.index("8<--- cut here ---")
@@ -79,13 +78,13 @@ def test_oops_as_the_kernel_prints_it(capsys):
 
 def test_the_budget_is_not_an_oops():
     from armload.devkit.testing import ModuleHandle, ModuleOops, ModuleStopped
-    h = ModuleHandle(RINGDEV, kernel=DEBIAN_VMLINUZ, budget=100_000)
+    h = ModuleHandle(RINGDEV, kernel=BOOT_VMLINUZ, budget=100_000)
     with pytest.raises(ModuleStopped) as e:
         h.init()
     assert not isinstance(e.value, ModuleOops) and e.value.result.status == "budget"
     text = str(e.value)
     assert "did not return within 100000 instructions" in text and "cut here" not in text
-    h = ModuleHandle(RINGDEV, kernel=DEBIAN_VMLINUZ, params={"bug": 1})
+    h = ModuleHandle(RINGDEV, kernel=BOOT_VMLINUZ, params={"bug": 1})
     with pytest.raises(ModuleOops, match="Internal error: Oops: 805"):
         h.init()
 
@@ -105,7 +104,7 @@ def test_plugin_outside_the_repository_finds_the_kernel(tmp_path):
 
 def test_device_io_from_the_cli(capsys):
     """Real system calls inside the booted kernel (ringdev has no poll: the VFS's DEFAULT_POLLMASK)."""
-    rc, out, err = run(capsys, RINGDEV, "--kernel", DEBIAN_SYMVERS, "--kernel", DEBIAN_VMLINUZ, "--open", "/dev/ringdev",
+    rc, out, err = run(capsys, RINGDEV, "--kernel", DEBIAN_SYMVERS, "--kernel", BOOT_VMLINUZ, "--open", "/dev/ringdev",
                        "--write", "s:abc", "--read", "2", "--ioctl", "0x80047201", "buf:4", "--read", "16",
                        "--ioctl", "5", "0", "--poll", "--close")
     assert rc == 0, err
@@ -118,20 +117,20 @@ def test_device_io_from_the_cli(capsys):
                    "/dev/ringdev: ioctl(5, 0) = -25 (-ENOTTY)",
                    "/dev/ringdev: poll(POLLIN|POLLPRI|POLLOUT, timeout 0): revents 0x5 (POLLIN|POLLOUT)",
                    "/dev/ringdev: close = 0"]
-    rc, out, err = run(capsys, RINGDEV, "--kernel", DEBIAN_SYMVERS, "--kernel", DEBIAN_VMLINUZ, "--open", "/dev/ringdev",
+    rc, out, err = run(capsys, RINGDEV, "--kernel", DEBIAN_SYMVERS, "--kernel", BOOT_VMLINUZ, "--open", "/dev/ringdev",
                        "--write", "b:00ff", "--read", "4", "--json")
     import json
     doc = json.loads(out)
     dev = doc["devio"]
     assert rc == 0 and [(d["op"], d["result"]) for d in dev] == [("open", 3), ("write", 2), ("read", 2)]
     assert dev[2]["hex"] == "00ff"
-    rc, out, err = run(capsys, RINGDEV, "--kernel", DEBIAN_SYMVERS, "--kernel", DEBIAN_VMLINUZ, "--read", "3")
+    rc, out, err = run(capsys, RINGDEV, "--kernel", DEBIAN_SYMVERS, "--kernel", BOOT_VMLINUZ, "--read", "3")
     assert rc == 1 and "--read needs an --open PATH before it" in err and "ringdev" not in out
 
 
 def test_disasm_source_finds_headers_as_objdump_does(capsys):
     # item 6: the line program's include directories (DWARF 3 here: 1-based, 0 = comp dir)
-    from conftest import CROSS
+    from testinputs import CROSS
     rc = main(["disasm", RINGDEV, "--kernel", DEBIAN_SYMVERS, "--source"])
     out = capsys.readouterr().out
     assert rc == 0 and "(source file not found)" not in out

@@ -22,7 +22,6 @@ the kernel's: one cache line of identical LDR words followed by one line of lite
 """
 from __future__ import annotations
 
-import os
 import re
 import struct
 
@@ -31,19 +30,10 @@ from capstone import CS_ARCH_ARM, CS_MODE_ARM, CS_MODE_THUMB, Cs
 from capstone.arm import ARM_INS_B, ARM_INS_BL, ARM_INS_BLX
 from keystone import KS_ARCH_ARM, KS_MODE_ARM, KS_MODE_THUMB, Ks
 
-from armload.kernel.config import DEBIAN_ARMMP, KernelConfig
+from armload.kernel.config import KernelConfig
 from armload.kernel.provider import Kernel
 from armload.loader.model import (BRANCH_DTYPE, LoadedModule, LoadedSection, MemRegion, ModuleSymbol, PltEntry,
                            ResolvedSymbol)
-
-from armload.kernel import debian
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEBIAN = os.path.join(ROOT, ".cache")
-DEBIAN_VMLINUZ = debian.VMLINUZ
-DEBIAN_SYMVERS = os.path.join(DEBIAN, "linux-headers-6.1.0-50-armmp", "usr", "src", "linux-headers-6.1.0-50-armmp",
-                              "Module.symvers")
-_DEBIAN_KERNEL: dict = {}
 
 R_ARM_CALL, R_ARM_JUMP24, R_ARM_THM_CALL, R_ARM_THM_JUMP24 = 28, 29, 10, 30
 SHF_WRITE, SHF_ALLOC, SHF_EXECINSTR = 1, 2, 4
@@ -237,28 +227,3 @@ def corrupt_word(mod: LoadedModule, addr: int, value: int) -> None:
 
 def read_word(mod: LoadedModule, addr: int) -> int:
     return struct.unpack("<I", mod.read(addr, 4))[0]
-
-
-def debian_kernel() -> Kernel:
-    """The real Debian 6.1 armmp kernel (Module.symvers + vmlinuz), built once per test process.
-    A missing input fails the test (`make test-inputs` fetches it): never a skip."""
-    import pytest
-    for p in (DEBIAN_SYMVERS, DEBIAN_VMLINUZ):
-        if not os.path.exists(p):
-            pytest.fail(f"missing Debian kernel input {p} (make test-inputs)")
-    k = _DEBIAN_KERNEL.get("k")
-    if k is None:
-        k = _DEBIAN_KERNEL["k"] = Kernel.from_files([DEBIAN_SYMVERS, DEBIAN_VMLINUZ], DEBIAN_ARMMP)
-    return k
-
-
-def kernel_externs(kernel: Kernel, names) -> tuple[dict[str, str], dict[str, int]]:
-    """externs/extern_addrs for build_module: the real kernel's functions at their image addresses
-    (call them through {plt:name}: the image is out of BL range of the module area)."""
-    addrs = {}
-    for n in names:
-        a = kernel.lookup_address(n)
-        if a is None:
-            raise KeyError(f"{n} is not exported by the kernel")
-        addrs[n] = a
-    return {n: "func" for n in names}, addrs
