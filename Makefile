@@ -59,7 +59,7 @@ export ARMLOAD_OFFLINE
 # KERNEL=RELEASE fetches that Debian armhf kernel instead (image, modules, headers with its
 # Module.symvers): make test-inputs KERNEL=6.12.107+deb12-armmp (or 6.1.0-50-rt-armmp, -armmp-lpae)
 # Without KERNEL, the test suite's inputs: 6.1 armmp (with kbuild, for the samples) and the other kernels
-# the tests boot and load into (tests/test_kernels.py, test_lpae.py, test_matrix.py).
+# the tests boot and load into (tests/kernel/test_kernels.py, tests/emu/test_lpae.py, tests/ci/test_matrix.py).
 KERNEL ?=
 TEST_KERNELS := 6.1.0-50-armmp-lpae 6.1.0-50-rt-armmp 6.12.107+deb12-armmp
 test-inputs:

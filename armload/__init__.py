@@ -1,7 +1,7 @@
 """armload: a simulated 32-bit ARM Linux kernel-module loader.
 
 The package, floor by floor; a module imports only from its own folder or from floors below it
-(tests/test_layout.py holds every file to this):
+(tests/cli/test_layout.py holds every file to this):
 
     errors, constants   what every floor shares: the error classes, ELF and ARM numbers
     kernel/             the target kernel: its config, symbol sources (Module.symvers, System.map,

@@ -27,4 +27,4 @@ matrix-oot: venv matrix-fetch
 
 test-cluster: venv
 	$(VENV)/bin/pip install -q -e '.[cluster]'
-	$(PY) -m pytest -q -m cluster tests/test_cluster.py
+	$(PY) -m pytest -q -m cluster tests/ci/test_cluster.py

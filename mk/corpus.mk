@@ -5,7 +5,7 @@
 #                   once in the module window (load, relocate, verify; init is not run here), once placed in vmalloc
 #                   space, where every kernel call needs a PLT veneer (load, relocate, verify every branch
 #                   and PLT entry). Fails on any per-module difference (printed as a table) or on a load or
-#                   verify failure; then runs the corpus assertions of tests/test_corpus.py. Both passes
+#                   verify failure; then runs the corpus assertions of tests/ci/test_corpus.py. Both passes
 #                   356 CPU-seconds (measured 2026-12-02: about 3 minutes with 2 jobs on 2 free cores). `make corpus` exits 3 with a loud message when the packages cannot be fetched.
 #   make regress-update   the same two passes, writing their results into the baseline (review the diff)
 #   make corpus-check   the window pass without a baseline, init inside the booted kernel (~18 min; REGRESS_ARGS
@@ -53,7 +53,7 @@ regress: venv corpus
 	@mkdir -p $(REGRESS_OUT); st=0; $(REGRESS_CHECK) || st=$$?; \
 	$(REGRESS_VMALLOC) || st=$$?; \
 	ARMLOAD_CORPUS_JSON=$(REGRESS_JSON) ARMLOAD_CORPUS_JSON_VMALLOC=$(REGRESS_JSON_VMALLOC) \
-	  $(PY) -m pytest -q -rs tests/test_corpus.py || st=1; \
+	  $(PY) -m pytest -q -rs tests/ci/test_corpus.py || st=1; \
 	exit $$st
 
 regress-update: venv corpus

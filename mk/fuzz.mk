@@ -10,7 +10,7 @@
 #   FUZZ_SEED=N FUZZ_ARGS=...   another deterministic sequence / extra options (--no-measure, --json F)
 # A crash found is minimised into tests/fuzz_crashes/ (make fuzz-minimise FUZZ_MIN=FILE), renamed for what it broke
 # and committed;
-# `make test` replays those and tests/fuzz_seeds/ without Atheris (tests/test_fuzz_replay.py).
+# `make test` replays those and tests/fuzz_seeds/ without Atheris (tests/inputs/test_fuzz_replay.py).
 FUZZ_TIME  ?= 600
 FUZZ_CASES ?= 20000
 FUZZ_SEED  ?= 1

@@ -22,4 +22,4 @@ bench-kallsyms: kallsyms-inputs venv
 	$(PY) benchmarks/bench_kallsyms.py $(KALLSYMS_IMAGE)
 
 test-kallsyms: kallsyms-inputs venv
-	$(PY) -m pytest -q tests/test_kallsyms.py
+	$(PY) -m pytest -q tests/kernel/test_kallsyms.py

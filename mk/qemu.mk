@@ -96,7 +96,7 @@ qemu-compare-booted: venv qemu-inputs
 	$(ARMLOAD) agree $(QEMU_BOOTED_JSON) --oracle $(QEMU_RESULTS) --min $(QEMU_MIN_AGREEMENT_BOOTED)
 
 # Device I/O under QEMU (issue 29, item 3): a module's file operations in the same Debian kernel,
-# the oracle of armload's real system calls inside the booted kernel (tests/test_devio_qemu.py
+# the oracle of armload's real system calls inside the booted kernel (tests/emu/test_devio_qemu.py
 # compares; the results file is committed). devh (devh.c) runs the plan's file operations and
 # cat/echo; busybox cat and `echo > PATH` run each cat/echo outside an open file again. About a
 # minute (one boot).

@@ -1,7 +1,7 @@
 """One fuzz input through every library entry point (issue 21): Session.load (with and without
 object=True), verify, the report and explain paths, and the load with init in the booted Debian
 kernel's own load_module (fuzz.booted_init). The coverage-guided fuzzer (atheris_fuzz.py) calls `exercise`, and so does
-the deterministic replay of the committed corpus and crash files (tests/test_fuzz_replay.py),
+the deterministic replay of the committed corpus and crash files (tests/inputs/test_fuzz_replay.py),
 which needs no Atheris.
 
 An input is the file itself, optionally behind a 3-byte control prefix b"AF" + flags:

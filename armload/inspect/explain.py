@@ -480,7 +480,7 @@ class CountedEntry:
 def counted_relocations(obj: ObjectFile, config) -> dict[str, list[CountedEntry]]:
     """Per rule, the branch relocations module_frob_arch_sections counted (one PLT entry each),
     built from plt.py's own pieces (exec tables, kernel order, zero-addend test, st_shndx); the
-    fixed ftrace entries are not relocations and are not listed. tests/test_explain.py checks
+    fixed ftrace entries are not relocations and are not listed. tests/inspect/test_explain.py checks
     that the lists have exactly the lengths of plt.count_plts()."""
     from ..constants import BRANCH_TYPES, SHN_UNDEF
     from ..loader.plt import (_legacy_candidates, exec_rel_tables, kernel_order, legacy_is_init, legacy_rel_tables,

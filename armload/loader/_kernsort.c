@@ -13,7 +13,7 @@
  * Each element is packed as (key << 32 | original index) and compared on the key only, so a swap
  * moves the index with its key exactly as the kernel moves an Elf32_Rel.  armload/loader/plt.py keeps a
  * pure-Python transcription of the same two loops as the fallback when this module is absent;
- * tests/test_plt.py checks both against the literal port of lib/sort.c in the tests.
+ * tests/loader/test_plt.py checks both against the literal port of lib/sort.c in the tests.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

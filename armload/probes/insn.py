@@ -13,7 +13,7 @@ unknown stack use, a pre-indexed negative store or STMDx below sp by more than M
 refused, post-indexed stores are not stack use): REJECT is the kernel's INSN_REJECTED (-EINVAL).
 An ARM instruction reading pc is EMULATE: the kernel's decode_regs rewrites its register nibbles
 and emulate_* runs it with pc + 8 in the stand-in; armload does the same (kprobe.py). LDM/STM
-naming pc are simulated (simulate_ldm1stm1 / simulate_stm1_pc). tests/test_kprobe_decode.py holds
+naming pc are simulated (simulate_ldm1stm1 / simulate_stm1_pc). tests/probes/test_kprobe_decode.py holds
 armload to a literal port of the kernel's tables (tests/oracles/kprobes_decode.py).
 `decode_thumb` covers the Thumb-2 tables' branches, literal loads, system, coprocessor and
 exclusive instructions, and checkers-thumb.c's stack checker; other Thumb forms run out of line.

@@ -16,7 +16,7 @@ Comparisons at the level of register_kprobe's return value (0 or -errno):
   p->ainsn.insn_handler (the simulate_*/emulate_* function it chose) and p->ainsn.stack_space
   (a refusal with stack_space < 0 or > MAX_STACK_SIZE is the stack checker's, otherwise the
   decode tables'): the reason of a refusal is compared too.
-  The encodings: the 1,447 of tests/test_kprobe_decode.py (arm_sample: the issue's named cases,
+  The encodings: the 1,447 of tests/probes/test_kprobe_decode.py (arm_sample: the issue's named cases,
   Debian module text, seeded random words) and one word per decode-table entry (table_sample).
   The armmp kernel is an ARM kernel (no CONFIG_THUMB2_KERNEL): its arch_prepare_kprobe decodes
   ARM only, so Thumb encodings cannot be checked against it (they stay checked against the port
@@ -71,7 +71,7 @@ NAMED = [("str r0, [r1, sp]", 0xE781000D, -22), ("strh r0, [r1, sp]", 0xE18100BD
 
 
 def arm_sample(module_dir: str, n_random: int = SAMPLE_RANDOM, seed: int = SAMPLE_SEED) -> list[int]:
-    """The ARM sample of tests/test_kprobe_decode.py (1,447 words): the named encodings, the
+    """The ARM sample of tests/probes/test_kprobe_decode.py (1,447 words): the named encodings, the
     first 400 words of .text of three Debian crypto modules, and seeded random words (two thirds
     with cond = AL) with sp and pc forced into register fields."""
     from elftools.elf.elffile import ELFFile
@@ -348,7 +348,7 @@ def compare_blacklist(k, image) -> dict:
 THUMB_NOTE = ("not checked against the booted kernel: the Debian armmp Image is an ARM kernel (no "
               "CONFIG_THUMB2_KERNEL), its arch_prepare_kprobe decodes ARM only and it has no Thumb "
               "decode tables; decode_thumb stays checked against the port of the tables "
-              "(tests/test_kprobe_decode.py, tests/oracles/kprobes_decode.py)")
+              "(tests/probes/test_kprobe_decode.py, tests/oracles/kprobes_decode.py)")
 THUMB_DECODERS = ("thumb16_probes_decode_insn", "thumb32_probes_decode_insn")
 
 

@@ -269,7 +269,7 @@ def test_baseline_format_1_still_compares_what_it_holds(tmp_path, booted_dir):
 # --------------------------------------------------------------------------------------------
 def _corrupt_a_branch(monkeypatch, name):
     """After `name` is loaded, one of its ARM branches goes 4 bytes further (as
-    tests/test_verify_failures.py does to a loaded module)."""
+    tests/loader/test_verify_failures.py does to a loaded module)."""
     from armload.loader import session as S
     real = S.Session.load
 
@@ -316,8 +316,8 @@ def test_every_outcome_class_has_a_scenario():
     from hostile_samples import CORPUS       # the booted kernel's hostile ends: one sample each there
     hostile = {cls for _, _, cls in CORPUS.values()} - set(SCENARIOS)
     assert set(SCENARIOS) | hostile | {"loader-differs", "sanitizer"} == set(OUTCOMES)
-    # loader-differs: test_booted_run.py::test_check_a_loader_difference_is_its_own_outcome_and_fails_by_default
-    # sanitizer: tests/test_check_sanitize.py (check --sanitize on the sanbugs sample)
+    # loader-differs: tests/emu/test_booted_run.py::test_check_a_loader_difference_is_its_own_outcome_and_fails_by_default
+    # sanitizer: tests/ci/test_check_sanitize.py (check --sanitize on the sanbugs sample)
     assert [c for c in OUTCOMES if c in SCENARIOS] == list(SCENARIOS)
 
 

@@ -1,5 +1,5 @@
 """Three plain command lines that ended in an internal error (issue 33): each now does its job or
-gives one clear error. The whole command-line surface is exercised in test_commands.py."""
+gives one clear error. The whole command-line surface is exercised in test_readme.py (COMMAND_LINES)."""
 from __future__ import annotations
 
 import json
@@ -42,7 +42,7 @@ def test_bench_kallsyms_arm_reaches_its_result(monkeypatch, capsys):
     """`bench kallsyms-arm`: a function-local `import os` further down (task-rename) made `os` a
     local of the whole dispatcher, unbound where kallsyms-arm reads it (UnboundLocalError). The
     benchmark itself is replaced by a recorder: this is the dispatcher's test (the real benchmark
-    runs in test_commands.py)."""
+    runs in test_readme.py, COMMAND_LINES)."""
     from armload.bench import kallsyms_arm
     seen = []
     monkeypatch.setattr(kallsyms_arm, "run_benchmark", lambda image: seen.append(image) or {"rows": []})

@@ -6,7 +6,7 @@ the kernel's own load_module loads the module and runs its init. The module unde
 sample_modules/src/devkit/devkit.c: parameters, a list under a spinlock, exported functions, a NULL
 dereference behind `crash=1`.
 
-Run just this file:  .venv/bin/python -m pytest tests/test_example_plugin.py -v
+Run just this file:  .venv/bin/python -m pytest tests/devkit/test_example_plugin.py -v
 """
 import errno
 import os

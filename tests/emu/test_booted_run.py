@@ -15,12 +15,6 @@ from armload.kernel import debian
 TREE = debian.MODULES
 
 
-@pytest.fixture
-def run(booted_dir):
-    from armload.emu.booted.modrun import BootedRun
-    return BootedRun(BOOT_VMLINUZ, Kernel.from_files([SYMVERS, BOOT_VMLINUZ], DEBIAN_ARMMP), DEBIAN_ARMMP)
-
-
 def test_sample_loads_identically_and_its_init_runs_in_the_kernel(run):
     r = run.load(sample("hello-arm.ko"))
     assert (r.status, r.ret, r.name) == ("returned", 0, "hello")

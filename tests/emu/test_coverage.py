@@ -1,5 +1,5 @@
 """run --coverage's CLI summary inside the booted kernel (the block counter against a
-per-instruction hook, the lcov records and lcov --summary: tests/test_observe_booted.py)."""
+per-instruction hook, the lcov records and lcov --summary: tests/emu/test_observe_booted.py)."""
 import os
 import subprocess
 import sys

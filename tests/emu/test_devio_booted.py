@@ -9,9 +9,7 @@ import struct
 import pytest
 
 from testinputs import BOOT_VMLINUZ, ROOT, SYMVERS, require_input
-from armload.kernel.config import DEBIAN_ARMMP
 from armload.emu.booted.user import File
-from armload.kernel.provider import Kernel
 
 VFSDEV = os.path.join(ROOT, "sample_modules", "devio", "vfsdev-arm-debug.ko")
 IOC_LEN, IOC_SET, IOC_FILL, IOC_CRASH = 0x80047601, 0x40047602, 0x7603, 0x7604
@@ -20,19 +18,18 @@ ENOENT, EBADF, EAGAIN, EFAULT, EACCES, EINVAL, ENOSPC, ENOTTY = 2, 9, 11, 14, 13
 
 
 @pytest.fixture
-def run(booted_dir):
-    from armload.emu.booted.modrun import BootedRun
+def vfs_run(run):
+    """The wing's BootedRun (tests/emu/conftest.py) with vfsdev loaded."""
     require_input(VFSDEV, "make samples-vfsdev")
-    r = BootedRun(BOOT_VMLINUZ, Kernel.from_files([SYMVERS, BOOT_VMLINUZ], DEBIAN_ARMMP), DEBIAN_ARMMP)
-    res = r.load(VFSDEV)
+    res = run.load(VFSDEV)
     assert res.ok, res.console
-    return r
+    return run
 
 
 @pytest.fixture
-def fs(run):
+def fs(vfs_run):
     from armload.emu.booted.user import Filesystem
-    return Filesystem(run.bk)
+    return Filesystem(vfs_run.bk)
 
 
 def _errno(fn, *a):
@@ -89,7 +86,7 @@ def test_poll_with_timeout_zero(fs):
     f.close()
 
 
-def test_mmap_reads_what_the_module_maps(run, fs):
+def test_mmap_reads_what_the_module_maps(vfs_run, fs):
     f = fs.open("/dev/vfsdev")
     f.write(b"mapped!")
     addr = f.mmap(4096)
@@ -103,12 +100,12 @@ def test_mmap_reads_what_the_module_maps(run, fs):
         f.mmap(8192)
     assert _errno(f.mmap, 4096, 3, 1, 1) == EINVAL      # and an offset
     f.close()
-    assert run.unload("vfsdev")[0] == -EAGAIN           # the mapping still holds the file (and module)
+    assert vfs_run.unload("vfsdev")[0] == -EAGAIN           # the mapping still holds the file (and module)
     assert f.maps == [(addr, 4096)] and f.peek(addr, 0) == b""
     with pytest.raises(OSError, match=re.escape("munmap /dev/vfsdev: EINVAL")):
         f.munmap(addr + 1, 4096)                        # not page aligned
     assert f.munmap(addr, 4096) == 0 and f.maps == []
-    assert run.unload("vfsdev")[0] == 0
+    assert vfs_run.unload("vfsdev")[0] == 0
 
 
 def test_a_user_access_that_faults_is_the_kernels_signal(fs):
@@ -120,12 +117,12 @@ def test_a_user_access_that_faults_is_the_kernels_signal(fs):
     assert fs.sys.call("getpid") == 1                   # pid 1 goes on
 
 
-def test_close_runs_release_through_the_task_work(run, fs):
+def test_close_runs_release_through_the_task_work(vfs_run, fs):
     """close(2) drops the fd; the last fput's __fput (module_put) runs in the return to user mode."""
     f = fs.open("/dev/vfsdev")
-    assert run.unload("vfsdev")[0] == -EAGAIN           # busy: delete_module(O_NONBLOCK)'s -EWOULDBLOCK
+    assert vfs_run.unload("vfsdev")[0] == -EAGAIN           # busy: delete_module(O_NONBLOCK)'s -EWOULDBLOCK
     assert f.close() == 0
-    assert run.unload("vfsdev")[0] == 0
+    assert vfs_run.unload("vfsdev")[0] == 0
     assert _errno(fs.open, "/dev/vfsdev") == ENOENT     # devtmpfs removed the node
     assert fs.sys.close(3) == -EBADF                    # and the fd is gone
 
@@ -156,10 +153,10 @@ def test_errors_raise_the_matching_oserror(fs):
         fs.open("/dev/nope")
 
 
-def test_system_calls_enter_through_svc_and_the_syscall_table(run, fs):
+def test_system_calls_enter_through_svc_and_the_syscall_table(vfs_run, fs):
     """Each call is one SVC exception taken from user mode, dispatched by r7 to its sys_* function."""
     from armload.emu.booted.user import NR
-    k = run.bk
+    k = vfs_run.bk
     fs.mount_all()
     hits = []
     hooks = [k.hook_code(k.addr(f"sys_{n}"), lambda *_, n=n: hits.append((n, k.m.reg("cpsr") & 0x1F)))
@@ -178,8 +175,8 @@ def test_system_calls_enter_through_svc_and_the_syscall_table(run, fs):
     assert NR["read"] == 3 and NR["write"] == 4 and NR["ioctl"] == 54 and NR["openat"] == 322 and NR["mmap2"] == 192
 
 
-def test_the_kernel_context_is_put_back(run, fs):
-    k = run.bk
+def test_the_kernel_context_is_put_back(vfs_run, fs):
+    k = vfs_run.bk
     fs.mount_all()
     regs = {r: k.m.reg(r) for r in ("sp", "lr", "pc", "cpsr", "r9")}
     sp = regs["sp"]
@@ -318,9 +315,9 @@ def test_file_operations_need_the_booted_kernel_and_follow_the_calls(booted_dir)
     assert "/dev/vfsdev: poll(POLLIN|POLLPRI|POLLOUT, timeout 0): revents 0x5 (POLLIN|POLLOUT)" in out
 
 
-def test_module_files_for_tests(run):
+def test_module_files_for_tests(vfs_run):
     from armload.devkit.files import ModuleFiles, _text
-    files = ModuleFiles(run, "vfsdev")
+    files = ModuleFiles(vfs_run, "vfsdev")
     assert files.param("fill") == "118" and files.param("fill", 66) == 3 and files.param("fill") == "66"
     assert files.sysfs("initstate") == "live" and files.sysfs("/sys/class/misc/vfsdev/opens") == "0"
     with files.open("/dev/vfsdev", "r") as f:
@@ -418,19 +415,19 @@ def test_errors_name_the_call_the_file_and_the_errno(fs):
         fs.open("/dev/nope")
 
 
-def test_file_methods_for_a_module_handle(run):
+def test_file_methods_for_a_module_handle(vfs_run):
     """What ModuleHandle mixes in: its BootedRun is `.kernel`, the module's name `.name`."""
     from armload.devkit.files import FileMethods
 
     class Handle(FileMethods):
         def __init__(self, kernel, name):
             self.kernel, self.name = kernel, name
-    h = Handle(run, "vfsdev")
+    h = Handle(vfs_run, "vfsdev")
     with h.open("/dev/vfsdev") as f:
         assert f.write(b"hi") == 2 and f.ioctl(IOC_LEN, bytes(4)) == (0, struct.pack("<i", 2))
     assert h.sysfs("parameters/fill") == "118" and h.sysfs("parameters/fill", 90) == 3
     assert h.cat("/sys/module/vfsdev/parameters/fill") == "90\n" and h.echo("1", PARAM) == 2
-    assert h.files is h.files and h.files.run is run
+    assert h.files is h.files and h.files.run is vfs_run
 
 
 def test_the_process_exit_closes_and_unmaps_what_is_left(booted_dir):

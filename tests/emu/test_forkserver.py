@@ -15,13 +15,14 @@ from armload.kernel.provider import Kernel
 
 
 @pytest.fixture(scope="module")
-def kernel():
+def symbols():
+    """The loader's Kernel (the samples' Module.symvers and the image); the devkit plugin's `kernel` is a path."""
     return Kernel.from_files([SYMVERS, BOOT_VMLINUZ], DEBIAN_ARMMP)
 
 
 @pytest.fixture
-def base(booted_dir, kernel):
-    return fs.prepare([], vmlinuz=BOOT_VMLINUZ, kernel=kernel, config=DEBIAN_ARMMP)
+def base(booted_dir, symbols):
+    return fs.prepare([], vmlinuz=BOOT_VMLINUZ, kernel=symbols, config=DEBIAN_ARMMP)
 
 
 def _summary(r):
@@ -38,7 +39,7 @@ def test_a_fork_starts_from_the_parent_and_leaves_it_unchanged(base):
     assert fs.prepare([], vmlinuz=BOOT_VMLINUZ, kernel=run.session.kernel, config=DEBIAN_ARMMP) .run is run
 
 
-def test_a_closure_servers_children_equal_a_fresh_restore(base, kernel):
+def test_a_closure_servers_children_equal_a_fresh_restore(base, symbols):
     from armload.emu.booted.modrun import BootedRun
     h = fs.prepare([sample("exporter-arm.ko")], base=base)
     try:
@@ -47,7 +48,7 @@ def test_a_closure_servers_children_equal_a_fresh_restore(base, kernel):
         assert one == fs.fork_run(h, _load_importer)
     finally:
         fs.close(h)
-    fresh = BootedRun(BOOT_VMLINUZ, kernel, DEBIAN_ARMMP)
+    fresh = BootedRun(BOOT_VMLINUZ, symbols, DEBIAN_ARMMP)
     fresh.load(sample("exporter-arm.ko"))
     assert one == _load_importer(fresh) and one[1:3] == ("returned", 0)
     assert base.run.results == []                        # the base never loaded the closure
@@ -81,7 +82,7 @@ def test_a_child_that_raises_or_dies_is_reported(base):
         fs.prepare(["x"], base=base, load=lambda run, c: 1 // 0)
 
 
-def test_check_json_is_identical_for_any_jobs_and_order(booted_dir, tmp_path, kernel):
+def test_check_json_is_identical_for_any_jobs_and_order(booted_dir, tmp_path, symbols):
     from armload.ci.corpus import run_checks
     from armload.ci.selection import scan_with_deps
     from armload.ci.worker import BOOTED_BUDGET, CheckOptions
@@ -101,7 +102,7 @@ def test_check_json_is_identical_for_any_jobs_and_order(booted_dir, tmp_path, ke
     mods, _ = scan_with_deps(str(tree), str(tree))
     plan = plan_order(mods)
     opts = CheckOptions(image=BOOT_VMLINUZ, tree=str(tree), budget=BOOTED_BUDGET)
-    stats = run_checks(plan, kernel, DEBIAN_ARMMP, opts, jobs=2, names=list(reversed(plan.order)))
+    stats = run_checks(plan, symbols, DEBIAN_ARMMP, opts, jobs=2, names=list(reversed(plan.order)))
     theirs = {r["module"]: r for r in json.loads(docs[0])["modules"]}
     ours = {r["module"]: r for r in stats.records}
     assert len(ours) == 5 and all(ours[m] == theirs[m] for m in theirs)

@@ -52,7 +52,7 @@ def test_debian_has_no_hard_lockup_detector():
 def _run(name, capsys, *extra):
     require_input(BOOT_VMLINUZ, "make test-inputs")
     mods = [os.path.join(SAMPLES, d) for d in DEPS.get(name, [])] + [ko(name)]
-    # The hostile ends are the kernel's, not the sanitizers' (tests/test_sanitize.py owns those, and
+    # The hostile ends are the kernel's, not the sanitizers' (tests/emu/test_sanitize.py owns those, and
     # test_the_sanitizers_do_not_change_a_hostile_end below runs one end with them on): off here,
     # every module instruction would be hooked for the whole 22 simulated seconds of a spin.
     sanitize = [] if "--sanitize" in extra else ["--sanitize", "none"]

@@ -10,14 +10,6 @@ import pytest
 from unicorn import UC_HOOK_CODE
 
 from testinputs import BOOT_VMLINUZ, ROOT, SYMVERS, devkit_line, sample
-from armload.kernel.config import DEBIAN_ARMMP
-from armload.kernel.provider import Kernel
-
-
-@pytest.fixture
-def run(booted_dir):
-    from armload.emu.booted.modrun import BootedRun
-    return BootedRun(BOOT_VMLINUZ, Kernel.from_files([SYMVERS, BOOT_VMLINUZ], DEBIAN_ARMMP), DEBIAN_ARMMP)
 
 
 def observed(run, path, params="", native=None):

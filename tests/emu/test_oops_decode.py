@@ -23,12 +23,6 @@ def src_line(name: str, marker: str) -> int:
         return next(i for i, ln in enumerate(f, 1) if marker in ln)
 
 
-@pytest.fixture
-def run(booted_dir):
-    from armload.emu.booted.modrun import BootedRun
-    return BootedRun(BOOT_VMLINUZ, Kernel.from_files([SYMVERS, BOOT_VMLINUZ], DEBIAN_ARMMP), DEBIAN_ARMMP)
-
-
 def decoded(run, path, params=""):
     from armload.emu.booted.decode import decode
     r = run.load(path, params)

@@ -1,4 +1,4 @@
-"""Hostile loader input, round two (issue 21; the run-time hostility corpus is test_hostile.py): one regression test per input class, both sides of each
+"""Hostile loader input, round two (issue 21; the run-time hostility corpus is tests/emu/test_hostile.py): one regression test per input class, both sides of each
 bound, and the operation bounds of the worst classes (counted Python calls, not wall clock).
 
 The oracle for what 6.1 reads is the kernel source (cited in armload/loader/validity.py); the

@@ -185,7 +185,7 @@ def test_init_to_core_calls_count_only_under_v6():
 def test_legacy_counts_at_least_sorted_when_addends_are_zero(path):
     """With zero addends the 2016 rules count one entry per (type, UND symbol) per exec table; v4.0
     counts one per r_info per table with no symbol or target filter: never fewer. (The exact v4.0
-    numbers: tests/test_plt_legacy.py, against the literal port.)"""
+    numbers: tests/loader/test_plt_legacy.py, against the literal port.)"""
     from armload.loader.plt import legacy_rel_tables
     obj = read_object(path)
     cfg = KernelConfig(thumb2="thumb2" in path)

@@ -187,7 +187,7 @@ def test_same_r_info_counts_once_per_distinct_masked_word(binutils, tmp_path):
 def test_legacy_routes_far_init_branches_through_init_plt_and_verifies():
     """v4.0 counts initcore's init->core calls (defined symbols) for .init.plt and get_module_plt
     picks .init.plt for places in init: the load relocates and every branch verifies (the 2016 rules
-    fail this load, tests/test_plt.py)."""
+    fail this load, tests/loader/test_plt.py)."""
     cfg = KernelConfig(plt_algorithm="legacy")
     mod = _far_init_session(cfg).load(sample("initcore-arm.ko"))
     regions = {r.name: r for r in mod.regions}

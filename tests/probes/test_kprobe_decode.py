@@ -1,7 +1,7 @@
 """armload's kprobes decoder against the kernel's own tables (tests/oracles/kprobes_decode.py, a
 literal port of arch/arm/probes/decode.c, decode-arm.c, kprobes/checkers-{arm,common,thumb}.c and
 arch_prepare_kprobe's stack-space test). The booted kernel's own register_kprobe judges the same
-words in tests/test_kprobes_kernel_agree.py."""
+words in tests/probes/test_kprobes_kernel_agree.py."""
 import os
 import struct
 

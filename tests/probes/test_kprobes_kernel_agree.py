@@ -2,7 +2,7 @@
 "the decode agreement on a sample of at least 200 encodings against the 6.1 tables", with the real
 kernel as the oracle; armload/probes/kagree.py).
 
-ARM encodings: the 1,447 words of tests/test_kprobe_decode.py (the issue's named cases, Debian
+ARM encodings: the 1,447 words of tests/probes/test_kprobe_decode.py (the issue's named cases, Debian
 module text, seeded random words with sp/pc in register fields) and one word per decode-table
 entry, each written into a loaded module's text and registered as a disabled kprobe: the Image's
 arch_prepare_kprobe decodes it. The kernel's kprobe_blacklist and __jump_table against armload's
@@ -65,7 +65,7 @@ def test_named_cases_are_the_words_their_sources_assemble_to():
 
 
 def test_the_sample_is_test_kprobe_decodes(arm_rows):
-    """The same 1,447 words tests/test_kprobe_decode.py holds to the port of the tables."""
+    """The same 1,447 words tests/probes/test_kprobe_decode.py holds to the port of the tables."""
     import test_kprobe_decode as T
     assert [r.op for r in arm_rows] == T._sample()
     assert [(src, want) for src, _, want in G.NAMED] == T.NAMED
