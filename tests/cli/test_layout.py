@@ -1,5 +1,6 @@
 """The package's layout: each folder one concern, arrows pointing one way (down the floors of
-armload/__init__.py), no import circle, and a command that imports only what it uses.
+armload/__init__.py), no import circle, and a command that imports only what it uses; and the tests'
+own: each file in the folder of the wing it tests, each name once, each fixture defined once.
 
 Imports are read from the source (ast), function-level ones included, so a lazy import that
 points up a floor or closes a circle is caught as well as a module-level one."""
@@ -8,6 +9,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -230,3 +232,80 @@ def test_public_names_and_no_old_paths():
         armload.no_such_name
     p = subprocess.run([sys.executable, "-m", "armload.inputs.synth", "--help"], capture_output=True, text=True)
     assert p.returncode == 0 and "--relocs" in p.stdout
+
+
+# --- the tests' own layout -------------------------------------------------------------------------
+# Each test file sits in the folder of the wing it tests: one per folder of armload/, with `cli` for
+# cli.py and the commands/ behind it. pytest imports the files by their names (each wing folder goes on
+# sys.path, there is no __init__.py), so a name is used once in the whole tree.
+TESTS = os.path.join(ROOT, "tests")
+TEST_WINGS = {d for d in os.listdir(PKG) if os.path.isfile(os.path.join(PKG, d, "__init__.py"))} - {"commands"} | {"cli"}
+TEST_DATA = {"oracles", "fuzz_crashes", "fuzz_seeds"}          # folders of tests/ that hold no tests
+TESTS_TOP = {"conftest.py", "testinputs.py", "asm_module.py", "hostile_samples.py",
+             "corpus_baseline.json", "boot_selftests.json"}
+PLUGIN = os.path.join(PKG, "devkit", "pytest_plugin.py")      # its fixtures are every test's too
+
+
+def _test_files() -> list[str]:
+    """Every test_*.py under tests/, relative to it."""
+    return sorted(os.path.relpath(os.path.join(d, f), TESTS) for d, _, files in os.walk(TESTS)
+                  for f in files if f.startswith("test_") and f.endswith(".py"))
+
+
+def _misplaced(files: list[str]) -> list[str]:
+    """The test files not directly in a wing folder, and every second file of one name."""
+    seen, out = set(), []
+    for f in files:
+        parts = f.split(os.sep)
+        if len(parts) != 2 or parts[0] not in TEST_WINGS or parts[1] in seen:
+            out.append(f)
+        seen.add(parts[-1])
+    return out
+
+
+def _is_fixture(decorator) -> bool:
+    f = decorator.func if isinstance(decorator, ast.Call) else decorator
+    return getattr(f, "attr", getattr(f, "id", None)) == "fixture"
+
+
+def _fixtures(paths: list[str]) -> dict[str, list[str]]:
+    """fixture name -> the files that define one of that name (@pytest.fixture, called or not)."""
+    out: dict[str, list[str]] = {}
+    for p in paths:
+        for node in ast.walk(ast.parse(open(p).read(), p)):
+            if isinstance(node, ast.FunctionDef) and any(_is_fixture(d) for d in node.decorator_list):
+                out.setdefault(node.name, []).append(os.path.relpath(p, ROOT))
+    return out
+
+
+def test_every_test_file_is_in_its_wings_folder():
+    files = _test_files()
+    assert len(files) > 70 and _misplaced(files) == []
+    assert _misplaced(["test_x.py", "commands/test_y.py", "loader/sub/test_z.py", "loader/test_a.py",
+                       "emu/test_a.py", "kernel/test_b.py"]) == [
+        "test_x.py", "commands/test_y.py", "loader/sub/test_z.py", "emu/test_a.py"]
+
+
+def test_the_tests_folder_holds_the_wings_and_the_shared_pieces():
+    top = os.listdir(TESTS)
+    assert {f for f in top if os.path.isfile(os.path.join(TESTS, f))} == TESTS_TOP
+    assert {d for d in top if os.path.isdir(os.path.join(TESTS, d))} - {"__pycache__"} == TEST_WINGS | TEST_DATA
+    for w in TEST_WINGS:
+        assert set(os.listdir(os.path.join(TESTS, w))) - {"__pycache__", "conftest.py"} == \
+            {f for f in os.listdir(os.path.join(TESTS, w)) if f.startswith("test_") and f.endswith(".py")}, w
+
+
+def test_no_fixture_is_defined_twice():
+    paths = [os.path.join(d, f) for d, _, files in os.walk(TESTS) if os.path.relpath(d, TESTS).split(os.sep)[0]
+             not in TEST_DATA for f in files if f.endswith(".py")] + [PLUGIN]
+    defs = _fixtures(paths)
+    assert {"booted_dir", "run", "load_module", "kernel"} <= set(defs)   # tests/, a wing's, the plugin's
+    assert {n: fs for n, fs in defs.items() if len(fs) > 1} == {}
+    assert len(_fixtures([PLUGIN, PLUGIN])["kernel"]) == 2                 # a second definition is seen
+
+
+def test_the_readme_names_every_test_wing():
+    readme = open(os.path.join(ROOT, "README.md")).read()
+    layout = readme[readme.index("## Layout"):readme.index("## Commands")]
+    assert set(re.findall(r"`tests/([a-z]+)/`", layout)) == TEST_WINGS | {"oracles"}
+    assert re.search(r"`\.venv/bin/python -m pytest tests/([a-z]+)`", layout).group(1) in TEST_WINGS
