@@ -240,7 +240,7 @@ def test_public_names_and_no_old_paths():
 # sys.path, there is no __init__.py), so a name is used once in the whole tree.
 TESTS = os.path.join(ROOT, "tests")
 TEST_WINGS = {d for d in os.listdir(PKG) if os.path.isfile(os.path.join(PKG, d, "__init__.py"))} - {"commands"} | {"cli"}
-TEST_DATA = {"oracles", "fuzz_crashes", "fuzz_seeds"}          # folders of tests/ that hold no tests
+TEST_DATA = {"oracles", "fuzz_crashes", "fuzz_seeds", "golden"}   # folders of tests/ that hold no tests
 TESTS_TOP = {"conftest.py", "testinputs.py", "asm_module.py", "hostile_samples.py",
              "corpus_baseline.json", "boot_selftests.json"}
 PLUGIN = os.path.join(PKG, "devkit", "pytest_plugin.py")      # its fixtures are every test's too
@@ -307,5 +307,6 @@ def test_no_fixture_is_defined_twice():
 def test_the_readme_names_every_test_wing():
     readme = open(os.path.join(ROOT, "README.md")).read()
     layout = readme[readme.index("## Layout"):readme.index("## Commands")]
-    assert set(re.findall(r"`tests/([a-z]+)/`", layout)) == TEST_WINGS | {"oracles"}
+    named = set(re.findall(r"`tests/([a-z_]+)/`", layout))
+    assert TEST_WINGS <= named and named - TEST_WINGS <= TEST_DATA
     assert re.search(r"`\.venv/bin/python -m pytest tests/([a-z]+)`", layout).group(1) in TEST_WINGS
