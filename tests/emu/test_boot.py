@@ -241,3 +241,29 @@ def test_the_safety_net_is_not_lost_when_it_fires_between_two_runs(booted):
         with pytest.raises(GuestFault, match="the wall-clock safety net of 600 s stopped it"):
             booted.call("msleep", 1)
     assert wd.fired and m.wall_stop is None
+
+
+def test_a_saved_machine_restores_to_the_same_state(booted, tmp_path, capsys):
+    """snapshot.save then snapshot.load: the same RAM (holes where it is zero), CPU context, hardware
+    and meta; a second save to the same directory keeps the first (another process saved it first)."""
+    import hashlib
+    from unicorn import arm_const as A
+    booted.call("msleep", 1)                              # a machine that ran on after its restore
+    m = booted.m
+    d = str(tmp_path / "snap")
+    snapshot.save(m, d, {"boot_insns": 7, "why": "test"})
+    assert sorted(os.listdir(d)) == ["ram.bin", "state.pkl"] and os.listdir(tmp_path) == ["snap"]
+    assert os.path.getsize(os.path.join(d, "ram.bin")) == len(m.ram)
+    assert snapshot.disk_bytes(d) < len(m.ram) // 2                       # sparse: zero chunks are holes
+    m2, meta = snapshot.load(booted.image, d)
+    assert meta == {"boot_insns": 7, "why": "test"}
+    assert hashlib.sha256(m2.ram[:]).digest() == hashlib.sha256(m.ram[:]).digest()
+    regs = (A.UC_ARM_REG_PC, A.UC_ARM_REG_SP, A.UC_ARM_REG_CPSR, A.UC_ARM_REG_R4, A.UC_ARM_REG_C13_C0_3)
+    assert [m2.uc.reg_read(r) for r in regs] == [m.uc.reg_read(r) for r in regs]
+    assert m2.hw.insns == m.t.insns and m2.hw.timer.cval == m.hw.timer.cval and m2.hw.gic.enabled == m.hw.gic.enabled
+    m.ram[0:4] = b"\xde\xad\xbe\xef"
+    snapshot.save(m, d, {"boot_insns": 8})                                # the directory exists: kept
+    assert snapshot.load(booted.image, d)[1] == {"boot_insns": 7, "why": "test"}
+    assert os.listdir(tmp_path) == ["snap"]                                # the temporary copy is gone
+    snapshot.announce(d)
+    assert capsys.readouterr().err == f"booting the Debian kernel in Unicorn (once; cached in {d})\n"
