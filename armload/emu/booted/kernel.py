@@ -161,6 +161,12 @@ class BootedKernel:
         profiling (__kmalloc -> __kmalloc_noprof, vmalloc -> vmalloc_noprof)."""
         return next((n for n in names if n in self.image.symbols), names[0])
 
+    def copy_to_user(self, ua: int, kaddr: int, n: int) -> int:
+        """The kernel's copy_to_user of n bytes from kaddr to pid 1's ua: the bytes left uncopied.
+        6.12 inlines _copy_to_user: its out-of-line copy of the inline (access_ok, uaccess enabled)
+        stands in; 6.1 LPAE has neither, and no domain PAN to enable: its raw arm_copy_to_user."""
+        return self.call(self.sym("_copy_to_user", "_inline_copy_to_user", "arm_copy_to_user"), ua, kaddr, n)
+
     def run_serviced(self, until: int, budget: int) -> str:
         """Machine.run to `until`, serving the requests hooks stop on (service_handler) on the way."""
         m, uc = self.m, self.m.uc

@@ -324,9 +324,7 @@ def user_string(k: BootedKernel, text: str) -> int:
         raise GuestFault(f"vm_mmap({size}) in pid 1 failed ({_signed(ua)})")
     kb = k.kmalloc(len(data))
     k.write(kb, data)
-    # 6.12 inlines _copy_to_user: its out-of-line copy of the inline (access_ok, uaccess enabled) stands
-    # in; 6.1 LPAE has neither, and no domain PAN to enable: its raw arm_copy_to_user
-    left = k.call(k.sym("_copy_to_user", "_inline_copy_to_user", "arm_copy_to_user"), ua, kb, len(data))
+    left = k.copy_to_user(ua, kb, len(data))
     k.kfree(kb)
     if left:
         raise GuestFault(f"_copy_to_user left {left} bytes uncopied at {ua:#x}")

@@ -106,7 +106,7 @@ class UserMemory:
         for o in range(0, len(data), PAGE):
             chunk = data[o:o + PAGE]
             self.k.write(self._kbuf, chunk)
-            if self.k.call("_copy_to_user", ua + o, self._kbuf, len(chunk)):
+            if self.k.copy_to_user(ua + o, self._kbuf, len(chunk)):
                 raise EmulationError(f"copy_to_user to {ua + o:#x} failed")
 
     def string(self, s: str) -> int:
