@@ -125,6 +125,10 @@ def pytest_runtest_protocol(item, nextitem):
                               "call")]
     for rep in reports:
         ihook.pytest_runtest_logreport(report=rep)
+    # what the parent set up for earlier tests (a module, a directory) and the next test does not
+    # need is torn down here, as pytest's own teardown phase does (runner.pytest_runtest_teardown):
+    # the child's teardown ran in the child only
+    item.session._setupstate.teardown_exact(nextitem)
     ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
     for key in used:                            # later tests with this module fork with it loaded
         testing.warm(key)
