@@ -24,7 +24,8 @@ fork per test):
         # fn(run: BootedRun) -> a picklable result, run in a fresh fork of h's process; the
         # result comes back through a pipe. Local handles take any callable (it is inherited by
         # the fork); a server's fn is pickled (a module-level function or functools.partial).
-        # A child that raises, or dies (a signal), raises ForkError here; h is unchanged.
+        # A child that raises, returns what does not pickle, or dies (a signal), raises ForkError
+        # here, and so does a server that is gone; h is unchanged.
     close(h)
         # a server exits (also when its parent process exits: it reads EOF).
 
@@ -122,8 +123,14 @@ def prepare(closure=(), *, base: Handle | None = None, vmlinuz: str | None = Non
 
 def fork_run(h: Handle, fn):
     if not h.local:
-        _send_raw(h.cmd, pickle.dumps(fn))
-        status, out = _unpack(_recv(h.res), h.pid)
+        data = pickle.dumps(fn)
+        try:
+            _send_raw(h.cmd, data)
+        except BrokenPipeError:                        # the server is gone (killed): say so
+            data = None
+        else:
+            data = _recv(h.res)
+        status, out = _unpack(data, h.pid)
         if status != "ok":
             raise ForkError(out)
         return out
@@ -133,10 +140,10 @@ def fork_run(h: Handle, fn):
         try:
             os.close(r)
             try:
-                out = ("ok", fn(h.run))
-            except BaseException:
-                out = ("error", traceback.format_exc())
-            _send(w, out)
+                data = pickle.dumps(("ok", fn(h.run)))
+            except BaseException:                      # fn raised, or its result does not pickle
+                data = pickle.dumps(("error", traceback.format_exc()))
+            _send_raw(w, data)
         finally:
             os._exit(0)
     os.close(w)
