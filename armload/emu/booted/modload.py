@@ -320,7 +320,7 @@ def user_string(k: BootedKernel, text: str) -> int:
     data = text.encode() + b"\0"
     size = (len(data) + 0xFFF) & ~0xFFF
     ua = k.call("vm_mmap", 0, 0, size, PROT_RW, MAP_PRIVATE_ANON, 0)
-    if ua >= 0xFFFFF000:
+    if ua > 0xFFFFF000:                       # IS_ERR_VALUE: -4095..-1
         raise GuestFault(f"vm_mmap({size}) in pid 1 failed ({_signed(ua)})")
     kb = k.kmalloc(len(data))
     k.write(kb, data)

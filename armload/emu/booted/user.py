@@ -85,7 +85,7 @@ class UserMemory:
     def __init__(self, k, size: int = 0x10000):
         self.k, self.size, self.used = k, size, 0
         self.base = k.call("vm_mmap", 0, 0, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, 0)
-        if self.base >= 0xFFFFF000:
+        if user_error(self.base) < 0:                  # IS_ERR_VALUE: -4095..-1
             raise EmulationError(f"vm_mmap in pid 1 failed ({user_error(self.base)})")
         self._kbuf = k.kmalloc(PAGE)
 
@@ -130,7 +130,7 @@ class Syscalls:
         self.k, self.mem, self.budget = k, mem or UserMemory(k), budget
         self.code = k.call("vm_mmap", 0, 0, PAGE, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, 0)
         self.stack = k.call("vm_mmap", 0, 0, 2 * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, 0)
-        if max(self.code, self.stack) >= 0xFFFFF000:
+        if min(user_error(self.code), user_error(self.stack)) < 0:
             raise EmulationError("vm_mmap of pid 1's system-call stub failed")
         self.mem.write(self.code, STUB)
         self.mem.write(self.stack, bytes(2 * PAGE))
