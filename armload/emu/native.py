@@ -1,16 +1,25 @@
 """Small C helpers of the emulator (block hooks), compiled once per source version.
 
-A helper is built with the host C compiler into a per-user cache keyed by the SHA-256 of its
-source and loaded with ctypes; without a compiler (or with ARMLOAD_NO_NATIVE set) the caller
-uses its Python twin, which must behave identically.
+A helper is built with the host C compiler into the one on-disk cache (kernel/cache.py's
+cache_dir("native"), ARMLOAD_NATIVE_CACHE overriding it), keyed by the SHA-256 of its source,
+and loaded with ctypes; an unwritable cache falls back to a per-user temporary directory.
+Without a compiler (or with ARMLOAD_NO_NATIVE set) the caller uses its Python twin, which must
+behave identically, or refuses in words when it has none (helper's `need`).
 """
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
 import subprocess
 import tempfile
+
+from ..kernel.cache import cache_dir, source_hash
+
+
+def build_dirs() -> list[str]:
+    """Where a helper is built, in order: the cache, then /tmp/armload-<uid>."""
+    d = cache_dir("native", "ARMLOAD_NATIVE_CACHE")
+    return ([d] if d else []) + [os.path.join(tempfile.gettempdir(), f"armload-{os.getuid()}")]
 
 
 def build(src: str, stem: str, check=None):
@@ -18,9 +27,8 @@ def build(src: str, stem: str, check=None):
     library (e.g. a struct size mismatch), which then counts as unavailable."""
     if os.environ.get("ARMLOAD_NO_NATIVE"):
         return None
-    tag = hashlib.sha256(open(src, "rb").read()).hexdigest()[:16]
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    for d in (os.path.join(base, "armload"), os.path.join(tempfile.gettempdir(), f"armload-{os.getuid()}")):
+    tag = source_hash(os.path.dirname(src), [os.path.basename(src)])
+    for d in build_dirs():
         so = os.path.join(d, f"{stem}-{tag}.so")
         try:
             if not os.path.exists(so):

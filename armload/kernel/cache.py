@@ -1,7 +1,8 @@
 """armload's one on-disk cache pattern, for everything a process derives from the kernel files
 before it can run anything: the decompressed Image with its kallsyms names and __ksymtab
 (image.load_image), the Kernel built from Module.symvers + vmlinuz (provider.Kernel.from_files),
-the kallsyms decode (kallsyms/cache.py) and the boot snapshots (emu/booted/snapshot.py).
+the kallsyms decode (kallsyms/cache.py), the boot snapshots (emu/booted/snapshot.py) and the
+emulator's C helpers built by the host compiler (emu/native.py).
 
 An entry is keyed by the SHA-256 of its input files' bytes and of the source of the code that
 derives it, so a changed file or a changed parser is a miss, never a stale answer. Entries live in

@@ -4,6 +4,8 @@ when the booted kernel needs it and there is no compiler."""
 from __future__ import annotations
 
 import ctypes
+import os
+import tempfile
 
 import pytest
 
@@ -37,3 +39,27 @@ def test_built_once_and_checked_by_its_struct_size(monkeypatch):
         _fields_ = [("x", ctypes.c_uint8)]
     monkeypatch.setattr(native, "_LIBS", {})
     assert native.helper(tick._SRC, "tick", Wrong) is None
+
+
+def test_helpers_are_built_in_the_one_cache_keyed_by_their_source(monkeypatch, tmp_path):
+    src = tmp_path / "h.c"
+    src.write_text("int armload_h_size(void) { return 4; }\n")
+    cache = tmp_path / "native"
+    monkeypatch.setenv("ARMLOAD_NATIVE_CACHE", str(cache))
+    monkeypatch.delenv("ARMLOAD_NO_NATIVE", raising=False)
+    assert native.build_dirs()[0] == str(cache)
+    lib = native.build(str(src), "h")
+    assert lib.armload_h_size() == 4
+    built = sorted(os.listdir(cache))
+    assert len(built) == 1 and built[0].startswith("h-") and built[0].endswith(".so")
+    src.write_text("int armload_h_size(void) { return 8; }\n")                # a new source: a new entry
+    assert native.build(str(src), "h").armload_h_size() == 8 and len(os.listdir(cache)) == 2
+    monkeypatch.setenv("ARMLOAD_NATIVE_CACHE", "")                            # no cache: the temporary directory
+    assert native.build_dirs() == [os.path.join(tempfile.gettempdir(), f"armload-{os.getuid()}")]
+    monkeypatch.setenv("ARMLOAD_NO_NATIVE", "1")
+    assert native.build(str(src), "h") is None
+    monkeypatch.delenv("ARMLOAD_NO_NATIVE")
+    monkeypatch.setenv("ARMLOAD_NATIVE_CACHE", str(cache))
+    src.write_text("this is not C\n")
+    monkeypatch.setattr(native, "build_dirs", lambda: [str(cache)])
+    assert native.build(str(src), "h") is None                                # a compile error: unavailable
