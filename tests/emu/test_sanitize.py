@@ -275,3 +275,21 @@ def test_the_call_table_sees_what_hooks_on_every_entry_see(monkeypatch):
     assert len(e1.hooks) < len(e2.hooks)
     assert table == every
     assert table[3]["allocs"] == 2
+
+
+@pytest.mark.parametrize("ea,n,bad", [
+    (0x1000, 16, None), (0x100F, 1, None), (0x100C, 4, None),      # the whole array, its last byte, its last word
+    (0x1010, 1, 0x1010), (0x100D, 4, 0x1010), (0x100F, 2, 0x1010),  # one byte past: the first byte outside
+    (0x0FFF, 1, 0x0FFF), (0x0FFF, 2, 0x0FFF), (0x0FF0, 0x30, 0x0FF0),  # one byte before; a span over both ends
+])
+def test_the_stack_bound_is_exact_on_both_sides(ea, n, bad):
+    from armload.emu.sanitize.stack import out_of_bounds
+    assert out_of_bounds(0x1000, 0x1010, 0x1008, ea, n) == bad
+
+
+def test_an_access_through_a_pointer_into_another_object_is_not_this_arrays():
+    from armload.emu.sanitize.stack import out_of_bounds
+    assert out_of_bounds(0x1000, 0x1010, 0x1010, 0x1010, 4) is None       # the pointer is one past: not ours
+    assert out_of_bounds(0x1000, 0x1010, 0x0FFF, 0x1000, 4) is None
+    assert out_of_bounds(0x1000, 0x1010, 0x1000, 0x1010, 4) == 0x1010     # from its first byte: ours
+    assert out_of_bounds(0x1000, 0x1010, 0x100F, 0x1010, 1) == 0x1010     # from its last byte: ours

@@ -7,6 +7,7 @@ from unicorn import arm_const as A
 from . import heap as H
 from .access import SP
 from .report import Report, capture
+from .stack import out_of_bounds
 
 R0, R1, R2, R3 = A.UC_ARM_REG_R0, A.UC_ARM_REG_R1, A.UC_ARM_REG_R2, A.UC_ARM_REG_R3
 LR, PC = A.UC_ARM_REG_LR, A.UC_ARM_REG_PC
@@ -269,19 +270,19 @@ class HeapHooks:
         if via:                                     # at a kernel function's entry: the caller's frame
             regs[15] = pc
         for fn, var, lo, hi in self.frames.arrays(regs, self.bk.u32):
-            if lo <= base_val < hi and not (lo <= ea and ea + n <= hi):
+            bad = out_of_bounds(lo, hi, base_val, ea, n)
+            if bad is not None:
                 task = self.task_name()
                 st = capture(uc, self.bk.m.read, task, pc=pc)
                 mod = self.module_of(pc) or "?"
                 where = f"{via}+0x0" if via else "{at}"
-                bad = ea if ea >= hi or ea < lo else hi
                 rep = Report("stack", "stack-out-of-bounds", mod, f"BUG: KASAN: stack-out-of-bounds in {where}",
                              [f"{'Write' if write else 'Read'} of size {n} at addr {ea:08x} by task {task}"],
                              [("Call trace:", st)],
                              ["", f"The buggy address belongs to stack of task {task}",
                               f" and is located at offset {bad - lo} in frame:",
                               f" {fn}",
-                              "", "This frame has 1 object:" if True else "",
+                              "", "This frame has 1 object:",
                               f" [{0}, {hi - lo}) '{var}'"])
                 rep.title_at = pc
                 self.add(rep, ("stack", pc, var))

@@ -121,6 +121,15 @@ def frames_of(mod) -> list[FrameInfo]:
     return out
 
 
+def out_of_bounds(lo: int, hi: int, base: int, ea: int, n: int) -> int | None:
+    """The first byte outside the array [lo, hi) of an n-byte access at ea made through a pointer
+    `base` into it, or None: in bounds, or `base` points elsewhere (not this array's access).
+    (KASAN's rule: every byte of the access must be addressable.)"""
+    if not lo <= base < hi or (lo <= ea and ea + n <= hi):
+        return None
+    return ea if ea >= hi or ea < lo else hi
+
+
 class StackFrames:
     """Module functions with stack arrays, and the arrays of the live frames at an access."""
 
