@@ -45,8 +45,8 @@ def add_devio_args(p: argparse.ArgumentParser) -> None:
 
 
 def check_devio(ops) -> None:
-    from ..emu.booted.fileops import check_ops
-    check_ops(ops)
+    from ..emu.booted.fileops import parse_ops
+    parse_ops(ops)
 
 
 def run_devio(run, ops, say, vmlinux: str | None = None) -> tuple[bool, list[dict]]:

@@ -346,44 +346,6 @@ def test_coverage_counts_the_module_code_the_system_calls_ran(booted_dir, tmp_pa
     assert int(hits["vfsdev_read"]) == 0 and int(hits["vfsdev_mmap"]) == 0     # not called
 
 
-def test_operation_arguments_are_checked_before_anything_runs():
-    from armload.emu.booted.fileops import _describe, _ret, _seek, _text, check_ops, dev_bytes
-    from armload.errors import EmulationError
-    assert dev_bytes("s:ab", "w") == b"ab" and dev_bytes("s:", "w") == b""
-    assert dev_bytes("b:00ff", "w") == b"\0\xff" and dev_bytes("buf:3", "w") == bytes(3)
-    for bad in ("b:0", "b:zz", "buf:x", "buf:", "ab", "S:ab"):
-        with pytest.raises(EmulationError, match=rf"--w '{re.escape(bad)}': s:TEXT, b:HEX or buf:N"):
-            dev_bytes(bad, "--w")
-    assert _seek("5") == (5, "set") and _seek("-3:cur") == (-3, "cur") and _seek("0x10:end") == (16, "end")
-    with pytest.raises(EmulationError, match="OFF, OFF:cur or OFF:end"):
-        _seek("1:top")
-    with pytest.raises(EmulationError, match="--lseek 'x': not an integer"):
-        _seek("x")
-    good = [("cat", ["/p"]), ("echo", ["1", "/p"]), ("open", ["/dev/x"]), ("write", ["b:01"]), ("read", ["1"]),
-            ("lseek", ["0:cur"]), ("ioctl", ["0x10", "buf:4"]), ("ioctl", ["1", "-1"]), ("poll", []),
-            ("mmap", ["0x1000"]), ("close", []), ("open", ["/dev/y"]), ("read", ["2"])]
-    check_ops(good)
-    for ops, msg in (([("read", ["1"])], "--read needs an --open PATH before it"),
-                     ([("open", ["/x"]), ("close", []), ("poll", [])], "--poll needs an --open PATH before it"),
-                     ([("cat", ["/x"]), ("read", ["1"])], "--read needs an --open PATH"),
-                     ([("open", ["x"])], "--open x: an absolute path"), ([("cat", ["x"])], "--cat x: an absolute path"),
-                     ([("echo", ["1", "x"])], "--echo 1 x: an absolute path"),
-                     ([("open", ["/x"]), ("read", ["0"])], "--read 0: a positive byte count"),
-                     ([("open", ["/x"]), ("mmap", ["-1"])], "--mmap -1: a positive byte count"),
-                     ([("open", ["/x"]), ("write", ["zz"])], "--write 'zz'"),
-                     ([("open", ["/x"]), ("lseek", ["1:x"])], "--lseek '1:x'"),
-                     ([("open", ["/x"]), ("ioctl", ["c", "0"])], "--ioctl CMD 'c': not an integer"),
-                     ([("open", ["/x"]), ("ioctl", ["1", "q"])], "--ioctl ARG 'q': not an integer"),
-                     ([("open", ["/x"]), ("ioctl", ["1", "b:1"])], "--ioctl ARG 'b:1'")):
-        with pytest.raises(EmulationError, match=re.escape(msg)):
-            check_ops(ops)
-    assert _describe("lseek", ["-1:end"]) == "lseek(-1, SEEK_END)" and _describe("ioctl", ["1", "b:00"]) == "ioctl(1, b:00)"
-    assert _describe("read", ["4"]) == "read(4)" and _describe("close", []) == "close"
-    assert _describe("mmap", ["8"]) == "mmap(8, PROT_READ|PROT_WRITE, MAP_SHARED)"
-    assert _ret(-25) == "-25 (-ENOTTY)" and _ret(0) == "0" and _ret(7) == "7"
-    assert _text(b"a\x00~\x7f ") == "a.~. "
-
-
 def test_user_error_and_poll_names():
     from armload.emu.booted.user import poll_names, user_error
     assert user_error(0xFFFFFFFF) == -1 and user_error(0xFFFFF001) == -4095 and user_error(0xFFFFF000) == 0xFFFFF000

@@ -2,10 +2,13 @@
 operation in the order given, an errno as a result, an operation after a failed open not run,
 a fault that ends the run, and the process exit's munmap/close at the end. (The same plans on the
 booted kernel and under QEMU: tests/emu/test_devio_booted.py and test_devio_qemu.py.)"""
+import re
+
 import pytest
 
 from armload.emu.booted import fileops as F
 from armload.emu.booted import user as U
+from armload.errors import EmulationError
 from test_user_unit import FakeSys
 
 REAL_FS = U.Filesystem
@@ -78,8 +81,9 @@ def test_an_errno_is_a_result_and_a_failed_open_skips_the_file_operations(monkey
                               "note": "not run: no open file (its open failed)"}
     assert run.records[3]["errno"] == "ENOENT"
     run2, said2, s2 = _devio(monkeypatch, openat=4, close=0, ioctl=-25)
-    assert run2.run([("open", ["/dev/x"]), ("close", []), ("ioctl", ["1", "0"])]) is True
-    assert said2[3] == "--ioctl: not run (no open file: its open failed)"    # closed: the same as never opened
+    with pytest.raises(EmulationError, match="--ioctl needs an --open PATH before it"):
+        run2.run([("open", ["/dev/x"]), ("close", []), ("ioctl", ["1", "0"])])
+    assert s2.calls == [] and said2 == [] and run2.records == []            # refused before anything ran
 
 
 def test_a_fault_ends_the_run_with_the_kernels_lines_and_the_oops_handed_on(monkeypatch):
@@ -119,3 +123,57 @@ def test_no_system_call_no_count_line(monkeypatch):
     s.count = 0
     run.fs.mounted = {"/dev": 0}
     assert run.run([]) is True and len(said) == 1 and run.records == []
+
+
+def test_operations_are_checked_and_parsed_once_before_anything_runs():
+    from armload.emu.booted.fileops import _describe, _ret, _seek, _text, dev_bytes, parse_ops
+    from armload.errors import EmulationError
+    assert dev_bytes("s:ab", "w") == b"ab" and dev_bytes("s:", "w") == b""
+    assert dev_bytes("b:00ff", "w") == b"\0\xff" and dev_bytes("buf:3", "w") == bytes(3)
+    for bad in ("b:0", "b:zz", "buf:x", "buf:", "ab", "S:ab"):
+        with pytest.raises(EmulationError, match=rf"--w '{re.escape(bad)}': s:TEXT, b:HEX or buf:N"):
+            dev_bytes(bad, "--w")
+    assert _seek("5") == (5, "set") and _seek("-3:cur") == (-3, "cur") and _seek("0x10:end") == (16, "end")
+    with pytest.raises(EmulationError, match="OFF, OFF:cur or OFF:end"):
+        _seek("1:top")
+    with pytest.raises(EmulationError, match="--lseek 'x': not an integer"):
+        _seek("x")
+    good = [("cat", ["/p"]), ("echo", ["1", "/p"]), ("open", ["/dev/x"]), ("write", ["b:01"]), ("read", ["1"]),
+            ("lseek", ["0:cur"]), ("ioctl", ["0x10", "buf:4"]), ("ioctl", ["1", "-1"]), ("poll", []),
+            ("mmap", ["0x1000"]), ("close", []), ("open", ["/dev/y"]), ("read", ["2"])]
+    assert [a for _, _, a in parse_ops(good)] == [
+        ("/p",), ("1", "/p"), ("/dev/x",), (b"\x01",), (1,), (0, "cur"), (16, bytes(4)), (1, -1), (), (4096,), (),
+        ("/dev/y",), (2,)]
+    assert [(o, v) for o, v, _ in parse_ops(good)] == good
+    assert parse_ops([("open", ["/x"]), ("lseek", ["7"]), ("write", ["s:ab"]), ("ioctl", ["2", "b:00ff"])])[1:] == [
+        ("lseek", ["7"], (7, "set")), ("write", ["s:ab"], (b"ab",)), ("ioctl", ["2", "b:00ff"], (2, b"\0\xff"))]
+    for ops, msg in (([("read", ["1"])], "--read needs an --open PATH before it"),
+                     ([("open", ["/x"]), ("close", []), ("poll", [])], "--poll needs an --open PATH before it"),
+                     ([("cat", ["/x"]), ("read", ["1"])], "--read needs an --open PATH"),
+                     ([("open", ["x"])], "--open x: an absolute path"), ([("cat", ["x"])], "--cat x: an absolute path"),
+                     ([("echo", ["1", "x"])], "--echo 1 x: an absolute path"),
+                     ([("open", ["/x"]), ("read", ["0"])], "--read 0: a positive byte count"),
+                     ([("open", ["/x"]), ("mmap", ["-1"])], "--mmap -1: a positive byte count"),
+                     ([("open", ["/x"]), ("write", ["zz"])], "--write 'zz'"),
+                     ([("open", ["/x"]), ("lseek", ["1:x"])], "--lseek '1:x'"),
+                     ([("open", ["/x"]), ("ioctl", ["c", "0"])], "--ioctl CMD 'c': not an integer"),
+                     ([("open", ["/x"]), ("ioctl", ["1", "q"])], "--ioctl ARG 'q': not an integer"),
+                     ([("open", ["/x"]), ("ioctl", ["1", "b:1"])], "--ioctl ARG 'b:1'"),
+                     ([("open", ["/x"]), ("read", ["x"])], "--read 'x': not an integer"),
+                     ([("open", ["/x"]), ("mmap", ["y"])], "--mmap 'y': not an integer"),
+                     ([("open", ["/x"]), ("write", ["b:0g"])], "--write 'b:0g': s:TEXT, b:HEX or buf:N"),
+                     ([("open", ["/x"]), ("ioctl", ["1", "buf:z"])], "--ioctl ARG 'buf:z': s:TEXT, b:HEX or buf:N"),
+                     ([("open", ["/x"]), ("fsync", [])], "--fsync: not a file operation (open, cat, echo, write, read, "
+                                                         "lseek, ioctl, poll, mmap, close)")):
+        with pytest.raises(EmulationError, match=re.escape(msg)):
+            parse_ops(ops)
+    assert _describe("lseek", ["-1:end"], (-1, "end")) == "lseek(-1, SEEK_END)"
+    assert _describe("ioctl", ["1", "b:00"], (1, b"\0")) == "ioctl(1, b:00)"
+    assert _describe("read", ["4"], (4,)) == "read(4)" and _describe("close", [], ()) == "close"
+    assert [_describe(o, ["/p"], ()) for o in ("cat", "echo", "open")] == ["cat", "echo", "open"]
+    assert _describe("poll", [], ()) == "poll(POLLIN|POLLPRI|POLLOUT, timeout 0)"
+    assert _describe("mmap", ["8"], (8,)) == "mmap(8, PROT_READ|PROT_WRITE, MAP_SHARED)"
+    assert _ret(-25) == "-25 (-ENOTTY)" and _ret(0) == "0" and _ret(7) == "7" and _ret(-1) == "-1 (-EPERM)"
+    assert _text(b"a\x00~\x7f \x1f\x80!") == "a.~. ..!"
+    assert dev_bytes("buf:0", "w") == b"" and dev_bytes("b:", "w") == b""
+    assert _seek("4:set") == (4, "set")

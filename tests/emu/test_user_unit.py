@@ -20,13 +20,16 @@ class FakeKernel:
         self.maps, self.left = list(maps), left
         self.kmem, self.umem, self.copies, self.hooks = {}, bytearray(0x300000), [], []
         self.insns = 0
-        self.m = types.SimpleNamespace(uc=None)
+        self.m = types.SimpleNamespace(uc=None, stop_reason=None)
+        self.mmaps, self.kmallocs = [], []
 
     def call(self, name, *args):
         assert name == "vm_mmap"
+        self.mmaps.append(args)
         return self.maps.pop(0)
 
     def kmalloc(self, n):
+        self.kmallocs.append(n)
         return 0xC8000000
 
     def write(self, va, data):
@@ -45,7 +48,19 @@ class FakeKernel:
 
     def hook_code(self, at, fn):
         self.hooks.append(at)
+        self.hook_fns = getattr(self, "hook_fns", []) + [fn]
         return len(self.hooks)
+
+
+class FakeUc:
+    def __init__(self, regs=()):
+        self.regs, self.stopped = dict(regs), 0
+
+    def reg_read(self, r):
+        return self.regs[r]
+
+    def emu_stop(self):
+        self.stopped += 1
 
 
 def test_user_error_is_the_kernels_is_err_value():
@@ -62,6 +77,18 @@ def test_a_failed_vm_mmap_is_refused(bad):
     with pytest.raises(EmulationError, match="stub failed"):
         U.Syscalls(FakeKernel([BASE, BASE + 0x100000, bad]))
     assert U.UserMemory(FakeKernel([0xFFFFF000])).base == 0xFFFFF000        # not an error value
+    assert U.UserMemory(FakeKernel([0])).base == 0
+    assert U.Syscalls(FakeKernel([BASE, 0, BASE + 0x100000])).code == 0
+
+
+def test_user_memory_and_the_stub_are_anonymous_private_maps_of_pid_1():
+    k = FakeKernel()
+    U.Syscalls(k)
+    rw, rwx, anon = U.PROT_READ | U.PROT_WRITE, U.PROT_READ | U.PROT_WRITE | U.PROT_EXEC, 0x22
+    assert k.mmaps == [(0, 0, 0x10000, rw, anon, 0), (0, 0, 0x1000, rwx, anon, 0), (0, 0, 0x2000, rw, anon, 0)]
+    assert k.kmallocs == [0x1000]                                       # one bounce page
+    assert k.copies[-1] == (BASE + 0x200000 + 0x1000, 0x1000) and len(k.copies) == 3   # stub, two stack pages
+    assert U.UserMemory(FakeKernel(), size=0x4000).size == 0x4000
 
 
 def test_user_memory_is_bump_allocated_8_aligned_to_its_last_byte():
@@ -117,7 +144,22 @@ def test_the_stub_and_its_stack_are_written_and_make_task_dead_is_hooked(sysc):
     assert k.read(sysc.code, len(U.STUB)) == U.STUB and k.read(sysc.stack, 0x2000) == bytes(0x2000)
     assert sysc.ret_to_user == 0xC0100000 and k.hooks == [0xC0200000]
     assert struct.unpack("<2I", U.STUB[:8]) == (0xEF000000, 0xEAFFFFFE)      # svc #0; b .
-    assert (sysc.count, sysc.insns, sysc.dead) == (0, 0, None)
+    assert (sysc.count, sysc.insns, sysc.last_insns, sysc.dead) == (0, 0, 0, None)
+    assert k.hook_fns == [sysc._oops] and sysc._stack_pa == {} and sysc._in_user is False
+
+
+def test_pid_1_dying_stops_the_run_only_while_its_user_mode_runs(sysc):
+    uc = FakeUc()
+    sysc._oops(uc, 0, 4, None)
+    assert uc.stopped == 0 and sysc.k.m.stop_reason is None              # the kernel's own calls: not ours
+    sysc._in_user = True
+    sysc._oops(uc, 0, 4, None)
+    assert uc.stopped == 1 and sysc.k.m.stop_reason == "oops"
+    from unicorn import arm_const as A
+    uc = FakeUc({A.UC_ARM_REG_R0: 11, A.UC_ARM_REG_R1: 1, A.UC_ARM_REG_R2: 0xDEAD0})
+    sysc._signal(uc, 0, 4, None)
+    assert uc.stopped == 1
+    assert sysc.k.m.stop_reason == "the user access faulted: force_sig_fault(signal 11, code 1, addr 0xdead0)"
 
 
 def test_a_system_call_puts_its_number_in_r7_and_its_arguments_in_r0_r5(sysc):
@@ -129,9 +171,15 @@ def test_a_system_call_puts_its_number_in_r7_and_its_arguments_in_r0_r5(sysc):
     assert sysc.call("getpid") == -2 and sysc.seen[-1][1] == [0] * 7 + [20]
     assert sysc.call("mmap2", 1, 2, 3, 4, 5, 6) == -2 and sysc.seen[-1][1] == [1, 2, 3, 4, 5, 6, 0, 192]
     assert (sysc.count, sysc.insns, sysc.last_insns) == (3, 300, 100)
+    sysc.count = 0
+    sysc.openat("/a")
+    sysc.mkdir("/b")
+    sysc.mount("x", "/y", "z")
+    assert sysc.seen[-3][1][2:4] == [U.O_RDWR, 0] and sysc.seen[-2][1][1] == 0o755 and sysc.seen[-1][1][3:5] == [0, 0]
+    assert sysc.call("read", 1) == -2 and len(sysc.seen[-1][1]) == 8
     with pytest.raises(EmulationError, match="close: at most 6 arguments"):
         sysc.call("close", 1, 2, 3, 4, 5, 6, 7)
-    assert sysc.count == 3
+    assert sysc.count == 4
 
 
 def test_path_calls_put_the_path_where_the_call_wants_it_and_free_it(sysc):
@@ -154,6 +202,8 @@ def test_read_and_write_buffers(sysc):
     r, data = sysc.read(4, 16)
     regs = sysc.seen[-1][1]
     assert r == 3 and regs[:3] == [4, regs[1], 16] and data == bytes(3)
+    sysc.answer = 1
+    assert sysc.read(4, 1) == (1, b"\0")
     sysc.answer = 0
     assert sysc.read(4, 0) == (0, b"")
     sysc.answer = 0xFFFFFFF2
@@ -211,6 +261,9 @@ class FakeSys:
     def mount(self, src, dst, fstype):
         return self._answer("mount", src, dst, fstype)
 
+    def peek(self, ua, n):
+        return self._answer("peek", ua, n)
+
 
 def test_file_errors_are_oserrors_with_the_kernels_errno():
     f = U.File(FakeSys(read=-2, lseek=-29), "/dev/x", 3)
@@ -221,6 +274,13 @@ def test_file_errors_are_oserrors_with_the_kernels_errno():
         f.lseek(1)
     assert (e.value.errno, e.value.strerror) == (29, "lseek /dev/x: ESPIPE")
     assert U.File(FakeSys(write=0), "/p", 3).write("") == 0                # 0 is a result, not an error
+    g = U.File(FakeSys(write=-28, poll=-4, mmap2=-12, munmap=-22), "/p", 3)
+    for op, msg in ((lambda: g.write(b"x"), "write /p: ENOSPC"), (lambda: g.poll(), "poll /p: EINTR"),
+                    (lambda: g.mmap(4096), "mmap /p: ENOMEM"), (lambda: g.munmap(0x1000, 4096), "munmap /p: EINVAL")):
+        with pytest.raises(OSError) as e:
+            op()
+        assert e.value.strerror == msg
+    assert g.maps == []
 
 
 def test_file_methods_pass_their_arguments(tmp_path):
@@ -230,10 +290,13 @@ def test_file_methods_pass_their_arguments(tmp_path):
     assert f.write("ab") == 2 and s.calls[-1] == ("write", 7, b"ab")
     assert f.write(bytearray(b"xyz")) == 3 and s.calls[-1] == ("write", 7, b"xyz")
     assert [f.lseek(10, w) for w in ("set", "cur", "end", 1)] == [10, 11, 12, 11]
+    assert f.lseek(5) == 5 and s.calls[-1] == ("lseek", 7, 5, 0)
     assert f.mmap(0x2000) == 0x40000000
     assert s.calls[-1] == ("mmap2", 0, 0x2000, U.PROT_READ | U.PROT_WRITE, U.MAP_SHARED, 7, 0)
     f.mmap(0x1000, U.PROT_READ, U.MAP_PRIVATE, 2)
     assert s.calls[-1] == ("mmap2", 0, 0x1000, 1, 2, 7, 2) and f.maps == [(0x40000000, 0x2000), (0x40000000, 0x1000)]
+    s.answers["peek"] = b"pk"
+    assert f.peek(0x40000000, 2) == b"pk" and s.calls[-1] == ("peek", 0x40000000, 2)
     s.answers["mmap2"] = 0x50000000
     f.mmap(0x1000)
     assert f.munmap(0x40000000, 0x2000) == 0 and f.maps == [(0x50000000, 0x1000)]
@@ -249,8 +312,10 @@ def test_ioctl_hands_over_an_int_or_a_user_buffer_and_returns_it():
     f = U.File(s, "/dev/x", 3)
     used = s.mem.used
     assert f.ioctl(1, 5) == (0, None) and s.calls[-1] == ("ioctl", 3, 1, 5)
+    assert f.ioctl(1) == (0, None) and s.calls[-1] == ("ioctl", 3, 1, 0)
     assert f.ioctl(2, bytes(4)) == (0, b"\x2a\0\0\0")
-    assert f.ioctl(3, b"") == (0, b"") and s.calls[-1][3] >= s.mem.base     # a 1-byte buffer, length 0
+    assert f.ioctl(3, b"") == (0, b"") and s.calls[-1][3] >= s.mem.base     # a pointer, length 0
+    assert f.ioctl(2, bytearray(4)) == (0, b"\x2a\0\0\0")
     assert s.mem.used == used
     s.answers["ioctl"] = -25
     with pytest.raises(OSError) as e:
@@ -299,6 +364,7 @@ def test_filesystems_are_mounted_once_in_order_and_eexist_is_fine():
     assert [c for c in s.calls if c[0] == "mount"] == [("mount", "devtmpfs", "/dev", "devtmpfs"),
         ("mount", "proc", "/proc", "proc"), ("mount", "sysfs", "/sys", "sysfs"),
         ("mount", "debugfs", "/sys/kernel/debug", "debugfs")]
+    assert [c for c in s.calls if c[0] == "mkdir"][0] == ("mkdir", "/dev", 0o755)
     n = len(s.calls)
     fs.mount_all()
     assert len(s.calls) == n
@@ -326,3 +392,7 @@ def test_open_cat_and_echo_are_what_a_shell_does():
     s.answers["openat"] = -2
     with pytest.raises(FileNotFoundError, match="open /nope: ENOENT"):
         fs.open("/nope")
+    s.answers["openat"] = 0
+    assert fs.open("/fd0").fd == 0                                          # fd 0 is a file
+    k = FakeKernel()
+    assert U.Filesystem(k).sys.k is k

@@ -47,38 +47,46 @@ def _is_buf(spec: str) -> bool:
     return spec.startswith(("s:", "b:", "buf:"))
 
 
-def check_ops(ops) -> None:
-    """The operations make sense before anything runs: a file open first, arguments well formed."""
-    opened = False
+def parse_ops(ops) -> list[tuple[str, list[str], tuple]]:
+    """Check the operations before anything runs (a file open first, arguments well formed) and
+    parse them once: (op, its words, its values) each, e.g. ("ioctl", ["0x10", "buf:4"], (16, bytes(4)))."""
+    opened, out = False, []
     for op, vals in ops:
         if op in ("open", "cat"):
             if not vals[0].startswith("/"):
                 raise EmulationError(f"--{op} {vals[0]}: an absolute path")
             opened = opened or op == "open"
+            args = (vals[0],)
         elif op == "echo":
             if not vals[1].startswith("/"):
                 raise EmulationError(f"--echo {vals[0]} {vals[1]}: an absolute path")
+            args = (vals[0], vals[1])
         elif not opened:
             raise EmulationError(f"--{op} needs an --open PATH before it")
         elif op == "write":
-            dev_bytes(vals[0], "--write")
+            args = (dev_bytes(vals[0], "--write"),)
         elif op in ("read", "mmap"):
-            if _num(vals[0], f"--{op}") <= 0:
+            args = (_num(vals[0], f"--{op}"),)
+            if args[0] <= 0:
                 raise EmulationError(f"--{op} {vals[0]}: a positive byte count")
         elif op == "lseek":
-            _seek(vals[0])
+            args = _seek(vals[0])
         elif op == "ioctl":
-            _num(vals[0], "--ioctl CMD")
-            dev_bytes(vals[1], "--ioctl ARG") if _is_buf(vals[1]) else _num(vals[1], "--ioctl ARG")
-        elif op == "close":
-            opened = False
+            args = (_num(vals[0], "--ioctl CMD"),
+                    dev_bytes(vals[1], "--ioctl ARG") if _is_buf(vals[1]) else _num(vals[1], "--ioctl ARG"))
+        elif op in ("poll", "close"):
+            opened = opened and op != "close"
+            args = ()
+        else:
+            raise EmulationError(f"--{op}: not a file operation ({', '.join(('open', 'cat', 'echo') + FILE_OPS)})")
+        out.append((op, list(vals), args))
+    return out
 
 
-def _describe(op: str, vals: list[str]) -> str:
+def _describe(op: str, vals: list[str], args: tuple) -> str:
     """The call as printed: ioctl(0x7601, buf:4), lseek(1, SEEK_CUR), ..."""
     if op == "lseek":
-        off, whence = _seek(vals[0])
-        return f"lseek({off}, SEEK_{whence.upper()})"
+        return f"lseek({args[0]}, SEEK_{args[1].upper()})"
     if op == "poll":
         return "poll(POLLIN|POLLPRI|POLLOUT, timeout 0)"
     if op == "mmap":
@@ -110,17 +118,19 @@ class DevioRun:
         self.records: list[dict] = []
 
     def run(self, ops) -> bool:
-        """All operations; False when one did not come back (an oops, a signal, the budget)."""
+        """All operations (checked first: parse_ops); False when one did not come back (an oops, a
+        signal, the budget)."""
         from .user import UserFault
+        ops = parse_ops(ops)
         mounts = self.fs.mount_all()
         self.say(f"armload: file operations are {VIA}; mounted {', '.join(mounts)} (mount(2): "
                  f"{', '.join(t for t, _ in self.fs.MOUNTS)})")
-        for op, vals in ops:
+        for op, vals, args in ops:
             rec = {"op": op, "args": vals}
             self.records.append(rec)
             i0, n0 = self.fs.sys.insns, self.fs.sys.count
             try:
-                self._one(op, vals, rec)
+                self._one(op, vals, args, rec)
             except UserFault as e:
                 for line in e.console:
                     self.say(line)
@@ -138,7 +148,7 @@ class DevioRun:
                      f"entry, kernel and the return to user mode)")
         return True
 
-    def _one(self, op: str, vals: list[str], rec: dict) -> None:
+    def _one(self, op: str, vals: list[str], args: tuple, rec: dict) -> None:
         f = self.file
         if op in FILE_OPS and (f is None or f.closed):
             rec["result"] = None
@@ -146,28 +156,27 @@ class DevioRun:
             self.say(f"--{op}: not run (no open file: its open failed)")
             return
         where = vals[-1] if op in ("open", "cat", "echo") else f.path
-        call = _describe(op, vals)
+        call = _describe(op, vals, args)
         try:
             if op == "open":
-                self.file = f = self.fs.open(vals[0])
+                self.file = f = self.fs.open(args[0])
                 self.opened.append(f)
                 rec["result"] = f.fd
                 self.say(f"{where}: open = {f.fd}")
             elif op == "write":
-                n = f.write(dev_bytes(vals[0], "--write"))
+                n = f.write(args[0])
                 rec["result"] = n
                 self.say(f"{where}: {call} = {n}")
             elif op == "read":
-                data = f.read(_num(vals[0], "--read"))
+                data = f.read(args[0])
                 rec["result"], rec["hex"] = len(data), data.hex()
                 self.say(f"{where}: {call} = {len(data)}  {data.hex()}  '{_text(data)}'")
             elif op == "lseek":
-                pos = f.lseek(*_seek(vals[0]))
+                pos = f.lseek(*args)
                 rec["result"] = pos
                 self.say(f"{where}: {call} = {pos}")
             elif op == "ioctl":
-                arg = dev_bytes(vals[1], "--ioctl ARG") if _is_buf(vals[1]) else _num(vals[1], "--ioctl ARG")
-                r, buf = f.ioctl(_num(vals[0], "--ioctl CMD"), arg)
+                r, buf = f.ioctl(*args)
                 rec["result"] = r
                 if buf is not None:
                     rec["hex"] = buf.hex()
@@ -179,7 +188,7 @@ class DevioRun:
                 rec["revents"] = poll_names(rev)
                 self.say(f"{where}: {call}: revents {rev:#x} ({poll_names(rev)})")
             elif op == "mmap":
-                n = _num(vals[0], "--mmap")
+                n = args[0]
                 addr = f.mmap(n)
                 data = f.peek(addr, n)
                 rec["result"], rec["addr"], rec["hex"] = 0, addr, data.hex()
@@ -191,7 +200,7 @@ class DevioRun:
                 rec["result"] = r
                 self.say(f"{where}: close = {r}")
             elif op == "cat":
-                data = self.fs.cat(vals[0])
+                data = self.fs.cat(args[0])
                 rec["result"], rec["hex"], rec["text"] = len(data), data.hex(), data.decode("utf-8", "replace")
                 more = ""
                 if len(data) >= CAT_LIMIT:
@@ -199,7 +208,7 @@ class DevioRun:
                     more = f"  (the first {CAT_LIMIT:,} bytes: armload's cat stops there)"
                 self.say(f"cat {where} = {len(data)}  '{data.decode('utf-8', 'replace').rstrip(chr(10))}'{more}")
             elif op == "echo":
-                n = self.fs.echo(vals[0], vals[1])
+                n = self.fs.echo(*args)
                 rec["result"] = n
                 self.say(f"echo {vals[0]} > {where} = {n}")
         except OSError as e:

@@ -149,8 +149,7 @@ class Syscalls:
         """The system call `name` (NR) with up to 6 integer arguments: its result (user_error)."""
         if len(args) > 6:
             raise EmulationError(f"{name}: at most 6 arguments")
-        regs = [a & 0xFFFFFFFF for a in args] + [0] * (7 - len(args))
-        regs[7:] = [NR[name]]
+        regs = [a & 0xFFFFFFFF for a in args] + [0] * (7 - len(args)) + [NR[name]]     # r0-r6, r7
         i0 = self.k.insns
         out = self.run_user(self.code + STUB_SVC, regs, self.code + STUB_STOP, f"{name}(2)")
         self.count += 1
@@ -281,7 +280,7 @@ class Syscalls:
     def write(self, fd: int, data: bytes) -> int:
         mark = self.mem.mark()
         try:
-            return self.call("write", fd, self.mem.put(data) if data else self.mem.buffer(1), len(data))
+            return self.call("write", fd, self.mem.put(data), len(data))
         finally:
             self.mem.release(mark)
 
@@ -327,12 +326,11 @@ class File:
         self._open()
         mark = self.sys.mem.mark()
         try:
-            buf = None
-            if isinstance(arg, (bytes, bytearray)):
-                buf = (self.sys.mem.put(bytes(arg)) if arg else self.sys.mem.buffer(1), len(arg))
-                arg = buf[0]
-            r = self._check(self.sys.call("ioctl", self.fd, cmd, arg), f"ioctl {cmd:#x}")
-            return r, (self.sys.mem.read(*buf) if buf else None)
+            if not isinstance(arg, (bytes, bytearray)):
+                return self._check(self.sys.call("ioctl", self.fd, cmd, arg), f"ioctl {cmd:#x}"), None
+            ua = self.sys.mem.put(bytes(arg))
+            r = self._check(self.sys.call("ioctl", self.fd, cmd, ua), f"ioctl {cmd:#x}")
+            return r, self.sys.mem.read(ua, len(arg))
         finally:
             self.sys.mem.release(mark)
 
@@ -388,7 +386,6 @@ class Filesystem:
     MOUNTS = (("devtmpfs", "/dev"), ("proc", "/proc"), ("sysfs", "/sys"), ("debugfs", "/sys/kernel/debug"))
 
     def __init__(self, k, sys: Syscalls | None = None):
-        self.k = k
         self.sys = sys or Syscalls(k)
         self.mounted: dict[str, int] = {}
 
