@@ -193,7 +193,7 @@ def _last_pid(excinfo):
 def test_a_server_is_extended_only_from_a_local_handle(local):
     h = fs.prepare(["a.ko"], base=local)
     try:
-        with pytest.raises(ValueError, match="a server's closure is extended from a local handle"):
+        with pytest.raises(ValueError, match=r"^a server's closure is extended from a local handle \(its base\)$"):
             fs.prepare(["b.ko"], base=h)
     finally:
         fs.close(h)
@@ -234,6 +234,28 @@ def test_framing_round_trips_and_eof_is_none():
     assert fs._unpack(pickle.dumps(("ok", 3)), 7) == ("ok", 3)
 
 
+def test_frames_back_to_back_are_read_exactly_across_short_reads(monkeypatch):
+    r, w = os.pipe()
+    first = os.urandom(3000)
+    fs._send_raw(w, first)
+    fs._send_raw(w, b"next")                          # both frames wait in the pipe
+    os.close(w)
+    read, short = os.read, [True]
+
+    def short_once(fd, n):                            # the first large read comes back short, as a pipe's may
+        if fd == r and n > 2000 and short[0]:
+            short[0] = False
+            return read(fd, 1000)
+        return read(fd, n)
+    monkeypatch.setattr(os, "read", short_once)
+    try:
+        assert fs._recv(r) == first and not short[0]
+        assert fs._recv(r) == b"next"                 # nothing of the second frame was read with the first
+        assert fs._recv(r) is None
+    finally:
+        os.close(r)
+
+
 def test_a_restore_is_made_once_per_image_and_tree_and_warmed(monkeypatch, tmp_path):
     from armload.emu.booted import modrun, modload
     made, sites = [], []
@@ -242,16 +264,17 @@ def test_a_restore_is_made_once_per_image_and_tree_and_warmed(monkeypatch, tmp_p
         def __init__(self, vmlinuz, kernel, config, tree=None):
             made.append((vmlinuz, kernel, config, tree))
             self.bk = types.SimpleNamespace(image=types.SimpleNamespace(
-                symbols={"module_alloc": 0xc0300000, "other": 1}))
+                symbols={"module_alloc": 0xc0300000, "__alloc_reserved_percpu": 0xc0400000, "other": 1}))
 
     monkeypatch.setattr(modrun, "BootedRun", Run)
-    monkeypatch.setattr(modload, "bl_sites", lambda img, addr: sites.append(addr))
+    monkeypatch.setattr(modload, "bl_sites", lambda img, addr: sites.append((img, addr)))
     monkeypatch.setattr(fs, "_BASES", {})
     kernel = object()
     v = str(tmp_path / "vmlinuz")
     a = fs.base_run(v, kernel, "C")
-    assert made == [(v, kernel, "C", None)] and sites == [0xc0300000]   # warmed: the names it has
+    img = a.bk.image
+    assert made == [(v, kernel, "C", None)] and sites == [(img, 0xc0300000), (img, 0xc0400000)]   # warmed
     monkeypatch.chdir(tmp_path)
     assert fs.base_run("vmlinuz", kernel, "C") is a and len(made) == 1   # the same file, relative
-    assert fs.base_run(v, kernel, "C", tree="T") is not a and len(made) == 2
+    assert fs.base_run(v, kernel, "C", tree="T") is not a and made[1] == (v, kernel, "C", "T")
     assert fs.base_run(v, object(), "C") is not a and len(made) == 3    # another kernel object

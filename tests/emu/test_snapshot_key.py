@@ -46,4 +46,4 @@ def test_disk_bytes_counts_blocks_not_lengths(tmp_path):
         f.truncate(64 << 20)
     (tmp_path / "full").write_bytes(b"x" * 10000)
     n = snapshot.disk_bytes(str(tmp_path))
-    assert 10000 <= n < 1 << 20
+    assert 10000 <= n < 1 << 20 and n % 512 == 0                 # st_blocks counts 512-byte units
