@@ -1,8 +1,9 @@
 """Small C helpers of the emulator (block hooks), compiled once per source version.
 
 A helper is built with the host C compiler into the one on-disk cache (kernel/cache.py's
-cache_dir("native"), ARMLOAD_NATIVE_CACHE overriding it), keyed by the SHA-256 of its source,
-and loaded with ctypes; an unwritable cache falls back to a per-user temporary directory.
+cache_dir("native"), ARMLOAD_NATIVE_CACHE overriding it), keyed by the SHA-256 of its source and
+of the local headers it includes (arm_cond.h), and loaded with ctypes; an unwritable cache falls
+back to a per-user temporary directory.
 Without a compiler (or with ARMLOAD_NO_NATIVE set) the caller uses its Python twin, which must
 behave identically, or refuses in words when it has none (helper's `need`).
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import subprocess
 import tempfile
 
@@ -22,12 +24,27 @@ def build_dirs() -> list[str]:
     return ([d] if d else []) + [os.path.join(tempfile.gettempdir(), f"armload-{os.getuid()}")]
 
 
+def sources(src: str) -> list[str]:
+    """The helper's source and the local headers it includes (#include "..."), relative to its
+    directory: what its build key hashes, so a changed header builds again."""
+    here, out, work = os.path.dirname(src), [], [os.path.basename(src)]
+    while work:
+        n = work.pop(0)
+        if n in out:
+            continue
+        out.append(n)
+        with open(os.path.join(here, n)) as f:
+            d = os.path.dirname(n)
+            work += [os.path.normpath(os.path.join(d, i)) for i in re.findall(r'^#include "([^"]+)"', f.read(), re.M)]
+    return out
+
+
 def build(src: str, stem: str, check=None):
     """ctypes.CDLL of `src` compiled as a shared object, or None. `check(lib)` may reject a
     library (e.g. a struct size mismatch), which then counts as unavailable."""
     if os.environ.get("ARMLOAD_NO_NATIVE"):
         return None
-    tag = source_hash(os.path.dirname(src), [os.path.basename(src)])
+    tag = source_hash(os.path.dirname(src), sources(src))
     for d in build_dirs():
         so = os.path.join(d, f"{stem}-{tag}.so")
         try:

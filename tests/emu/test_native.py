@@ -63,3 +63,19 @@ def test_helpers_are_built_in_the_one_cache_keyed_by_their_source(monkeypatch, t
     src.write_text("this is not C\n")
     monkeypatch.setattr(native, "build_dirs", lambda: [str(cache)])
     assert native.build(str(src), "h") is None                                # a compile error: unavailable
+
+
+def test_a_helpers_key_covers_the_headers_it_includes(tmp_path, monkeypatch):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "common.h").write_text("static inline int two(void) { return 2; }\n")
+    src = tmp_path / "sub" / "h.c"
+    src.write_text('#include <stdint.h>\n#include "../common.h"\nint armload_h_size(void) { return two(); }\n')
+    assert native.sources(str(src)) == ["h.c", "../common.h"]
+    monkeypatch.setenv("ARMLOAD_NATIVE_CACHE", str(tmp_path / "native"))
+    monkeypatch.delenv("ARMLOAD_NO_NATIVE", raising=False)
+    assert native.build(str(src), "h").armload_h_size() == 2
+    (tmp_path / "common.h").write_text("static inline int two(void) { return 3; }\n")
+    assert native.build(str(src), "h").armload_h_size() == 3                     # the header changed: rebuilt
+    here = os.path.dirname(native.__file__)
+    assert native.sources(os.path.join(here, "hw", "_c14.c")) == ["_c14.c", "../arm_cond.h"]
+    assert native.sources(os.path.join(here, "sanitize", "_shadow.c")) == ["_shadow.c", "../arm_cond.h"]

@@ -22,7 +22,7 @@ from ...kernel.cache import file_hash, source_hash
 from .machine import RAM_SIZE, Machine
 
 CHUNK = 1 << 16
-_SOURCES = ("../hw/gic.py", "../hw/pl011.py", "../hw/timer.py", "../hw/cpu.py", "../hw/tick.py", "../hw/_tick.c", "../hw/c14.py", "../hw/_c14.c",
+_SOURCES = ("../hw/gic.py", "../hw/pl011.py", "../hw/timer.py", "../hw/cpu.py", "../hw/tick.py", "../hw/_tick.c", "../hw/c14.py", "../hw/_c14.c", "../arm_cond.h",
             "../hw/dtb.py", "boot.py", "machine.py", "initramfs.py", "snapshot.py")
 
 

@@ -6,6 +6,7 @@
  * every change; simulated now = the block hook's instruction count + idle ns. */
 #include <stdint.h>
 #include <string.h>
+#include "../arm_cond.h"
 
 typedef void uc_engine;
 typedef int (*reg_read_fn)(uc_engine *, int, void *);
@@ -44,22 +45,6 @@ uint32_t armload_c14_size(void) { return (uint32_t)sizeof(c14_t); }
 
 static const int R[16] = {66, 67, 68, 69, 70, 71, 72, 73, 74, 75, 76, 77, 78, 12, 10, 11};
 
-static int cond_passed(uint32_t cond, uint32_t cpsr) {
-    uint32_t n = cpsr >> 31 & 1, z = cpsr >> 30 & 1, c = cpsr >> 29 & 1, v = cpsr >> 28 & 1, r;
-    if (cond >= 14)
-        return 1;
-    switch (cond >> 1) {
-    case 0: r = z; break;
-    case 1: r = c; break;
-    case 2: r = n; break;
-    case 3: r = v; break;
-    case 4: r = c && !z; break;
-    case 5: r = n == v; break;
-    default: r = !z && n == v; break;
-    }
-    return (cond & 1) ? !r : r;
-}
-
 static void wr(uc_engine *uc, c14_t *t, int rt, uint32_t v) { t->reg_write(uc, R[rt], &v); }
 
 void armload_c14_hook(uc_engine *uc, uint64_t addr, uint32_t size, void *user) {
@@ -81,7 +66,7 @@ void armload_c14_hook(uc_engine *uc, uint64_t addr, uint32_t size, void *user) {
     pc = a + 4;
     if (s->cond != 0xE) {
         t->reg_read(uc, UC_ARM_REG_CPSR, &cpsr);
-        if (!cond_passed(s->cond, cpsr)) {
+        if (!arm_cond_passed(s->cond, cpsr)) {
             t->reg_write(uc, UC_ARM_REG_PC, &pc);
             return;
         }

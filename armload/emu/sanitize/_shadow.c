@@ -9,6 +9,7 @@
  * Python hook in engine.py does the same (access.py) where no C compiler is available.
  */
 #include <stdint.h>
+#include "../arm_cond.h"
 
 typedef void uc_engine;
 typedef int (*reg_read_fn)(uc_engine *, int, void *);
@@ -50,21 +51,6 @@ static uint32_t reg(uc_engine *uc, shadow_t *s, int r) {
     int id = r == 13 ? REG_SP : r == 14 ? 10 : r == 15 ? REG_PC : REG_R0 + r;
     s->reg_read(uc, id, &v);
     return v;
-}
-
-static int cond_ok(uint32_t cond, uint32_t cpsr) {
-    uint32_t n = (cpsr >> 31) & 1, z = (cpsr >> 30) & 1, c = (cpsr >> 29) & 1, v = (cpsr >> 28) & 1, r;
-    switch (cond >> 1) {
-    case 0: r = z; break;
-    case 1: r = c; break;
-    case 2: r = n; break;
-    case 3: r = v; break;
-    case 4: r = c && !z; break;
-    case 5: r = n == v; break;
-    case 6: r = !z && n == v; break;
-    default: return 1;
-    }
-    return (cond & 1) ? !r : r;
 }
 
 /* the access of word w at pc: returns size (0: none), sets *ea, *write, *basereg */
@@ -170,7 +156,7 @@ void armload_shadow_code(uc_engine *uc, uint64_t address, uint32_t isize, void *
     if ((w >> 28) != 14) {
         uint32_t cpsr = 0;
         s->reg_read(uc, REG_CPSR, &cpsr);
-        if (!cond_ok(w >> 28, cpsr))
+        if (!arm_cond_passed(w >> 28, cpsr))
             return;
     }
     size = decode(uc, s, w, &ea, &write, &basereg);
@@ -302,7 +288,7 @@ static int module_call(uc_engine *uc, filters_t *f, const uint32_t *text, uint32
     if ((w >> 28) != 14) {
         uint32_t cpsr = 0;
         f->reg_read(uc, REG_CPSR, &cpsr);
-        if (!cond_ok(w >> 28, cpsr))
+        if (!arm_cond_passed(w >> 28, cpsr))
             return 0;
     }
     f->recognised++;
