@@ -1,0 +1,7 @@
+"""armload against the real kernel: one module per oracle, each behind an `armload agree` subcommand.
+
+    verdicts   armload's init verdicts (`check --json`, `run --json`) against the QEMU oracle's
+               (the Debian kernel booted in qemu-system-arm, insmod per module)   `armload agree verdicts`
+
+The floor above probes/ and inputs/, whose pieces the comparisons use.
+"""
