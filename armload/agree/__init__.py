@@ -2,6 +2,8 @@
 
     verdicts   armload's init verdicts (`check --json`, `run --json`) against the QEMU oracle's
                (the Debian kernel booted in qemu-system-arm, insmod per module)   `armload agree verdicts`
+    kprobes    armload's kprobes verdicts, blacklist and jump label sites against the booted
+               kernel's own register_kprobe and tables                            `armload agree kprobes`
 
 The floor above probes/ and inputs/, whose pieces the comparisons use.
 """

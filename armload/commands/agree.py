@@ -1,4 +1,4 @@
-"""`armload agree verdicts`: armload against the real kernel, one oracle each
+"""`armload agree verdicts|kprobes`: armload against the real kernel, one oracle each
 (armload/agree/)."""
 from __future__ import annotations
 
@@ -6,12 +6,15 @@ DEFAULT_ORACLE = "tests/oracles/qemu/results.json"
 
 
 def register(sub) -> None:
-    p = sub.add_parser("agree", help="armload against the real kernel: init verdicts (QEMU oracle)",
+    p = sub.add_parser("agree", help="armload against the real kernel: init verdicts (QEMU oracle), kprobes "
+                                     "verdicts (the booted kernel)",
                        description="Compare armload with the real kernel, one oracle per subcommand: "
-                                   "verdicts (the QEMU oracle's insmod results).")
+                                   "verdicts (the QEMU oracle's insmod results), kprobes (the booted kernel's "
+                                   "own register_kprobe and tables).")
     subs = p.add_subparsers(dest="oracle_cmd", metavar="ORACLE")
     subs.required = True
     _verdicts(subs)
+    _kprobes(subs)
 
 
 def _verdicts(subs) -> None:
@@ -33,7 +36,24 @@ def _verdicts(subs) -> None:
     p.set_defaults(func=run_verdicts)
 
 
+def _kprobes(subs) -> None:
+    p = subs.add_parser("kprobes", help="armload's kprobes verdicts against the booted kernel's register_kprobe",
+                        description="The booted Debian kernel as the oracle of armload's kprobes verdicts "
+                                    "(make probes-agree): each ARM encoding of the sample (the named cases, "
+                                    "Debian module text, seeded random words) and one word per decode-table "
+                                    "entry is written into a loaded module's text and registered as a disabled "
+                                    "kprobe by the kernel's own register_kprobe, against armload's decoder; the "
+                                    "kernel's kprobe_blacklist and __jump_table against armload's. Exit 1 on any "
+                                    "disagreement.")
+    p.add_argument("--json", metavar="OUT", help="write the full result here")
+    p.set_defaults(func=run_kprobes)
+
+
 def run_verdicts(args) -> int:
     from ..agree.verdicts import report
     return report(args.armload_json, args.oracle, args.min, args.list, args.json)
 
+
+def run_kprobes(args) -> int:
+    from ..agree.kprobes import report
+    return report(args.json)

@@ -102,6 +102,8 @@ COMMAND_LINES = {
     "matrix": (["matrix", "--cell", "6.1.0-50-armmp", "--modules", "{T}/tree", "-q", "--json", "{T}/matrix.json"], 0,
                lambda o, t: _file(f"{t}/matrix.json")),
     "agree verdicts": (["agree", "verdicts", "{T}/check.json", "--json"], 0, lambda o, t: "percent" in _json(o)),
+    "agree kprobes": (["agree", "kprobes", "--json", "{T}/kprobes.json"], 0,
+                      lambda o, t: "probes-agree" in o and _file(f"{t}/kprobes.json")["blacklist"]["same_order"]),
     "kallsyms": (["kallsyms", "{K}", "--lookup", "_printk", "--json"], 0,
                  lambda o, t: _json(o)["address"].startswith("0xc")),
     "kallsyms text": (["kallsyms", "{K}", "--grep", "^_printk$"], 0, lambda o, t: "_printk" in o),
