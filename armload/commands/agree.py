@@ -1,4 +1,4 @@
-"""`armload agree verdicts|kprobes`: armload against the real kernel, one oracle each
+"""`armload agree verdicts|kprobes|loader`: armload against the real kernel, one oracle each
 (armload/agree/)."""
 from __future__ import annotations
 
@@ -7,14 +7,16 @@ DEFAULT_ORACLE = "tests/oracles/qemu/results.json"
 
 def register(sub) -> None:
     p = sub.add_parser("agree", help="armload against the real kernel: init verdicts (QEMU oracle), kprobes "
-                                     "verdicts (the booted kernel)",
+                                     "verdicts and load_module on fuzzed inputs (the booted kernel)",
                        description="Compare armload with the real kernel, one oracle per subcommand: "
                                    "verdicts (the QEMU oracle's insmod results), kprobes (the booted kernel's "
-                                   "own register_kprobe and tables).")
+                                   "own register_kprobe and tables), loader (the booted kernel's own "
+                                   "load_module on mutated samples).")
     subs = p.add_subparsers(dest="oracle_cmd", metavar="ORACLE")
     subs.required = True
     _verdicts(subs)
     _kprobes(subs)
+    _loader(subs)
 
 
 def _verdicts(subs) -> None:
@@ -49,6 +51,23 @@ def _kprobes(subs) -> None:
     p.set_defaults(func=run_kprobes)
 
 
+def _loader(subs) -> None:
+    p = subs.add_parser("loader", help="mutated samples through the booted kernel's load_module and armload's loader",
+                        description="Hostile inputs through the kernel's own load_module and through armload "
+                                    "(make fuzz-kernel): N mutated samples of the fuzz campaign's classes, each "
+                                    "loaded in a fresh copy of the booted kernel, then by armload's loader at the "
+                                    "kernel's addresses; one row per case (both-accept, both-refuse, overread, "
+                                    "kernel-crashed, kernel-only, armload-only). Exit 1 on a kernel-only, "
+                                    "armload-only, kernel-crashed/armload-accepted or harness-error row.")
+    p.add_argument("--vmlinuz", help="the kernel image (default: the Debian vmlinuz under $CACHE, .cache)")
+    p.add_argument("--symvers", help="the samples' Module.symvers (default: sample_modules/Module.symvers)")
+    p.add_argument("--cases", type=int, metavar="N",
+                   help="mutated samples (default: 20 per mutation class)")
+    p.add_argument("--seed", type=int, default=1, help="the mutations' seed (default 1)")
+    p.add_argument("--json", metavar="FILE", help="write the rows, per class and examples here")
+    p.set_defaults(func=run_loader)
+
+
 def run_verdicts(args) -> int:
     from ..agree.verdicts import report
     return report(args.armload_json, args.oracle, args.min, args.list, args.json)
@@ -57,3 +76,9 @@ def run_verdicts(args) -> int:
 def run_kprobes(args) -> int:
     from ..agree.kprobes import report
     return report(args.json)
+
+
+def run_loader(args) -> int:
+    from ..agree import loader
+    return loader.report(args.vmlinuz or loader.VMLINUZ, args.symvers or loader.SYMVERS,
+                         loader.DEFAULT_CASES if args.cases is None else args.cases, args.seed, args.json)

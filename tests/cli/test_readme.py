@@ -104,6 +104,8 @@ COMMAND_LINES = {
     "agree verdicts": (["agree", "verdicts", "{T}/check.json", "--json"], 0, lambda o, t: "percent" in _json(o)),
     "agree kprobes": (["agree", "kprobes", "--json", "{T}/kprobes.json"], 0,
                       lambda o, t: "probes-agree" in o and _file(f"{t}/kprobes.json")["blacklist"]["same_order"]),
+    "agree loader": (["agree", "loader", "--cases", "2", "--json", "{T}/loader.json"], 0,
+                     lambda o, t: "decided alike" in o and sum(_file(f"{t}/loader.json")["rows"].values()) == 2),
     "kallsyms": (["kallsyms", "{K}", "--lookup", "_printk", "--json"], 0,
                  lambda o, t: _json(o)["address"].startswith("0xc")),
     "kallsyms text": (["kallsyms", "{K}", "--grep", "^_printk$"], 0, lambda o, t: "_printk" in o),
