@@ -23,12 +23,11 @@ import os
 import tempfile
 from collections import Counter
 
-from ..inputs.booted_diff import classify, config_of, symvers_of
+from ..inputs.booted_diff import SYMVERS, classify, config_of, symvers_of
 from ..inputs.fuzz_cases import CLASSES, default_seeds, make_case
-from ..kernel.debian import ROOT, VMLINUZ
+from ..kernel.debian import VMLINUZ
 from ..kernel.provider import Kernel
 
-SYMVERS = os.path.join(ROOT, "sample_modules", "Module.symvers")
 DEFAULT_CASES = len(CLASSES) * 20
 LOAD_BUDGET = 300_000_000              # instructions per load_module of a mutated sample
 
