@@ -13,7 +13,7 @@ The package, floor by floor; a module imports only from its own folder or from f
     probes/             the booted kernel's own kprobes, kretprobes and ftrace; the kprobes decoder
     ci/  devkit/        the tree gate (check, baseline, JUnit); the pytest plugin and its library
     inputs/             synthetic and fuzzed modules
-    bench/              every benchmark (`armload bench`)
+    agree/  bench/      armload against the real kernel (`armload agree`); every benchmark (`armload bench`)
     commands/, cli.py   the command line, one file per subcommand, each imported only when run
 
 Public names load on first use, so `import armload` costs next to nothing:

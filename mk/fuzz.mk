@@ -33,10 +33,11 @@ fuzz-minimise: venv
 	$(PY) -m armload.inputs.target $(FUZZ_MIN) --minimise tests/fuzz_crashes/$(notdir $(FUZZ_MIN))
 
 # Issue 21 item 3: the same mutated samples through the booted kernel's own load_module and through
-# armload; rows both-accept / both-refuse / overread / kernel-crashed / kernel-only / armload-only.
+# armload (`armload agree loader`, armload/agree/loader.py); rows both-accept / both-refuse / overread /
+# kernel-crashed / kernel-only / armload-only.
 KDIFF_CASES ?= 340
 KDIFF_SEED  ?= 1
 .PHONY: fuzz-kernel
 fuzz-kernel: venv test-inputs
-	$(FUZZ_NICE) $(PY) -m armload.inputs.kernel_diff --cases $(KDIFF_CASES) --seed $(KDIFF_SEED) \
+	$(FUZZ_NICE) $(ARMLOAD) agree loader --cases $(KDIFF_CASES) --seed $(KDIFF_SEED) \
 	  --json $(CACHE)/fuzz-kernel-$(KDIFF_SEED).json

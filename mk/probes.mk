@@ -13,11 +13,11 @@ bench-probes-check: venv
 	$(PY) benchmarks/check_probes_results.py $(PROBES_RESULTS)
 
 # The booted Debian kernel's own register_kprobe as the oracle of armload's kprobes verdicts
-# (armload/probes/kagree.py): the 1,447 ARM encodings of tests/probes/test_kprobe_decode.py plus one word
-# per decode-table entry, written into a loaded module's text and registered as disabled kprobes;
+# (`armload agree kprobes`, armload/agree/kprobes.py): the 1,447 ARM encodings of
+# tests/probes/test_kprobe_decode.py plus one word per decode-table entry, written into a loaded module's text and registered as disabled kprobes;
 # the kernel's kprobe_blacklist list and __jump_table against armload's (probes/ktext.py). About 6 s.
 PROBES_AGREE_JSON := $(PROBES_RESULTS)/probes-agree.json
 
 .PHONY: probes-agree
 probes-agree: venv test-inputs
-	nice -n 10 $(PY) -m armload.probes.kagree --json $(PROBES_AGREE_JSON)
+	nice -n 10 $(ARMLOAD) agree kprobes --json $(PROBES_AGREE_JSON)

@@ -12,8 +12,9 @@
 #                       $(QEMU_WORK)/progress.jsonl (delete it to start over).
 #   make qemu-compare-booted [KERNEL=RELEASE]   run `armload check` (its default path: init inside the
 #                       booted kernel) on the listed modules (and their dependencies) with that kernel's image
-#                       and print the agreement of its init verdicts with $(QEMU_RESULTS); exit 1 below
-#                       QEMU_MIN_AGREEMENT_BOOTED percent (99 for 6.1 armmp, 97 for the others: issue 31).
+#                       and print the agreement of its init verdicts with $(QEMU_RESULTS) (`armload agree
+#                       verdicts`); exit 1 below QEMU_MIN_AGREEMENT_BOOTED percent (99 for 6.1 armmp, 97 for
+#                       the others: issue 31).
 # The oracle (tests/oracles/qemu/) is stdlib Python, a static C helper and busybox: it shares no code
 # with armload. Not part of `make test`.
 
@@ -93,7 +94,7 @@ qemu-compare-booted: venv qemu-inputs
 	  --kernel $(QEMU_SYMVERS) --kernel $(QEMU_VMLINUZ) --vermagic "$(QEMU_VERMAGIC)" \
 	  --jobs $(QEMU_COMPARE_JOBS) --json $(QEMU_BOOTED_JSON) --fail-on load,verify,internal -q \
 	  $$(grep -v '^#' $(QEMU_BOOTED_LIST) | sed 's/^/--module /') $(QEMU_COMPARE_ARGS) > $(QEMU_BOOTED_LOG)
-	$(ARMLOAD) agree $(QEMU_BOOTED_JSON) --oracle $(QEMU_RESULTS) --min $(QEMU_MIN_AGREEMENT_BOOTED)
+	$(ARMLOAD) agree verdicts $(QEMU_BOOTED_JSON) --oracle $(QEMU_RESULTS) --min $(QEMU_MIN_AGREEMENT_BOOTED)
 
 # Device I/O under QEMU (issue 29, item 3): a module's file operations in the same Debian kernel,
 # the oracle of armload's real system calls inside the booted kernel (tests/emu/test_devio_qemu.py

@@ -8,9 +8,9 @@ Modules: booted (the kernel's own kprobes, kretprobes, ftrace_ops and function_g
 in the booted Debian kernel), base (errno, the refusal error), insn (encodings, the ARM/Thumb
 kprobes decoder), patch (the words the kernel writes for a probe, for `disasm --probe`), table
 (the kprobe hash table, per-cpu cache, cache-line model: seed 004's arithmetic), ktext (kernel
-text, the kprobe blacklist and jump label sites), kagree (the booted kernel as the oracle of
-insn, ktext and table: make probes-agree). The `run --probe` option is
-armload/commands/probe_booted.py.
+text, the kprobe blacklist and jump label sites). The `run --probe` option is
+armload/commands/probe_booted.py; the booted kernel as the oracle of insn and ktext is
+armload/agree/kprobes.py (`armload agree kprobes`, make probes-agree).
 """
 from .. import _lazy
 

@@ -26,7 +26,7 @@ FLOORS = {
     "loader": 2,
     "emu": 3, "inspect": 3,
     "probes": 4, "ci": 4, "devkit": 4, "inputs": 4,
-    "bench": 5,
+    "agree": 5, "bench": 5,
     "commands": 6,
     "cli": 7,
     "__main__": 8,

@@ -42,6 +42,17 @@ def _subparsers() -> dict[str, argparse.ArgumentParser]:
     return next(a for a in p._actions if isinstance(a, argparse._SubParsersAction)).choices
 
 
+def _commands() -> dict[str, argparse.ArgumentParser]:
+    """Every command and every subcommand of one ("agree verdicts"), by its words."""
+    out = {}
+    for name, p in _subparsers().items():
+        out[name] = p
+        for a in p._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                out.update({f"{name} {s}": sp for s, sp in a.choices.items()})
+    return out
+
+
 def _options(parser) -> set[str]:
     return {o for a in parser._actions for o in a.option_strings}
 
@@ -60,7 +71,7 @@ def _file(path: str) -> dict:
 
 # name -> (argv with {H} hello-arm.ko, {S} Module.symvers, {K} the vmlinuz, {T} a tmp dir holding
 # tree/hello-arm.ko; exit status; check(stdout, tmp) -> truthy). check writes what
-# check-merge and agree read (NEEDS below: each runs its writer when the file is not there).
+# check-merge and agree verdicts read (NEEDS below: each runs its writer when the file is not there).
 COMMAND_LINES = {
     "load": (["load", "{H}", "--kernel", "{S}", "--json"], 0,
              lambda o, t: _json(o)["ok"] and _json(o)["modules"][0]["module"] == "hello"),
@@ -90,7 +101,11 @@ COMMAND_LINES = {
                     [m["name"] for m in _file(f"{t}/shard.json")["modules"]]),
     "matrix": (["matrix", "--cell", "6.1.0-50-armmp", "--modules", "{T}/tree", "-q", "--json", "{T}/matrix.json"], 0,
                lambda o, t: _file(f"{t}/matrix.json")),
-    "agree": (["agree", "{T}/check.json", "--json"], 0, lambda o, t: "percent" in _json(o)),
+    "agree verdicts": (["agree", "verdicts", "{T}/check.json", "--json"], 0, lambda o, t: "percent" in _json(o)),
+    "agree kprobes": (["agree", "kprobes", "--json", "{T}/kprobes.json"], 0,
+                      lambda o, t: "probes-agree" in o and _file(f"{t}/kprobes.json")["blacklist"]["same_order"]),
+    "agree loader": (["agree", "loader", "--cases", "2", "--json", "{T}/loader.json"], 0,
+                     lambda o, t: "decided alike" in o and sum(_file(f"{t}/loader.json")["rows"].values()) == 2),
     "kallsyms": (["kallsyms", "{K}", "--lookup", "_printk", "--json"], 0,
                  lambda o, t: _json(o)["address"].startswith("0xc")),
     "kallsyms text": (["kallsyms", "{K}", "--grep", "^_printk$"], 0, lambda o, t: "_printk" in o),
@@ -117,10 +132,11 @@ BENCH_IN_ALL = ("loader", "kallsyms", "kallsyms-arm", "emulate", "coverage", "de
 
 
 def test_every_command_has_a_line():
-    """Every subcommand of the parser, every `bench` entry and every --json has a line to run."""
+    """Every subcommand of the parser (and of `agree`), every `bench` entry and every --json has a line
+    to run."""
     lines = [v[0] for v in COMMAND_LINES.values()]
-    for name, parser in _subparsers().items():
-        mine = [a for a in lines if a[0] == name]
+    for name, parser in _commands().items():
+        mine = [a for a in lines if a[:len(name.split())] == name.split()]
         assert mine, f"armload {name} has no line in COMMAND_LINES"
         if "--json" in _options(parser):
             assert any("--json" in a for a in mine), f"armload {name} --json is never run"
@@ -145,12 +161,15 @@ def test_documented_command_lines_are_the_parsers():
     """Each command line in the docs names a real command and only options its parser has; the
     README's command list names every command and every bench entry."""
     subs = _subparsers()
-    opts = {n: _options(s) for n, s in subs.items()}
+    opts = {n: _options(s) for n, s in _commands().items()}
     lines = _doc_command_lines()
     assert len(lines) > 30
     for doc, s in lines:
         cmd, rest = re.match(r"armload\s+([a-z][a-z-]*)(.*)", s).groups()
         assert cmd in subs, f"{doc}: `armload {cmd}` is not a command ({s})"
+        word = re.match(r"\s+([a-z][a-z-]*)", rest)
+        if word and f"{cmd} {word.group(1)}" in opts:          # a subcommand: `agree verdicts ...`
+            cmd, rest = f"{cmd} {word.group(1)}", rest[word.end():]
         for o in re.findall(r"(?<![\w-])(--[a-z0-9][a-z0-9-]*)", rest):
             assert o in opts[cmd], f"{doc}: armload {cmd} has no option {o} ({s})"
     readme = open(os.path.join(ROOT, "README.md")).read()
@@ -162,11 +181,11 @@ def test_documented_command_lines_are_the_parsers():
     assert sorted(bench) == sorted(_bench_choices())
 
 
-@pytest.mark.parametrize("name", [None, *_subparsers()])
+@pytest.mark.parametrize("name", [None, *_commands()])
 def test_help(name, capsys):
     from armload.cli import main
     with pytest.raises(SystemExit) as e:
-        main([name, "--help"] if name else ["--help"])
+        main([*name.split(), "--help"] if name else ["--help"])
     assert e.value.code == 0
     assert capsys.readouterr().out.startswith(f"usage: armload {name or ''}".rstrip())
 
@@ -181,7 +200,7 @@ def cli_tmp(tmp_path_factory):
 
 # A line that reads what another writes: the writer runs first in this worker's tmp dir when its file
 # is not there yet (pytest-xdist may give the two lines to different workers, each with its own dir).
-NEEDS = {"check-merge": ("check --shard", "shard.json"), "agree": ("check", "check.json")}
+NEEDS = {"check-merge": ("check --shard", "shard.json"), "agree verdicts": ("check", "check.json")}
 
 
 def _argv(name, tmp):

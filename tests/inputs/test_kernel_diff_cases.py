@@ -22,7 +22,7 @@ seeds 2-4 (the kernel oopses in load_module, armload accepted):
   case 249: this_module's sh_size 0. move_module copies sh_size bytes of struct module, the rest is
   never set up and add_kallsyms writes through its init_layout.base (oops in add_kallsyms). armload
   accepted these because the differential ran without the kernel's module tree (sizeof(struct
-  module) unknown): it now runs with what `armload run --kernel` follows (kernel_diff.config_of),
+  module) unknown): it now runs with what `armload run --kernel` follows (booted_diff.config_of),
   and without the tree refuses a section smaller than struct module's state, list and name.
 seed 2, kernel-only:
 - case 64: __kcrctab renamed .strtab: with MODVERSIONS the exports have no CRCs, and Debian's
@@ -105,8 +105,8 @@ def test_armload_refuses_as_the_kernel(case):
 
 
 def test_reproducer_is_the_campaigns_case():
-    """Each patch is byte for byte what make fuzz-kernel's mutation made (kernel_diff's seeds and
-    fuzz.make_case), so the differential's rows name these inputs."""
+    """Each patch is byte for byte what make fuzz-kernel's mutation made (armload/agree/loader.py's
+    seeds and fuzz.make_case), so the differential's rows name these inputs."""
     from armload.inputs.fuzz import default_seeds, make_case
     seeds = [s for s in default_seeds() if not s.object and not s.config.thumb2]
     for (seed, i), (name, sec, bad, _, _, _) in CASES.items():
@@ -119,7 +119,7 @@ def test_reproducer_is_the_campaigns_case():
 
 def test_this_module_size_with_the_kernels_struct_module():
     """With the kernel's module tree (what run --kernel follows) the bound is sizeof(struct module)."""
-    from armload.inputs.kernel_diff import config_of
+    from armload.inputs.booted_diff import config_of
     require_input(BOOT_VMLINUZ, "make test-inputs")
     config = config_of(BOOT_VMLINUZ)
     assert config.struct_module is not None and config.struct_module.size == 0x240

@@ -50,10 +50,10 @@ def test_named_encodings_agree_with_the_kernel(src, want):
 
 
 def _sample(n_random=600, seed=24):
-    """The named encodings (assembled here), then armload.probes.kagree's words: every word of the
+    """The named encodings (assembled here), then armload.agree.kprobes' words: every word of the
     sample modules' ARM text, and seeded random words (two thirds with cond = AL: the forms
     compilers emit) with sp and pc forced into fields -- the sample the booted kernel also judges."""
-    from armload.probes import kagree as G
+    from armload.agree import kprobes as G
     kdir = debian.MODULES
     for rel in G.SAMPLE_MODULES:
         assert os.path.exists(os.path.join(kdir, rel)), f"{rel} missing (the Debian module tree)"

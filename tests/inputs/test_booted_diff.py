@@ -1,9 +1,10 @@
-"""The kernel differential's verdict per case (armload/inputs/kernel_diff.py): every row, both sides."""
+"""The kernel differential's verdict per case (armload/inputs/booted_diff.py's classify, the rows of the
+fuzzer's oracle and of `armload agree loader`): every row, both sides."""
 import types
 
 import pytest
 
-from armload.inputs.kernel_diff import classify
+from armload.inputs.booted_diff import classify
 
 
 def _res(status, ret=None, *, refusal="", agrees=True, identical=True, compared=0, differences=0):

@@ -1,4 +1,5 @@
-"""Agreement of armload's init verdicts with the real kernel's (the QEMU oracle's results file).
+"""Agreement of armload's init verdicts with the real kernel's (the QEMU oracle's results file):
+`armload agree verdicts ARMLOAD.json [--oracle RESULTS.json] [--min PERCENT]`.
 
 Both sides are read from JSON only: the oracle's `tests/oracles/qemu/results.json` (written by
 `make qemu-oracle`, which shares no code with armload) and armload's own `check --json` or
@@ -11,6 +12,7 @@ returns. Verdict kinds, one row each:
 from __future__ import annotations
 
 import json
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -230,3 +232,58 @@ def compare(kernel: dict[str, Verdict], armload: dict[str, Verdict]) -> Agreemen
             v = next((a for k, a in armload.items() if k.endswith("/" + mod)), Verdict("missing"))
         rows.append(Row(mod, kernel[mod], v))
     return Agreement(rows)
+
+
+# --- the report (armload agree verdicts) -------------------------------------------------------------
+def _table(rows, header, align) -> str:
+    widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
+    fmt = lambda r: "  ".join(str(c).rjust(w) if a == "r" else str(c).ljust(w)      # noqa: E731
+                              for c, w, a in zip(r, widths, align)).rstrip()
+    return "\n".join([fmt(header), "  ".join("-" * w for w in widths)] + [fmt(r) for r in rows])
+
+
+def report(armload_json: str, oracle_json: str, min_percent: float = 0.0, listed: int = 10,
+           as_json: bool = False) -> int:
+    """Print the comparison (tables, or JSON); 0 when the agreement is at least `min_percent`, else 1."""
+    if not 0.0 <= min_percent <= 100.0:
+        raise ArmloadError(f"--min {min_percent:g}: a percentage from 0 to 100")
+    oracle = load_json(oracle_json, "oracle results")
+    mine = load_json(armload_json, "armload")
+    ag = compare(oracle_verdicts(oracle), armload_verdicts(mine))
+    ok = ag.percent >= min_percent
+    if as_json:
+        json.dump({"ok": ok, "min": min_percent, **ag.to_dict()}, sys.stdout, indent=2)
+        print()
+        return 0 if ok else 1
+    k = oracle.get("kernel", {})
+    print(f"real kernel: {k.get('version') or k.get('image')} under {oracle.get('qemu', {}).get('version', 'QEMU')}")
+    kinds = {}
+    for r in ag.rows:
+        kinds.setdefault(r.kernel.label(), [0, 0])[0] += 1
+        kinds[r.kernel.label()][1] += r.agree
+    print()
+    print(_table([[lab, n, a, f"{100 * a / n:.1f}%"] for lab, (n, a) in sorted(kinds.items(), key=lambda x: -x[1][0])],
+                 ["kernel verdict", "modules", "armload agrees", "share"], "lrrr"))
+    print()
+    cls = ag.classes()
+
+    def eg(c):
+        mods = [r.module for r in ag.disagreements() if r.cls == c]
+        return ", ".join(mods[:3]) + (", ..." if len(mods) > 3 else "")
+    print(_table([[c, n, eg(c)] for c, n in cls.most_common()], ["disagreement class", "modules", "e.g."], "lrl"))
+    fns = ag.stopping_functions()
+    if fns:
+        print()
+        print(_table([[f, n] for f, n in fns.most_common(15)],
+                     ["unmodelled call that stopped armload (own init or a dependency's)", "modules"], "lr"))
+    if listed:
+        print()
+        for c, n in cls.most_common():
+            rows = [r for r in ag.disagreements() if r.cls == c][:listed]
+            print(f"{c} ({n}):")
+            for r in rows:
+                print(f"  {r.module}: {r.armload.detail or r.armload.kind}")
+    print()
+    print(f"agreement: {ag.agreed} of {ag.total} modules ({ag.percent:.1f}%) "
+          f"{'>=' if ok else 'below'} the minimum {min_percent:g}%")
+    return 0 if ok else 1

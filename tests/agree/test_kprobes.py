@@ -1,6 +1,6 @@
 """armload's kprobes verdicts against the booted Debian 6.1 kernel's own register_kprobe (issue 24:
 "the decode agreement on a sample of at least 200 encodings against the 6.1 tables", with the real
-kernel as the oracle; armload/probes/kagree.py).
+kernel as the oracle; armload/agree/kprobes.py, `armload agree kprobes`).
 
 ARM encodings: the 1,447 words of tests/probes/test_kprobe_decode.py (the issue's named cases, Debian
 module text, seeded random words with sp/pc in register fields) and one word per decode-table
@@ -17,7 +17,7 @@ import pytest
 from testinputs import BOOT_VMLINUZ, ROOT, require_input
 
 from armload.probes import insn as I
-from armload.probes import kagree as G
+from armload.agree import kprobes as G
 from armload.kernel import debian
 
 MODULE_DIR = debian.MODULES
@@ -29,7 +29,7 @@ def session(booted_dir):
     for rel in (G.ORACLE_MODULE, *G.SAMPLE_MODULES):
         require_input(os.path.join(MODULE_DIR, rel), "make test-inputs")
     inputs = G.Inputs(BOOT_VMLINUZ, MODULE_DIR)
-    return G.Session.open(inputs)
+    return G.OracleBoot.open(inputs)
 
 
 @pytest.fixture(scope="module")

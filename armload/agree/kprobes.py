@@ -10,8 +10,8 @@ Comparisons at the level of register_kprobe's return value (0 or -errno):
   kprobe there, unregistered at once (KernelProbes,
   probes/booted.py): prepare_kprobe -> arch_prepare_kprobe runs the Image's own decode tables
   (arch/arm/probes/decode-arm.c) and stack checker, no breakpoint is written. The verdict is
-  compared with armload's decode_arm (probes/insn.py) mapped as probes/kprobe.py maps it
-  (decode_errno). The kernel's struct kprobe tells more: p->opcode (the word it decoded: proof
+  compared with armload's decode_arm (probes/insn.py) mapped to an errno by its
+  decode_errno. The kernel's struct kprobe tells more: p->opcode (the word it decoded: proof
   that it read ours), p->ainsn.insn (an instruction slot, or NULL for INSN_GOOD_NO_SLOT),
   p->ainsn.insn_handler (the simulate_*/emulate_* function it chose) and p->ainsn.stack_space
   (a refusal with stack_space < 0 or > MAX_STACK_SIZE is the stack checker's, otherwise the
@@ -23,7 +23,7 @@ Comparisons at the level of register_kprobe's return value (0 or -errno):
   of the tables in tests/oracles/kprobes_decode.py).
 
 * The kernel's own tables, read in the booted kernel: its kprobe_blacklist list (walked from
-  the head kprobe_blacklist_seq_next loads) against armload's populate_blacklist (ktext.py),
+  the head kprobe_blacklist_seq_next loads) against armload's populate_blacklist (probes/ktext.py),
   entry for entry, and the core-text sites of its sorted __jump_table against armload's
   jump_sites (found in the Image by content).
 
@@ -31,7 +31,7 @@ Removed with armload's model runtime (its Probes on a model Machine were the arm
 the registration of Image addresses and of MOD:FUNC+OFF points of modules in both. The kernel's
 own register_kprobe is what `armload run --probe` uses now (probes/booted.py).
 
-    python -m armload.probes.kagree [--json OUT]     # make probes-agree
+    armload agree kprobes [--json OUT]     # make probes-agree
 """
 from __future__ import annotations
 
@@ -41,10 +41,10 @@ import struct
 import time
 from dataclasses import asdict, dataclass, field
 
-from . import insn as I
-from .base import ProbeError
+from ..probes import insn as I
+from ..probes.base import ProbeError
 
-KERNEL_MAX_STACK_SIZE = 64                 # arch/arm/probes/kprobes/core.c (the kernel's, not insn.py's)
+KERNEL_MAX_STACK_SIZE = 64                 # arch/arm/probes/kprobes/core.c (the kernel's, not probes/insn.py's)
 ORACLE_MODULE = os.path.join("lib", "lz4", "lz4_compress.ko")
 SAMPLE_MODULES = ("crypto/xor.ko", "crypto/aes_ti.ko", "crypto/adiantum.ko")
 SAMPLE_WORDS, SAMPLE_RANDOM, SAMPLE_SEED = 400, 600, 24
@@ -97,7 +97,7 @@ def arm_sample(module_dir: str, n_random: int = SAMPLE_RANDOM, seed: int = SAMPL
 
 
 def table_sample() -> list[int]:
-    """One word per entry of the ARM decode tables (armload's copy of decode-arm.c's, insn.py) with
+    """One word per entry of the ARM decode tables (armload's copy of decode-arm.c's, probes/insn.py) with
     cond = AL where the entry leaves it free, plus variants with pc, then sp, in each register
     field the entry leaves free: every entry and register check is reached at least once (the
     random sample misses exact-match entries such as `mov ip, sp`). The kernel judges them all."""
@@ -161,7 +161,7 @@ class KernelDecodeOracle:
             raise ProbeError(f"the oracle module {module_name} did not load in the booted kernel: "
                              f"{r.ret} {r.stopped or r.oops_text}")
         self.load = r
-        from .booted import KernelProbes
+        from ..probes.booted import KernelProbes
         self.kp = KernelProbes(k)
         self.pre = self.kp.handler(MOV_R0_0_BX_LR, "kprobe", [], count=False)
         self.addr = self._probe_able(r.core_base, len(r.core_bytes))
@@ -323,8 +323,8 @@ def kernel_jump_sites(k) -> list[int]:
 
 
 def compare_jump_sites(k, image) -> dict:
-    """The kernel's jump label sites in core text against armload's (ktext.py, found by content)."""
-    from .ktext import KernelText
+    """The kernel's jump label sites in core text against armload's (probes/ktext.py, found by content)."""
+    from ..probes.ktext import KernelText
     kernel, mine = set(kernel_jump_sites(k)), KernelText(image).jump_sites
     return {"kernel_sites": len(kernel), "armload_sites": len(mine), "agree": len(kernel & mine),
             "kernel_only": [f"{a:#x}" for a in sorted(kernel - mine)][:50],
@@ -332,8 +332,8 @@ def compare_jump_sites(k, image) -> dict:
 
 
 def compare_blacklist(k, image) -> dict:
-    """The kernel's kprobe_blacklist against armload's populate_blacklist (ktext.py), entry by entry."""
-    from .ktext import KernelText
+    """The kernel's kprobe_blacklist against armload's populate_blacklist (probes/ktext.py), entry by entry."""
+    from ..probes.ktext import KernelText
     kernel = kernel_blacklist(k)
     mine = [(s, e) for s, e, _ in KernelText(image).populate_blacklist()]
     from collections import Counter
@@ -364,14 +364,14 @@ class Inputs:
 
 
 @dataclass
-class Session:
+class OracleBoot:
     """The booted kernel with the oracle module loaded by its own load_module."""
     inputs: Inputs
     oracle: KernelDecodeOracle
     seconds: dict = field(default_factory=dict)
 
     @classmethod
-    def open(cls, inputs: Inputs) -> Session:
+    def open(cls, inputs: Inputs) -> OracleBoot:
         from ..emu.booted.kernel import BootedKernel
         t0 = time.monotonic()
         k = BootedKernel.get(inputs.vmlinuz)
@@ -384,7 +384,7 @@ class Session:
 def run(inputs: Inputs | None = None, ops=None) -> dict:
     """Every comparison on the full samples (or the given encodings): the probes-agree result."""
     inputs = inputs or Inputs.default()
-    s = Session.open(inputs)
+    s = OracleBoot.open(inputs)
     k, o = s.oracle.k, s.oracle
     sample = {"named": len(NAMED), "module_text": list(SAMPLE_MODULES), "words_each": SAMPLE_WORDS,
               "random": SAMPLE_RANDOM, "seed": SAMPLE_SEED} if ops is None else "given"
@@ -462,14 +462,12 @@ def dumps(res: dict) -> str:
     return re.sub(r"\[\s*([^\[\]{}]*?)\s*\]", lambda m: "[" + re.sub(r",\s+", ", ", m.group(1)) + "]", text) + "\n"
 
 
-def main(argv=None) -> int:
-    import argparse
-    ap = argparse.ArgumentParser(prog="python -m armload.probes.kagree", description=__doc__.split("\n")[0])
-    ap.add_argument("--json", help="write the full result here")
-    args = ap.parse_args(argv)
+def report(json_out: str | None = None) -> int:
+    """The whole comparison (make probes-agree): the summary printed, the full result written to
+    `json_out`; 0 when every verdict, blacklist entry and jump label site agrees, else 1."""
     res = run()
-    if args.json:
-        with open(args.json, "w") as fh:
+    if json_out:
+        with open(json_out, "w") as fh:
             fh.write(dumps(res))
     print_summary(res)
     bl = res["blacklist"]
@@ -478,8 +476,3 @@ def main(argv=None) -> int:
         and js["agree"] == js["kernel_sites"] == js["armload_sites"] \
         and all(res[g]["agree"] == res[g]["encodings"] for g in ("arm", "arm_tables"))
     return 0 if ok else 1
-
-
-if __name__ == "__main__":
-    import sys
-    sys.exit(main())

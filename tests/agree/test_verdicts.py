@@ -1,4 +1,4 @@
-"""armload's init verdicts against the real kernel's: armload/ci/agreement.py, `armload agree`, the
+"""armload's init verdicts against the real kernel's: armload/agree/verdicts.py, `armload agree verdicts`, the
 committed QEMU oracle results (tests/oracles/qemu/results.json for 6.1 armmp, RELEASE/results.json for
 the other kernels) and the oracle's own parsing."""
 import json
@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from armload.ci.agreement import (Verdict, armload_verdict, armload_verdicts, compare, kernel_ret,
-                                  oracle_verdicts)
+from armload.agree.verdicts import (Verdict, armload_verdict, armload_verdicts, compare, kernel_ret,
+                                    oracle_verdicts)
 from armload.cli import main
 from oracles.qemu import run as oracle
 
@@ -107,15 +107,15 @@ def _write(tmp_path, name, doc):
 def test_agree_command_threshold_both_sides(tmp_path, capsys):
     o, a = _write(tmp_path, "o.json", ORACLE), _write(tmp_path, "a.json", ARMLOAD)
     pct = 50.0
-    assert main(["agree", a, "--oracle", o, "--min", f"{pct - 0.01:.2f}"]) == 0
+    assert main(["agree", "verdicts", a, "--oracle", o, "--min", f"{pct - 0.01:.2f}"]) == 0
     out = capsys.readouterr().out
     assert "agreement: 5 of 10 modules (50.0%)" in out and "kernel 0 / armload unmodelled" in out
-    assert main(["agree", a, "--oracle", o, "--min", f"{pct + 0.01:.2f}"]) == 1
+    assert main(["agree", "verdicts", a, "--oracle", o, "--min", f"{pct + 0.01:.2f}"]) == 1
 
 
 def test_agree_command_json(tmp_path, capsys):
     o, a = _write(tmp_path, "o.json", ORACLE), _write(tmp_path, "a.json", ARMLOAD)
-    assert main(["agree", a, "--oracle", o, "--json", "--min", "60"]) == 1
+    assert main(["agree", "verdicts", a, "--oracle", o, "--json", "--min", "60"]) == 1
     d = json.loads(capsys.readouterr().out)
     assert (d["ok"], d["modules"], d["agree"], d["percent"]) == (False, 10, 5, 50.0)
 
@@ -127,10 +127,10 @@ def test_agree_command_bad_input_one_clear_error(tmp_path, capsys, content, msg)
     bad = str(tmp_path / "bad.json")
     if content is not None:
         open(bad, "w").write(content)
-    assert main(["agree", bad, "--oracle", o]) == 1
+    assert main(["agree", "verdicts", bad, "--oracle", o]) == 1
     err = capsys.readouterr().err
     assert msg in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
-    assert main(["agree", o, "--oracle", o, "--min", "101"]) == 1
+    assert main(["agree", "verdicts", o, "--oracle", o, "--min", "101"]) == 1
     assert "percentage" in capsys.readouterr().err
 
 
