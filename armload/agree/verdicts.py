@@ -19,25 +19,34 @@ from dataclasses import dataclass, field
 from ..errors import ArmloadError
 
 KINDS = {
-    "returned":   "finit_module returned (0 or -errno): init's result or the loader's refusal",
-    "oops":       "the kernel oopsed or panicked (armload: init faulted)",
-    "hang":       "init did not return within the limit (QEMU: timeout; armload: budget)",
+    "returned":   "finit_module returned (0 or -errno): init's result or load_module's refusal",
+    "oops":       "the kernel oopsed or panicked, or the machine went away (QEMU with -no-reboot exits)",
+    "hang":       "init did not return (QEMU: the oracle's timeout; armload: a budget or a kernel detector)",
     "dependency": "a dependency failed first, so the module itself was not inserted",
-    "undecided":  "armload reached no verdict (unmodelled call, harness failure, not run)",
+    "undecided":  "armload reached no verdict (a harness stop, not run)",
     "missing":    "the module is not in armload's output",
 }
 
-# armload check's init status -> verdict kind ("returned" takes retval; see kernel_ret()).
-INIT_KIND = {"returned": "returned", "no-function": "returned", "params-refused": "returned",
-             "fault": "oops", "budget": "hang", "unmodelled": "undecided", "timeout": "undecided",
-             "not-run": "undecided"}
+# The booted runtime's statuses (emu/booted/result.py, and check's init data from ci/booted.py) ->
+# what insmod under QEMU (tests/oracles/qemu/run.py: -no-reboot, panic=-1) records for the same end.
+STATUS_KIND = {
+    "returned": "returned", "refused": "returned",     # init's result; load_module's -errno before init
+    "oops": "oops", "panic": "oops",
+    # PSCI SYSTEM_RESET / SYSTEM_OFF: QEMU -no-reboot exits, which the oracle records as a panic
+    "restart": "oops", "power-off": "oops",
+    # machine_halt: local_irq_disable(); smp_send_stop(); while (1); (arch/arm/kernel/reboot.c)
+    "halt": "hang",
+    "budget": "hang", "time-budget": "hang", "soft-lockup": "hang", "hung-task": "hang", "hang": "hang",
+    # the wall-clock safety net (check: "timeout"), pid 1 dead before, not run: no verdict
+    "timeout": "undecided", "stopped": "undecided", "refused-dead": "undecided", "not-run": "undecided",
+}
 
 
 @dataclass(frozen=True)
 class Verdict:
     kind: str                  # a KINDS key
     ret: int | None = None     # "returned": what finit_module gives (0 or negative)
-    detail: str = ""           # errno name, fault place, unmodelled function, failed dependency
+    detail: str = ""           # errno name, oops place, failed dependency
 
     def agrees(self, other: "Verdict") -> bool:
         if self.kind != other.kind or self.kind in ("undecided", "missing"):
@@ -45,7 +54,7 @@ class Verdict:
         return self.kind != "returned" or self.ret == other.ret
 
     def label(self) -> str:
-        """A short class name: '0', '-ENODEV', 'oops', 'unmodelled', 'dependency (unmodelled)'..."""
+        """A short class name: '0', '-ENODEV', 'oops', 'budget', 'dependency (oops)'..."""
         if self.kind == "returned":
             return "0" if self.ret == 0 else _errno(self.ret)
         if self.kind in ("undecided", "dependency", "hang") and self.detail:
@@ -116,8 +125,6 @@ def armload_verdict(rec: dict) -> Verdict:
             why = f.get("status", why)
             if why == "returned" and isinstance(f.get("retval"), int):
                 why = _errno(kernel_ret(f["retval"]))
-            elif why == "unmodelled":
-                why = f"unmodelled: {(f.get('where') or f.get('reason') or '?').split()[0]}"
         return Verdict("dependency", None, f"{why}: {dep.get('module') or dep.get('name') or '?'}")
     if outcome == "load":
         err = (rec.get("error") or {}).get("errno")
@@ -131,20 +138,18 @@ def armload_verdict(rec: dict) -> Verdict:
     return _init_verdict(init)
 
 
-def _init_verdict(init: dict) -> Verdict:
+def _init_verdict(init: dict, ret_key: str = "retval") -> Verdict:
+    """The verdict of one run's end: check's init data (`retval`) or a run --json module record (`ret`)."""
     st = init.get("status")
-    kind = INIT_KIND.get(st, "undecided")
+    kind = STATUS_KIND.get(st, "undecided")
     if kind == "returned":
-        ret = init.get("retval")
+        ret = init.get(ret_key)
         return Verdict("returned", kernel_ret(ret) if isinstance(ret, int) else 0, init.get("reason") or st)
-    if st == "unmodelled":
-        fn = init.get("unmodelled_call") or init.get("unmodelled") or "?"
-        return Verdict("undecided", None, f"unmodelled: {fn}")
     if kind == "oops":
-        return Verdict("oops", None, init.get("where") or "")
+        return Verdict("oops", None, init.get("where") or st)
     if kind == "hang":
-        return Verdict("hang", None, f"budget: {init.get('where') or ''}")
-    return Verdict("undecided", None, f"{st}: {init.get('reason') or ''}")
+        return Verdict("hang", None, f"{st}: {init.get('where') or ''}")
+    return Verdict("undecided", None, f"{st}: {init.get('reason') or init.get('stopped') or ''}")
 
 
 def armload_verdicts(doc: dict) -> dict[str, Verdict]:
@@ -154,11 +159,10 @@ def armload_verdicts(doc: dict) -> dict[str, Verdict]:
     for r in doc["modules"]:
         if "outcome" in r:
             out[r["module"]] = armload_verdict(r)
-        elif "run" in r or "path" in r:
-            run = r.get("run")
-            out[r["path"]] = _init_verdict(run) if run else Verdict("undecided", None, "not-run: no init run")
+        elif "status" in r and "path" in r:          # run --json: a module's load and init (result.Result)
+            out[r["path"]] = _init_verdict(r, "ret")
         else:
-            raise ArmloadError(f"armload JSON: a module record has neither \"outcome\" (check) nor \"run\" (run)")
+            raise ArmloadError(f"armload JSON: a module record has neither \"outcome\" (check) nor \"status\" and \"path\" (run)")
     return out
 
 
@@ -204,19 +208,9 @@ class Agreement:
         """Disagreement class -> modules."""
         return Counter(r.cls for r in self.disagreements())
 
-    def stopping_functions(self) -> Counter:
-        """The unmodelled kernel function that stopped armload (its own init or a dependency's)."""
-        c = Counter()
-        for r in self.disagreements():
-            d = r.armload.detail
-            if "unmodelled: " in d:
-                c[d.split("unmodelled: ", 1)[1].split(":", 1)[0].strip()] += 1
-        return c
-
     def to_dict(self) -> dict:
         return {"modules": self.total, "agree": self.agreed, "percent": round(self.percent, 1),
                 "classes": dict(self.classes().most_common()),
-                "stopping_functions": dict(self.stopping_functions().most_common()),
                 "disagreements": [{"module": r.module, "kernel": r.kernel.label(), "armload": r.armload.label(),
                                    "armload_detail": r.armload.detail, "kernel_detail": r.kernel.detail}
                                   for r in self.disagreements()]}
@@ -271,11 +265,6 @@ def report(armload_json: str, oracle_json: str, min_percent: float = 0.0, listed
         mods = [r.module for r in ag.disagreements() if r.cls == c]
         return ", ".join(mods[:3]) + (", ..." if len(mods) > 3 else "")
     print(_table([[c, n, eg(c)] for c, n in cls.most_common()], ["disagreement class", "modules", "e.g."], "lrl"))
-    fns = ag.stopping_functions()
-    if fns:
-        print()
-        print(_table([[f, n] for f, n in fns.most_common(15)],
-                     ["unmodelled call that stopped armload (own init or a dependency's)", "modules"], "lr"))
     if listed:
         print()
         for c, n in cls.most_common():

@@ -1,6 +1,6 @@
 """`armload bench speed`: the booted runtime's speed, side by side in one run (issue 30).
 
-1. effective instructions per CPU-second of `check --runtime booted` on a module list (default:
+1. effective instructions per CPU-second of `check` (init in the booted kernel) on a module list (default:
    the 707 modules of the QEMU oracle, tests/oracles/qemu/modules.txt; --tree: all modules),
    against bare Unicorn's tight loop (bench/emu.py) measured in the same run: the ratio;
 2. the check's wall time and CPU-seconds (this process and every child it waited for);
@@ -57,7 +57,7 @@ def qemu_cost() -> dict:
 
 
 def run_check(patterns: list[str] | None, jobs: int, limit: int | None = None) -> dict:
-    """check --runtime booted (library call) on the modules `patterns` select (None: the tree)."""
+    """check with the booted kernel (library call) on the modules `patterns` select (None: the tree)."""
     from ..ci.corpus import run_checks
     from ..ci.selection import scan_with_deps, select
     from ..ci.worker import BOOTED_BUDGET, CheckOptions
@@ -124,7 +124,7 @@ def run_benchmark(*, tree: bool = False, jobs: int = 2, limit: int | None = None
 def print_benchmark(r: dict) -> None:
     c, q, f = r["check"], r["qemu"], r["fork"]
     print(f"booted runtime speed (CPU-seconds; wall figures depend on the machine's load)")
-    print(f"  check --runtime booted on the {c['what']} ({c['modules']} modules, --jobs {c['jobs']}): "
+    print(f"  check (booted kernel) on the {c['what']} ({c['modules']} modules, --jobs {c['jobs']}): "
           f"{c['wall_s']:.1f} s wall, {c['cpu_s']:.1f} CPU-s, {c['instructions'] / 1e9:.2f} G instructions "
           f"(the modules' own) | outcomes {c['outcomes']}")
     print(f"  effective {c['ips'] / 1e6:.1f} M instr/CPU-s | bare Unicorn's tight loop "

@@ -204,8 +204,7 @@ def stage_results(rec: dict, options) -> dict[str, tuple[str | None, str | None]
         out["init"] = (None, f"not run ({options.no_init})" if not options.emulate else "not run")
     else:
         cls = init_class(i)
-        out["init"] = (cls, sanitized.reason(i)[0] if cls == "sanitizer" else
-                       i.get("reason") or ("no init function" if i.get("status") == "no-function" else None))
+        out["init"] = (cls, sanitized.reason(i)[0] if cls == "sanitizer" else i.get("reason"))
     return out
 
 

@@ -37,12 +37,12 @@ ORACLE = {"kernel": {"version": "Linux version 6.1.0-50-armmp"}, "modules": [
 ARMLOAD = {"modules": [
     _a("a.ko", "ok", {"status": "returned", "retval": 0}),
     _a("b.ko", "error", {"status": "returned", "retval": -19}),
-    _a("c.ko", "fault", {"status": "fault", "where": "f+0x4/0x8 [c]"}),
+    _a("c.ko", "fault", {"status": "oops", "where": "f+0x4/0x8 [c]"}),
     _a("d.ko", "budget", {"status": "budget", "where": "loop [d]"}),
-    _a("e.ko", "unmodelled", {"status": "unmodelled", "unmodelled_call": "crypto_alloc_shash"}),
+    _a("e.ko", "timeout", {"status": "timeout", "retval": None, "reason": "the wall clock (a harness failure)"}),
     _a("f.ko", "dependency-failed", {"status": "not-run", "dependency_init_failures": [
-        {"name": "y", "status": "unmodelled", "where": "__netlink_kernel_create called from y_init+0x8"}]},
-       dependency={"name": "y", "module": "y.ko", "outcome": "unmodelled"}),
+        {"name": "y", "status": "oops", "retval": None}]},
+       dependency={"name": "y", "module": "y.ko", "outcome": "fault"}),
     _a("g.ko", "ok", {"status": "returned", "retval": 0xc1234567 - (1 << 32)}),    # a pointer
     _a("h.ko", "error", {"status": "returned", "retval": -22}),
     _a("i.ko", "dependency-failed", None, dependency={"name": "x", "module": "x.ko", "outcome": "fault"}),
@@ -53,16 +53,46 @@ ARMLOAD = {"modules": [
 def test_each_kind_agrees_only_with_its_own():
     ag = compare(oracle_verdicts(ORACLE), armload_verdicts(ARMLOAD))
     agree = {r.module for r in ag.rows if r.agree}
-    # a: 0 = 0; b: -ENODEV both; c: oops/fault; d: hang/budget; i: both stopped at a dependency.
+    # a: 0 = 0; b: -ENODEV both; c: oops both; d: hang/budget; i: both stopped at a dependency.
     assert agree == {"a.ko", "b.ko", "c.ko", "d.ko", "i.ko"}
     assert (ag.total, ag.agreed) == (10, 5) and ag.percent == 50.0
     cls = ag.classes()
-    assert cls == {"kernel 0 / armload unmodelled": 1, "kernel 0 / armload dependency (unmodelled)": 1,
+    assert cls == {"kernel 0 / armload timeout": 1, "kernel 0 / armload dependency (oops)": 1,
                    "kernel 0 / armload 0xc1234567": 1, "kernel -EAGAIN / armload -EINVAL": 1,
                    "kernel 0 / armload budget": 1}
-    assert ag.stopping_functions() == {"crypto_alloc_shash": 1, "__netlink_kernel_create": 1}
     d = ag.to_dict()
     assert d["agree"] == 5 and len(d["disagreements"]) == 5
+
+
+# Every status the booted runtime ends a run with (emu/booted/result.py, check's init data) against
+# what the QEMU oracle records for the same end: -no-reboot and panic=-1 make QEMU exit at a panic,
+# a PSCI reset or power-off ('panic' in the oracle, an oops-kind verdict); machine_halt spins.
+STATUS_VERDICT = {"returned": "returned", "refused": "returned", "oops": "oops", "panic": "oops",
+                  "restart": "oops", "power-off": "oops", "halt": "hang", "budget": "hang",
+                  "time-budget": "hang", "soft-lockup": "hang", "hung-task": "hang", "hang": "hang",
+                  "timeout": "undecided", "stopped": "undecided", "refused-dead": "undecided",
+                  "not-run": "undecided"}
+
+
+def test_every_booted_status_has_its_oracle_kind():
+    from armload.ci.outcomes import INIT_STATUS
+    from armload.emu.booted.result import STATUSES
+    assert set(STATUS_VERDICT) >= set(STATUSES) | set(INIT_STATUS)
+    for st, kind in STATUS_VERDICT.items():
+        assert armload_verdict(_a("m.ko", "x", {"status": st, "retval": -5})).kind == kind, st
+    oracle_of = {"returned": _k("m.ko", "error", -5, "EIO"), "oops": _k("m.ko", "oops"),
+                 "hang": _k("m.ko", "hang")}
+    for st, kind in STATUS_VERDICT.items():
+        v = armload_verdict(_a("m.ko", "x", {"status": st, "retval": -5}))
+        for okind, rec in oracle_of.items():
+            assert v.agrees(oracle_verdicts({"modules": [rec]})["m.ko"]) == (okind == kind), (st, okind)
+    panic = oracle_verdicts({"modules": [_k("m.ko", "panic")]})["m.ko"]
+    assert armload_verdict(_a("m.ko", "panic", {"status": "panic"})).agrees(panic)
+
+
+def test_refused_is_load_modules_errno():
+    v = armload_verdict(_a("m.ko", "error", {"status": "refused", "retval": -8}))
+    assert v.agrees(Verdict("returned", -8)) and not v.agrees(Verdict("returned", 0))
 
 
 def test_return_values_compare_as_finit_module_returns_them():
@@ -70,12 +100,10 @@ def test_return_values_compare_as_finit_module_returns_them():
     assert kernel_ret(5) == 0 and kernel_ret(0) == 0 and kernel_ret(-12) == -12
     pos = armload_verdict(_a("m.ko", "ok", {"status": "returned", "retval": 1}))
     assert pos.agrees(Verdict("returned", 0)) and not pos.agrees(Verdict("returned", -1))
-    none = armload_verdict(_a("m.ko", "ok", {"status": "no-function", "retval": None}))
-    assert none == Verdict("returned", 0, "no-function")
 
 
 def test_undecided_and_missing_never_agree():
-    u = Verdict("undecided", None, "unmodelled: f")
+    u = Verdict("undecided", None, "timeout: the wall clock")
     assert not u.agrees(u) and not Verdict("missing").agrees(Verdict("missing"))
     ag = compare({"z.ko": Verdict("returned", 0)}, {})
     assert ag.rows[0].armload.kind == "missing" and ag.percent == 0.0
@@ -92,10 +120,16 @@ def test_loader_refusal_compares_its_errno_and_harness_failures_are_undecided():
 
 
 def test_run_json_is_matched_by_path_suffix():
-    run_doc = {"modules": [{"name": "b", "path": "/tmp/tree/b.ko", "run": {"status": "returned", "retval": -19}}]}
+    # `armload run --json`'s module records are result.Result.to_dict(): status and ret at the top
+    run_doc = {"modules": [{"module": "b", "path": "/tmp/tree/b.ko", "function": "init", "status": "returned",
+                            "ret": -19},
+                           {"module": "c", "path": "/tmp/tree/c.ko", "function": "init", "status": "oops", "ret": None},
+                           {"module": "a", "path": "/tmp/tree/a.ko", "function": "init", "status": "refused", "ret": -2}]}
     ag = compare(oracle_verdicts(ORACLE), armload_verdicts(run_doc))
-    row = next(r for r in ag.rows if r.module == "b.ko")
-    assert row.agree and sum(r.armload.kind == "missing" for r in ag.rows) == 9
+    rows = {r.module: r for r in ag.rows}
+    assert rows["b.ko"].agree and rows["c.ko"].agree and not rows["a.ko"].agree
+    assert rows["a.ko"].armload == Verdict("returned", -2, "refused")
+    assert sum(r.armload.kind == "missing" for r in ag.rows) == 7
 
 
 def _write(tmp_path, name, doc):
@@ -109,7 +143,7 @@ def test_agree_command_threshold_both_sides(tmp_path, capsys):
     pct = 50.0
     assert main(["agree", "verdicts", a, "--oracle", o, "--min", f"{pct - 0.01:.2f}"]) == 0
     out = capsys.readouterr().out
-    assert "agreement: 5 of 10 modules (50.0%)" in out and "kernel 0 / armload unmodelled" in out
+    assert "agreement: 5 of 10 modules (50.0%)" in out and "kernel 0 / armload timeout" in out
     assert main(["agree", "verdicts", a, "--oracle", o, "--min", f"{pct + 0.01:.2f}"]) == 1
 
 

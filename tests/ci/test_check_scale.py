@@ -416,7 +416,7 @@ def test_progress_on_a_terminal_is_a_rich_bar():
 
 
 def test_no_word_is_said_twice(tmp_path, booted_dir, capsys):
-    """"unmodelled: unmodelled: ..." was once printed; an oops is named once too."""
+    """A class is named once in the reason, the JSON and the JUnit file ("fault: fault" was once printed)."""
     tree = make_tree(tmp_path, "exporter", "importer")
     patch_init(os.path.join(tree, "exporter-arm.ko"), MOV_R0_0, LDR_R0_R0)
     xml = str(tmp_path / "j.xml")
