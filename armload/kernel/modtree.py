@@ -5,6 +5,7 @@ facts: `check` plans a whole tree with plan_order, a single module's dependencie
 load_order (the same plan, on that module's closure)."""
 from __future__ import annotations
 
+import fnmatch
 import heapq
 import os
 import struct
@@ -105,6 +106,39 @@ def tree_index(root: str) -> dict[str, str]:
         for f in sorted(files):
             if is_module_file(f):
                 out.setdefault(module_stem(f), os.path.join(d, f))
+    return out
+
+
+WILDCARDS = "*?["                             # fnmatch's (kmod matches modules.alias with fnmatch(3))
+
+
+@dataclass
+class Aliases:
+    """modules.alias as depmod writes it from every module's `alias=`, for modprobe's lookup: a
+    pattern without wildcards is looked up by its text, one with them by the literal text before
+    its first wildcard (a prefix of every name it can match) and then fnmatch'ed."""
+
+    exact: dict[str, list[str]] = field(default_factory=dict)                # pattern -> paths
+    wild: dict[str, list[tuple[str, str]]] = field(default_factory=dict)     # literal head -> (pattern, path)
+
+    def lookup(self, want: str) -> list[str]:
+        """The paths of every module one of whose patterns matches `want`, sorted."""
+        found = set(self.exact.get(want, ()))
+        for k in range(len(want) + 1):
+            found.update(p for pat, p in self.wild.get(want[:k], ()) if fnmatch.fnmatchcase(want, pat))
+        return sorted(found)
+
+
+def alias_index(index: dict[str, str]) -> Aliases:
+    """The aliases of every module of a name index (tree_index), in name order."""
+    out = Aliases()
+    for _, path in sorted(index.items()):
+        for pat in read_modinfo(path)[0].get("alias", []):
+            cut = min((i for i in (pat.find(c) for c in WILDCARDS) if i >= 0), default=-1)
+            if cut < 0:
+                out.exact.setdefault(pat, []).append(path)
+            else:
+                out.wild.setdefault(pat[:cut], []).append((pat, path))
     return out
 
 

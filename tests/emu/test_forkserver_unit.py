@@ -258,13 +258,18 @@ def test_frames_back_to_back_are_read_exactly_across_short_reads(monkeypatch):
 
 def test_a_restore_is_made_once_per_image_and_tree_and_warmed(monkeypatch, tmp_path):
     from armload.emu.booted import modrun, modload
-    made, sites = [], []
+    made, sites, indexed = [], [], []
 
     class Run:
         def __init__(self, vmlinuz, kernel, config, tree=None):
             made.append((vmlinuz, kernel, config, tree))
+            self.tree = tree
             self.bk = types.SimpleNamespace(image=types.SimpleNamespace(
                 symbols={"module_alloc": 0xc0300000, "__alloc_reserved_percpu": 0xc0400000, "other": 1}))
+
+        @property
+        def aliases(self):                  # the tree's modules.alias: read in the parent, once
+            indexed.append(self.tree)
 
     monkeypatch.setattr(modrun, "BootedRun", Run)
     monkeypatch.setattr(modload, "bl_sites", lambda img, addr: sites.append((img, addr)))
@@ -276,5 +281,7 @@ def test_a_restore_is_made_once_per_image_and_tree_and_warmed(monkeypatch, tmp_p
     assert made == [(v, kernel, "C", None)] and sites == [(img, 0xc0300000), (img, 0xc0400000)]   # warmed
     monkeypatch.chdir(tmp_path)
     assert fs.base_run("vmlinuz", kernel, "C") is a and len(made) == 1   # the same file, relative
+    assert indexed == []                                                 # no tree: nothing to read
     assert fs.base_run(v, kernel, "C", tree="T") is not a and made[1] == (v, kernel, "C", "T")
+    assert indexed == ["T"]
     assert fs.base_run(v, object(), "C") is not a and len(made) == 3    # another kernel object

@@ -206,9 +206,11 @@ def _unpack(data: bytes | None, pid: int):
 
 
 def warm(run) -> None:
-    """What every load computes from the Image alone, computed once here so that the forks
-    inherit it: the `bl` sites of module_alloc and __alloc_reserved_percpu (modload._Capture),
-    and the disassembler a data abort's access decoding starts (hw/cpu.py: ~40 ms the first time)."""
+    """What every load computes from the Image and the tree alone, computed once here so that the
+    forks inherit it: the `bl` sites of module_alloc and __alloc_reserved_percpu (modload._Capture),
+    the disassembler a data abort's access decoding starts (hw/cpu.py: ~40 ms the first time), and
+    the tree's name index and modules.alias (each request_module() looks them up: built in every
+    fork, the alias patterns' reading and fnmatch compiling took a sixth of `check`'s CPU)."""
     from ..hw import cpu
     from .modload import bl_sites
     cpu.arm_disassembler()
@@ -216,3 +218,5 @@ def warm(run) -> None:
     for name in ("module_alloc", "__alloc_reserved_percpu"):
         if name in img.symbols:
             bl_sites(img, img.symbols[name])
+    if run.tree:
+        _ = run.aliases                  # reads the tree's name index and modules.alias

@@ -19,7 +19,6 @@ The verdict (init's return value, the kernel's own console lines and oops) is th
 """
 from __future__ import annotations
 
-import fnmatch
 import os
 
 import numpy as np
@@ -35,7 +34,7 @@ from .kernel import CALL_BUDGET, BootedKernel, CallError
 from .machine import GuestFault
 from .decode import decode_result
 from .result import LoaderCheck, Result
-from ...kernel.modtree import load_order, parse_modinfo, tree_index
+from ...kernel.modtree import alias_index, load_order, tree_index
 from .modload import LOAD_BUDGET, KernelLoadResult, _signed, kernel_load, user_string
 
 THIS_MODULE = ".gnu.linkonce.this_module"
@@ -129,6 +128,7 @@ class BootedRun:
         self.results: list[BootedResult] = []
         self.tree = tree
         self._index = None
+        self._aliases = None
         self.requests: list[dict] = []
         self.loading: set[str] = set()         # modules whose load_module is running (nested requests skip them)
         self.pending: list[dict] = []          # request_module_nowait requests, served after the current load
@@ -294,6 +294,14 @@ class BootedRun:
             self._index = tree_index(self.tree) if self.tree else {}
         return self._index
 
+    @property
+    def aliases(self):
+        """The tree's modules.alias (kernel/modtree.Aliases), read once: the fork server computes it
+        before forking (forkserver.warm), so the forks share it."""
+        if self._aliases is None:
+            self._aliases = alias_index(self.index)
+        return self._aliases
+
     def _resolve(self, want: str) -> list[str]:
         """modprobe's lookup: a module name (dashes as underscores), else every module one of whose
         `alias=` patterns matches (fnmatch, as modules.alias is used), in name order."""
@@ -302,14 +310,7 @@ class BootedRun:
         name = want.replace("-", "_")
         if name in self.index:
             return [self.index[name]]
-        if self._aliases is None:
-            self._aliases = []
-            for n, p in sorted(self.index.items()):
-                for a in parse_modinfo(read_module(p))[0].get("alias", []):
-                    self._aliases.append((a, p))
-        return sorted({p for a, p in self._aliases if fnmatch.fnmatchcase(want, a)})
-
-    _aliases = None
+        return self.aliases.lookup(want)
 
     def settle(self, budget_ns: int) -> dict:
         """Deferred work (kthreads, workqueues, timers, softirqs, RCU) under the kernel's scheduler."""
