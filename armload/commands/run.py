@@ -74,8 +74,6 @@ def register(sub) -> None:
                         "repeatable, in order. ARG: an integer, s:TEXT (a C string), b:HEX (a buffer) or buf:N "
                         "(N zeroed bytes), copied into the kernel's own __kmalloc'ed memory; buffers are "
                         "printed after the call, the return value is r0 (signed)")
-    p.add_argument("--arg", dest="call_args", action="append", type=_int, default=[], metavar="N",
-                   help=argparse.SUPPRESS)      # deprecated: --call NAME --arg N (use --call NAME N)
     p.add_argument("--exit", action="store_true", help="after init (and the calls) succeed, unload the modules "
                                                        "(delete_module: their exit runs), last loaded first")
     p.add_argument("--image", metavar="FILE", help="write each loaded module as an ELF executable at the addresses "

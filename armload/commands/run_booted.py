@@ -51,12 +51,6 @@ def refuse_unsupported(args) -> None:
 def parse_calls(args) -> list[tuple[str, list[str], list]]:
     """(name, the arguments as written, the arguments as call.parse_arg makes them) per --call."""
     from ..emu.booted.call import parse_arg
-    if args.call_args and not args.calls:
-        raise EmulationError("--arg needs --call NAME")
-    if args.call_args:                 # the old form: --call NAME --arg N ...
-        print("armload: --arg is deprecated: write --call NAME ARG... (arguments go to the last --call)",
-              file=sys.stderr)
-        args.calls[-1].extend(str(a) for a in args.call_args)
     return [(c[0], list(c[1:]), [parse_arg(a) for a in c[1:]]) for c in args.calls]
 
 

@@ -49,7 +49,7 @@ def test_no_verify_is_honoured(booted_dir, capsys):
     assert json.loads(out)["verify"]["hello"]["ok"] is True
 
 
-def test_calls_with_strings_buffers_and_the_old_arg_form(booted_dir, capsys):
+def test_calls_with_strings_buffers_and_negative_integers(booted_dir, capsys):
     rc, out, err = run(capsys, sample("devkit-arm-debug.ko"), "count=2", "--call", "devkit_sum", "10",
                        "--call", "devkit_describe", "buf:16", "16", "--call", "devkit_count_char", "s:banana", "97")
     assert rc == 0, err
@@ -57,12 +57,10 @@ def test_calls_with_strings_buffers_and_the_old_arg_form(booted_dir, capsys):
     assert "devkit: devkit_describe(buf:16, 16) returned 11 (0xb)" in out
     assert "= 6465766b69742f74303a320000000000  'devkit/t0:2.....'" in out
     assert "devkit: devkit_count_char(s:banana, 97) returned 3 (0x3)" in out
-    rc, out, err = run(capsys, sample("devkit-arm-debug.ko"), "--call", "devkit_sum", "--arg", "-1", "--json")
+    rc, out, err = run(capsys, sample("devkit-arm-debug.ko"), "--call", "devkit_sum", "-1", "--json")
     d = json.loads(out)
-    assert rc == 0 and "--arg is deprecated" in err
+    assert rc == 0
     assert [(c["function"], c["status"], c["ret"]) for c in d["calls"]] == [("devkit_sum", "returned", -3)]   # count=3 by default: -(0+1+2)
-    rc, out, err = run(capsys, sample("devkit-arm-debug.ko"), "--arg", "3")
-    assert rc == 1 and "--arg needs --call NAME" in err
 
 
 def test_calls_are_refused_before_anything_runs(booted_dir, capsys):

@@ -45,12 +45,11 @@ def test_cli_refused_parameter_inside_the_booted_kernel():
         in p.stdout
 
 
-def test_cli_old_arg_form_still_works_and_arg_alone_is_refused():
-    p = _cli(sample("devkit-arm.ko"), "--call", "devkit_sum", "--arg", "3")
+def test_cli_call_arguments_follow_the_name():
+    p = _cli(sample("devkit-arm.ko"), "--call", "devkit_sum", "3")
     assert p.returncode == 0 and "devkit_sum(3) returned 9 (0x9)" in p.stdout
-    assert "deprecated" in p.stderr
-    p = _cli(sample("devkit-arm.ko"), "--arg", "3")
-    assert p.returncode == 1 and "--arg needs --call" in p.stderr + p.stdout
+    p = _cli(sample("devkit-arm.ko"), "--call", "devkit_sum", "--arg", "3")     # the old form is gone
+    assert p.returncode != 0 and "unrecognized arguments: --arg 3" in p.stderr and "Traceback" not in p.stderr
     p = _cli(sample("devkit-arm.ko"), "--call", "devkit_sum", "s:")
     assert p.returncode == 0
     p = _cli(sample("devkit-arm.ko"), "--call", "devkit_sum", "zz")
