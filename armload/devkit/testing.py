@@ -27,6 +27,7 @@ the report in the kernel's format, each frame at file:line; `.reports` keeps the
 from __future__ import annotations
 
 import os
+import re
 import struct as _struct
 
 from ..errors import ArmloadError
@@ -49,7 +50,19 @@ class ModuleStopped(AssertionError):
 
 
 class ModuleOops(ModuleStopped):
-    """The kernel oopsed (or panicked) in the module's code: the message is the kernel's own report."""
+    """The kernel oopsed (or panicked) in the module's code: the message is the kernel's own report,
+    then its frames that decode to a source line, as scripts/decode_stacktrace.sh prints them
+    (`.result.decoded` has the whole decoded report)."""
+
+    def __init__(self, result):
+        super().__init__(result)
+        located = [ln for ln in result.decoded if LOCATED.search(ln)]
+        if located:
+            self.args = (f"{self.args[0]}\nthe frames with a source line (scripts/decode_stacktrace.sh):\n"
+                         + "\n".join(located),)
+
+
+LOCATED = re.compile(r"\([^()]*:\d+[ )]")     # decode_stacktrace.sh's `name (FILE:LINE ...)`
 
 
 class SanitizerReport(AssertionError):

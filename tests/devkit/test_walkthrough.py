@@ -85,8 +85,13 @@ def test_the_budget_is_not_an_oops():
     text = str(e.value)
     assert "did not return within 100000 instructions" in text and "cut here" not in text
     h = ModuleHandle(RINGDEV, kernel=BOOT_VMLINUZ, params={"bug": 1})
-    with pytest.raises(ModuleOops, match="Internal error: Oops: 805"):
+    with pytest.raises(ModuleOops, match="Internal error: Oops: 805") as e:
         h.init()
+    # the message ends with the frames decoded to a source line, as decode_stacktrace.sh prints them
+    head, located = str(e.value).split("\nthe frames with a source line (scripts/decode_stacktrace.sh):\n")
+    assert "Internal error: Oops" in head and located.splitlines()[0].split("] ", 1)[1].startswith("PC is at ringdev_init (")
+    assert all(re.search(r"ringdev\.c:\d+", ln) or ".h:" in ln for ln in located.splitlines())
+    assert set(located.splitlines()) <= set(e.value.result.decoded)
 
 
 def test_plugin_outside_the_repository_finds_the_kernel(tmp_path):
