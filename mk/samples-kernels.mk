@@ -1,6 +1,8 @@
 # A few samples built against every other Debian armhf kernel's headers (issue 31), for the smoke
 # test that runs each build in its own booted kernel (tests/kernel/test_samples_kernels.py).
-#   make samples-kernels   build them into sample_modules/build/kernels/RELEASE/NAME/NAME.ko
+#   make samples-kernels   build them into build/samples-kernels/RELEASE/NAME/NAME.ko
+# (outside sample_modules/: tools that scan it, `armload matrix --modules sample_modules` in
+# tests/ci/test_matrix.py, would find a second module of each name)
 # Nothing here is committed: the rule is. 6.1.0-50-armmp's builds are the committed samples
 # (mk/samples.mk). Each kernel's kbuild tree is merged apart from the others, in
 # $(CACHE)/ktrees/RELEASE (mkktree.sh reads which common tree and kbuild the headers name).
@@ -9,7 +11,7 @@ KSAMPLES_KERNELS := 6.1.0-50-armmp-lpae 6.1.0-50-rt-armmp 6.12.107+deb12-armmp
 # hello: the smallest; exporter/importer: an exported function and its CRC in the importer's
 # __versions; ringdev: parameters, exported functions, a misc device with file operations.
 KSAMPLES_NAMES   := hello exporter importer ringdev
-KSAMPLES_BUILD   := $(SAMPLE_BUILD)/kernels
+KSAMPLES_BUILD   := build/samples-kernels
 # What each kernel's linux-headers-RELEASE:armhf needs beside it (its Debian Depends): the common
 # tree and the kbuild host tools, at the headers' version.
 KSAMPLES_DEBS_6.1.0-50-armmp-lpae   := linux-headers-6.1.0-50-common $(SAMPLES_KBUILD)

@@ -2,7 +2,7 @@
 (issue 31): the kernel's load_module and init, a call into the module, file operations on its misc
 device, and the kernel's delete_module with the module's exit, armload's image identical to the
 kernel's at every load. 6.1.0-50-armmp's builds are the committed samples (mk/samples.mk); the
-others are built by `make samples-kernels` (mk/samples-kernels.mk) into sample_modules/build/kernels.
+others are built by `make samples-kernels` (mk/samples-kernels.mk) into build/samples-kernels.
 A module built for another kernel is refused, by the kernel and by armload, in the kernel's words."""
 import gzip
 import os
@@ -32,7 +32,7 @@ SLEEP_MS = 10                  # rt-armmp prints from its console kthread: pid 1
 def build(rel: str, name: str) -> str:
     if rel == ARMMP:
         return require_input(os.path.join(SAMPLES, COMMITTED[name]), "committed sample: make samples")
-    return require_input(os.path.join(SAMPLES, "build", "kernels", rel, name, f"{name}.ko"), "make samples-kernels")
+    return require_input(os.path.join(ROOT, "build", "samples-kernels", rel, name, f"{name}.ko"), "make samples-kernels")
 
 
 def booted(rel: str):
