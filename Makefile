@@ -66,7 +66,7 @@ TEST_KERNELS := 6.1.0-50-armmp-lpae 6.1.0-50-rt-armmp 6.12.107+deb12-armmp
 test-inputs:
 	@scripts/fetch-debs.sh $(CACHE) $(if $(KERNEL),linux-image-$(KERNEL):armhf linux-headers-$(KERNEL):armhf,\
 	  linux-image-6.1.0-50-armmp:armhf linux-headers-6.1.0-50-armmp:armhf linux-kbuild-6.1=6.1.176-1 \
-	  $(foreach k,$(TEST_KERNELS),linux-image-$(k):armhf linux-headers-$(k):armhf) $(KSAMPLES_DEBS)) || { \
+	  $(foreach k,$(TEST_KERNELS),linux-image-$(k):armhf linux-headers-$(k):armhf) $(KSAMPLES_EXTRA_DEBS)) || { \
 	  if [ "$(ARMLOAD_OFFLINE)" = 1 ] && [ "$$CI" != true ]; then \
 	    echo "!!! ARMLOAD_OFFLINE=1: Debian armhf packages not fetched; the tests that need them will SKIP !!!" >&2; \
 	  else echo "test-inputs: could not fetch the Debian armhf packages (set ARMLOAD_OFFLINE=1 to run without them)" >&2; \

@@ -18,6 +18,8 @@ KSAMPLES_DEBS_6.1.0-50-armmp-lpae   := linux-headers-6.1.0-50-common $(SAMPLES_K
 KSAMPLES_DEBS_6.1.0-50-rt-armmp     := linux-headers-6.1.0-50-common-rt $(SAMPLES_KBUILD)
 KSAMPLES_DEBS_6.12.107+deb12-armmp  := linux-headers-6.12.107+deb12-common linux-kbuild-6.12.107+deb12=6.12.107-1~deb12u1
 KSAMPLES_DEBS    := $(foreach k,$(KSAMPLES_KERNELS),linux-headers-$(k):armhf $(KSAMPLES_DEBS_$(k)))
+# what make test-inputs adds to the kernels' images and headers (once each)
+KSAMPLES_EXTRA_DEBS := $(sort $(foreach k,$(KSAMPLES_KERNELS),$(KSAMPLES_DEBS_$(k))))
 KSAMPLES_KOS     := $(foreach k,$(KSAMPLES_KERNELS),$(foreach n,$(KSAMPLES_NAMES),$(KSAMPLES_BUILD)/$(k)/$(n)/$(n).ko))
 
 .PHONY: samples-kernels samples-kernels-test
