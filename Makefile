@@ -59,13 +59,14 @@ export ARMLOAD_OFFLINE
 # KERNEL=RELEASE fetches that Debian armhf kernel instead (image, modules, headers with its
 # Module.symvers): make test-inputs KERNEL=6.12.107+deb12-armmp (or 6.1.0-50-rt-armmp, -armmp-lpae)
 # Without KERNEL, the test suite's inputs: 6.1 armmp (with kbuild, for the samples) and the other kernels
-# the tests boot and load into (tests/kernel/test_kernels.py, tests/emu/test_lpae.py, tests/ci/test_matrix.py).
+# the tests boot and load into (tests/kernel/test_kernels.py, tests/emu/test_lpae.py, tests/ci/test_matrix.py),
+# with the common headers and kbuild each one's samples are built with (mk/samples-kernels.mk).
 KERNEL ?=
 TEST_KERNELS := 6.1.0-50-armmp-lpae 6.1.0-50-rt-armmp 6.12.107+deb12-armmp
 test-inputs:
 	@scripts/fetch-debs.sh $(CACHE) $(if $(KERNEL),linux-image-$(KERNEL):armhf linux-headers-$(KERNEL):armhf,\
 	  linux-image-6.1.0-50-armmp:armhf linux-headers-6.1.0-50-armmp:armhf linux-kbuild-6.1=6.1.176-1 \
-	  $(foreach k,$(TEST_KERNELS),linux-image-$(k):armhf linux-headers-$(k):armhf)) || { \
+	  $(foreach k,$(TEST_KERNELS),linux-image-$(k):armhf linux-headers-$(k):armhf) $(KSAMPLES_EXTRA_DEBS)) || { \
 	  if [ "$(ARMLOAD_OFFLINE)" = 1 ] && [ "$$CI" != true ]; then \
 	    echo "!!! ARMLOAD_OFFLINE=1: Debian armhf packages not fetched; the tests that need them will SKIP !!!" >&2; \
 	  else echo "test-inputs: could not fetch the Debian armhf packages (set ARMLOAD_OFFLINE=1 to run without them)" >&2; \
@@ -74,7 +75,7 @@ test-inputs:
 # pytest exit 5 (no test collected) is a failure too, said in words. One pytest-xdist worker per core
 # (JOBS=1 runs them in one process); the boot snapshot is shared through $(CACHE)/boot.
 JOBS ?= auto
-test: venv toolchain devtools browser test-inputs samples-ktree
+test: venv toolchain devtools browser test-inputs samples-ktree samples-kernels-test
 	@$(PY) -m pytest -q -n $(JOBS) || { st=$$?; [ $$st = 5 ] && echo "test: pytest collected no tests" >&2; exit $$st; }
 
 bench: venv

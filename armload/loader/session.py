@@ -21,7 +21,7 @@ from .model import (BRANCH_DTYPE, LoadedModule, LoadedSection, MemRegion, Module
 from . import finalize
 from .plt import PltSection, heapsort_order, plan_plts
 from .relocate import PltRouter, SectionTarget, apply_rel_section, overlap_batches
-from .symbols import ExportTable, resolve_undefined, symbol_values
+from .symbols import ExportTable, check_modstruct_version, resolve_undefined, symbol_values, versions_table
 from .validity import check_thumb2_image
 
 _STYPES = {0: "notype", 1: "object", 2: "func", 3: "section", 4: "file"}
@@ -144,6 +144,8 @@ def _ensure_plt_sections(obj: ObjectFile, config: KernelConfig) -> None:
 
 def _load_object(obj: ObjectFile, session: Session) -> LoadedModule:
     config = session.config
+    if session.modversions and obj.is_module:      # load_module's order: module_layout, then the modinfo
+        check_modstruct_version(obj, session.kernel, versions_table(obj))
     check_modinfo(obj, session.kernel, session.modversions)
     timings = {}
     t = time.perf_counter()

@@ -64,6 +64,20 @@ def gpl_ok(obj: ObjectFile) -> bool:
     return lic in GPL_COMPATIBLE or not obj.is_module
 
 
+def check_modstruct_version(obj: ObjectFile, kernel: Kernel, versions: dict[str, int] | None) -> None:
+    """check_modstruct_version() (kernel/module/version.c): the module's CRC of module_layout against
+    the kernel's, -ENOEXEC on a mismatch. load_module runs it before check_modinfo and before any
+    allocation, so a module of another kernel is refused with these words first."""
+    ml = kernel.exports.get("module_layout")
+    if ml is None or ml.crc is None or versions is None:
+        return
+    got = versions.get("module_layout")
+    if got is not None and got != ml.crc:
+        raise SymbolError(f"{obj.name}: disagrees about version of symbol module_layout "
+                          f"(module {got:#010x}, kernel {ml.crc:#010x})", file=obj.path,
+                          errno=-ENOEXEC, symbol="module_layout")
+
+
 def resolve_undefined(obj: ObjectFile, kernel: Kernel, providers: list[ExportTable], *,
                       modversions: bool = True) -> dict[str, ResolvedSymbol]:
     """resolve_symbol() for every SHN_UNDEF symbol: kernel ksymtab, kernel gpl, then modules
@@ -82,13 +96,7 @@ def resolve_undefined(obj: ObjectFile, kernel: Kernel, providers: list[ExportTab
     mod = obj.name
 
     if modversions and obj.is_module:
-        ml = kernel.exports.get("module_layout")
-        if ml is not None and ml.crc is not None and versions is not None:
-            got = versions.get("module_layout")
-            if got is not None and got != ml.crc:
-                raise SymbolError(f"{mod}: disagrees about version of symbol module_layout "
-                                  f"(module {got:#010x}, kernel {ml.crc:#010x})", file=obj.path,
-                                  errno=-ENOEXEC, symbol="module_layout")
+        check_modstruct_version(obj, kernel, versions)
 
     for i in undef:
         if i == 0:
@@ -211,4 +219,4 @@ def _phantom_name(obj: ObjectFile, ph) -> str:
     return obj.strtab[off:end].decode("utf-8", "replace") if end >= 0 else ""
 
 
-__all__ = ["ExportTable", "resolve_undefined", "symbol_values", "versions_table"]
+__all__ = ["ExportTable", "check_modstruct_version", "resolve_undefined", "symbol_values", "versions_table"]

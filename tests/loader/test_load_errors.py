@@ -481,3 +481,27 @@ def test_duplicated_headers_first_or_last_as_6_1_picks(tmp_path):
     fuzz_cases._dup_section(b, seed, section_index(".gnu.linkonce.this_module"))
     mod = load_module(patched(tmp_path, data=bytes(b)), kernel=kernel())
     assert [s.index for s in mod.sections if s.name == ".gnu.linkonce.this_module"] == [25, SHNUM]
+
+
+def test_module_layout_is_checked_first_before_the_modinfo_and_any_allocation(tmp_path):
+    """load_module's order (kernel/module/main.c, 6.1 and 6.12's early_mod_check): rewrite the
+    section headers, check_modstruct_version, check_modinfo, then layout_and_allocate. A module of
+    another kernel (module_layout's CRC and the vermagic both differ) is refused with the CRC's
+    words, and nothing is allocated for it."""
+    cfg = KernelConfig()
+    other = tmp_path / "Module.symvers"                  # another kernel's module_layout (6.1 lpae's CRC)
+    other.write_text(open(SYMVERS).read().replace("0x8c1823f3\tmodule_layout", "0x0ffe5561\tmodule_layout"))
+    k = Kernel.from_files([str(other)], cfg)
+    k.vermagic = "6.1.0-50-rt-armmp SMP preempt_rt mod_unload modversions ARMv7 p2v8 "
+    s = Session(k, cfg)
+    asked = []
+    real = s.allocator.alloc
+    s.allocator.alloc = lambda size: asked.append(size) or real(size)
+    with pytest.raises(SymbolError, match=r"^hello: disagrees about version of symbol module_layout "
+                                          r"\(module 0x8c1823f3, kernel 0x0ffe5561\)") as e:
+        s.load(HELLO)
+    assert e.value.errno == -8 and asked == []
+    k.exports.pop("module_layout")                       # the CRC agrees (absent): the vermagic is next
+    with pytest.raises(ArmloadError, match=r"hello: version magic '6.1.0-50-armmp SMP mod_unload"):
+        s.load(HELLO)
+    assert asked == []
