@@ -3,6 +3,7 @@ Module.symvers (one with a changed CRC, one with a removed export, one with anot
 version magic), in the folder layout scripts/fetch-debs.sh unpacks Debian packages into."""
 from __future__ import annotations
 
+import glob
 import json
 import os
 import shutil
@@ -103,8 +104,14 @@ def test_tree_matrix_names_crc_changes_and_removed_symbols(cache, tmp_path, caps
 
 
 def test_out_of_tree_modules_on_another_flavour(cache, tmp_path):
-    """Modules built for 6.1.0-50-armmp (the samples) loaded on each cell, the rt flavour included."""
-    rc, doc = matrix(cache, tmp_path, "--modules", SAMPLES, "--module", "*-arm.ko",
+    """Modules built for 6.1.0-50-armmp (the samples) loaded on each cell, the rt flavour included.
+    The committed samples are copied apart: sample_modules/build/ (make samples' work folder) holds
+    the same modules again, and a tree with two modules of one name keeps only the first."""
+    oot = tmp_path / "oot"
+    oot.mkdir()
+    for ko in glob.glob(os.path.join(SAMPLES, "*-arm.ko")):
+        shutil.copy(ko, oot)
+    rc, doc = matrix(cache, tmp_path, "--modules", str(oot), "--module", "*-arm.ko",
                      cells=["6.1.0-50-armmp", "6.1.0-51-armmp", "6.1.0-50-rt-armmp"])
     assert doc["mode"] == "out-of-tree"
     m = doc["modules"]
