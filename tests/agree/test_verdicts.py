@@ -326,3 +326,39 @@ def test_oracle_reads_a_result_line_with_the_consoles_own_printk_at_its_end(tmp_
     assert rec["lines"] == ["<6>cfg80211: failed to load regulatory.db"] and rec["rmmod"] == {"ret": -16, "errno": "EBUSY"}
     with pytest.raises(RuntimeError, match="uname -r 6.12.107"):
         oracle.run_boot(fake_qemu, "6.1.0-50-armmp-lpae", [["a.ko"]], 0, 1, str(tmp_path), 1, {})
+
+
+# --------------------------------------------------------------------------------------------
+# The whole report, text and JSON, against tests/golden/agree_verdicts.{txt,json}
+# --------------------------------------------------------------------------------------------
+RICH_ORACLE = {"kernel": {"version": "Linux version 6.12.107+deb12-armmp"}, "qemu": {"version": "QEMU emulator version 7.2"},
+               "modules": ORACLE["modules"] + [
+                   _k("k.ko", "panic"), _k("l.ko", "error", -2, "ENOENT"), _k("m.ko", "ok", 0),
+                   _k("n.ko", "dependency-failed", dep_failed={"module": "z.ko", "ret": -19, "errno": "ENODEV"}),
+                   _k("o.ko", "ok", 0), _k("p.ko", "hang"), _k("q.ko", "ok", 0)]}
+RICH_ARMLOAD = {"modules": ARMLOAD["modules"] + [
+    _a("k.ko", "panic", {"status": "panic", "where": "hostile_panic_init+0x10/0x20 [k]"}),
+    _a("l.ko", "load", None, reason="l: Unknown symbol nope (err -2)", error={"errno": -2}),
+    _a("m.ko", "error", {"status": "refused", "retval": -22, "reason": "load_module returned -22 (-EINVAL)"}),
+    _a("n.ko", "dependency-failed", {"status": "not-run", "dependency_init_failures": [
+        {"name": "z", "status": "returned", "retval": -19}]}, dependency={"name": "z", "module": "z.ko"}),
+    _a("o.ko", "verify", None, reason="a branch does not reach its target"),
+    _a("p.ko", "soft-lockup", {"status": "soft-lockup", "where": "spin [p]"}),
+]}
+GOLDEN = os.path.join(ROOT, "tests", "golden")
+
+
+@pytest.mark.parametrize("fmt", ["txt", "json"])
+def test_the_whole_report_is_the_golden_one(tmp_path, capsys, fmt):
+    """Every line of `agree verdicts` (the per-verdict table, the classes with examples, each
+    disagreement's detail, the closing line) and every JSON field; ARMLOAD_UPDATE_GOLDEN=1 rewrites
+    the files after a deliberate change (review the diff)."""
+    o, a = _write(tmp_path, "o.json", RICH_ORACLE), _write(tmp_path, "a.json", RICH_ARMLOAD)
+    args = ["agree", "verdicts", a, "--oracle", o, "--min", "52.9"] + (["--json"] if fmt == "json" else [])
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    path = os.path.join(GOLDEN, f"agree_verdicts.{fmt}")
+    if os.environ.get("ARMLOAD_UPDATE_GOLDEN"):
+        open(path, "w").write(out)
+    assert out == open(path).read()
+    assert main(args[:-2 if fmt == "txt" else -3] + ["--min", "53"] + (["--json"] if fmt == "json" else [])) == 1
