@@ -362,3 +362,55 @@ def test_the_whole_report_is_the_golden_one(tmp_path, capsys, fmt):
         open(path, "w").write(out)
     assert out == open(path).read()
     assert main(args[:-2 if fmt == "txt" else -3] + ["--min", "53"] + (["--json"] if fmt == "json" else [])) == 1
+
+
+def test_each_verdict_says_what_it_rests_on():
+    """The detail of every verdict armload_verdict makes, exactly (the report lists it for a disagreement)."""
+    recs = {r["module"]: r for r in RICH_ARMLOAD["modules"]}
+    assert armload_verdict(recs["n.ko"]) == Verdict("dependency", None, "-ENODEV: z.ko")    # the dependency's own errno
+    assert armload_verdict(recs["f.ko"]) == Verdict("dependency", None, "oops: y.ko")       # its init's status
+    assert armload_verdict(recs["i.ko"]) == Verdict("dependency", None, "fault: x.ko")      # no init run: its class
+    assert armload_verdict(_a("x.ko", "dependency-failed", None, dependency={"name": "w"})) == \
+        Verdict("dependency", None, "failed: w")
+    assert armload_verdict(_a("x.ko", "dependency-failed", None)) == Verdict("dependency", None, "failed: ?")
+    assert armload_verdict(_a("x.ko", "dependency-failed", {"status": "not-run", "dependency_init_failures": [
+        {"name": "z", "status": "returned", "retval": -12}]}, dependency={"module": "z.ko"})) == \
+        Verdict("dependency", None, "-ENOMEM: z.ko")
+    assert armload_verdict(recs["l.ko"]) == Verdict("returned", -2, "load: l: Unknown symbol nope (err -2)")
+    assert armload_verdict(_a("x.ko", "load", None, error={"errno": 0})) == Verdict("undecided", None, "load: ")
+    assert armload_verdict(recs["o.ko"]) == Verdict("undecided", None, "verify: a branch does not reach its target")
+    assert armload_verdict(_a("x.ko", "ok", None)) == Verdict("undecided", None, "not-run: init was not run (--no-emulate?)")
+    # the run's end itself
+    assert armload_verdict(recs["c.ko"]) == Verdict("oops", None, "f+0x4/0x8 [c]")
+    assert armload_verdict(_a("x.ko", "panic", {"status": "panic"})) == Verdict("oops", None, "panic")
+    assert armload_verdict(recs["p.ko"]) == Verdict("hang", None, "soft-lockup: spin [p]")
+    assert armload_verdict(_a("x.ko", "budget", {"status": "budget"})) == Verdict("hang", None, "budget: ")
+    assert armload_verdict(recs["m.ko"]) == Verdict("returned", -22, "load_module returned -22 (-EINVAL)")
+    assert armload_verdict(_a("x.ko", "ok", {"status": "returned"})) == Verdict("returned", 0, "returned")
+    assert armload_verdict(_a("x.ko", "timeout", {"status": "timeout", "reason": "the wall clock"})) == \
+        Verdict("undecided", None, "timeout: ")                   # the record's own reason (none here) speaks
+    assert armload_verdicts({"modules": [{"module": "x", "path": "/t/x.ko", "status": "stopped", "ret": None,
+                                          "stopped": "the wall clock"}]})["/t/x.ko"] == \
+        Verdict("undecided", None, "stopped: the wall clock")
+    assert armload_verdicts({"modules": [{"module": "x", "path": "/t/x.ko", "status": "hang", "ret": None,
+                                          "stopped": "a spin"}]})["/t/x.ko"] == Verdict("hang", None, "hang: ")
+
+
+def test_labels_and_errno_names():
+    assert [Verdict("returned", r).label() for r in (0, -19, -4095, -4096, 1)] == \
+        ["0", "-ENODEV", "-4095", "0xfffff000", "0x1"]
+    assert Verdict("dependency", None, "oops: y.ko").label() == "dependency (oops)"
+    assert Verdict("hang", None, "budget: loop").label() == "budget" and Verdict("hang").label() == "hang"
+    assert Verdict("undecided", None, "timeout: x").label() == "timeout" and Verdict("oops", None, "f").label() == "oops"
+    assert Verdict("missing").label() == "missing"
+
+
+def test_oracle_records_become_verdicts():
+    kv = oracle_verdicts(RICH_ORACLE)
+    assert kv["a.ko"] == Verdict("returned", 0, "") and kv["b.ko"] == Verdict("returned", -19, "ENODEV")
+    assert kv["c.ko"] == Verdict("oops", None, "oops") and kv["k.ko"] == Verdict("oops", None, "panic")
+    assert kv["d.ko"] == Verdict("hang")
+    assert kv["i.ko"] == Verdict("dependency", None, "oops: x.ko") and kv["n.ko"] == Verdict("dependency", None, "ENODEV: z.ko")
+    killed = oracle_verdicts({"modules": [_k("a.ko", "dependency-failed", dep_failed={"killed": True})]})
+    assert killed["a.ko"] == Verdict("dependency", None, "oops: ?")
+    assert oracle_verdicts({"modules": [_k("a.ko", "dependency-failed")]})["a.ko"] == Verdict("dependency", None, "?: ?")
