@@ -30,7 +30,12 @@ KINDS = {
 # armload check's init status -> verdict kind ("returned" takes retval; see kernel_ret()).
 INIT_KIND = {"returned": "returned", "no-function": "returned", "params-refused": "returned",
              "fault": "oops", "budget": "hang", "unmodelled": "undecided", "timeout": "undecided",
-             "not-run": "undecided"}
+             "not-run": "undecided",
+             # the booted kernel's (ci/booted.init_data): load_module's -errno is finit_module's return;
+             # an oops kills insmod, a panic ends the machine (the oracle counts both as oops); a task
+             # that never returns (watchdog reports, armload's proven spin, simulated time) is a hang
+             "refused": "returned", "oops": "oops", "panic": "oops", "soft-lockup": "hang",
+             "hung-task": "hang", "hang": "hang", "time-budget": "hang"}
 
 
 @dataclass(frozen=True)
@@ -143,7 +148,7 @@ def _init_verdict(init: dict) -> Verdict:
     if kind == "oops":
         return Verdict("oops", None, init.get("where") or "")
     if kind == "hang":
-        return Verdict("hang", None, f"budget: {init.get('where') or ''}")
+        return Verdict("hang", None, f"{st}: {init.get('where') or init.get('reason') or ''}")
     return Verdict("undecided", None, f"{st}: {init.get('reason') or ''}")
 
 

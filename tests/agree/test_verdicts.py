@@ -65,6 +65,33 @@ def test_each_kind_agrees_only_with_its_own():
     assert d["agree"] == 5 and len(d["disagreements"]) == 5
 
 
+# The booted kernel's init statuses (ci/booted.init_data), each against the oracle's verdict it is.
+BOOTED = [({"status": "oops", "reason": "Unable to handle kernel paging request at virtual address fee0002e",
+            "where": "superio_enter+0x50/0x6c [w83627ehf]"}, Verdict("oops", None, "oops")),
+          ({"status": "panic", "reason": "Kernel panic - not syncing: x"}, Verdict("oops", None, "panic")),
+          ({"status": "refused", "retval": -17}, Verdict("returned", -17, "EEXIST")),
+          ({"status": "soft-lockup", "where": "spin+0x8/0x10 [m]"}, Verdict("hang")),
+          ({"status": "hung-task", "where": "m_init"}, Verdict("hang")),
+          ({"status": "hang", "where": "m_init"}, Verdict("hang")),
+          ({"status": "time-budget", "where": "m_init"}, Verdict("hang"))]
+
+
+@pytest.mark.parametrize("init,kernel", BOOTED, ids=[b[0]["status"] for b in BOOTED])
+def test_booted_init_statuses_are_the_kernels_verdicts(init, kernel):
+    # 6.12's w83627ehf oopses under QEMU and in the booted kernel alike: both are the kernel's oops
+    mine = armload_verdict(_a("m.ko", "fault", init))
+    assert mine.kind == kernel.kind and mine.agrees(kernel) and kernel.agrees(mine)
+    assert not mine.agrees(Verdict("returned", 0))
+    if mine.kind == "hang":                   # the class names the end: "kernel 0 / armload soft-lockup"
+        assert mine.label() == init["status"]
+
+
+def test_a_stopped_booted_run_is_undecided():
+    # the wall-clock safety net (init_data's "timeout") and a restart say nothing about the module
+    for outcome, st in (("timeout", "timeout"), ("reboot", "restart"), ("internal", "refused-dead")):
+        assert armload_verdict(_a("m.ko", outcome, {"status": st})).kind == "undecided"
+
+
 def test_return_values_compare_as_finit_module_returns_them():
     # do_init_module: ret < 0 fails the load, ret > 0 only warns: insmod sees 0.
     assert kernel_ret(5) == 0 and kernel_ret(0) == 0 and kernel_ret(-12) == -12
