@@ -414,3 +414,20 @@ def test_oracle_records_become_verdicts():
     killed = oracle_verdicts({"modules": [_k("a.ko", "dependency-failed", dep_failed={"killed": True})]})
     assert killed["a.ko"] == Verdict("dependency", None, "oops: ?")
     assert oracle_verdicts({"modules": [_k("a.ko", "dependency-failed")]})["a.ko"] == Verdict("dependency", None, "?: ?")
+
+
+def test_the_remaining_edges():
+    import errno as E
+    from armload.agree.verdicts import load_json
+    from armload.errors import ArmloadError
+    assert armload_verdict(_a("x.ko", "internal", None, reason="a bug")) == Verdict("undecided", None, "internal: a bug")
+    assert armload_verdict(_a("x.ko", "x", {"status": "no-such-status"})) == Verdict("undecided", None, "no-such-status: ")
+    assert armload_verdict(_a("x.ko", "x", {"status": "refused-dead", "reason": "pid 1 died"})) == \
+        Verdict("undecided", None, "refused-dead: pid 1 died")
+    assert oracle_verdicts({"modules": [_k("a.ko", "dependency-failed", dep_failed={"oops": True})]})["a.ko"] == \
+        Verdict("dependency", None, "oops: ?")
+    with pytest.raises(ArmloadError) as e:
+        load_json("/nonexistent/x.json", "oracle results")
+    assert e.value.errno == -E.ENOENT and "oracle results /nonexistent/x.json: No such file or directory" in str(e.value)
+    with pytest.raises(ArmloadError, match="module 'a.ko' has unknown verdict 'maybe'"):
+        oracle_verdicts({"modules": [_k("a.ko", "maybe")]})
