@@ -431,3 +431,19 @@ def test_the_remaining_edges():
     assert e.value.errno == -E.ENOENT and "oracle results /nonexistent/x.json: No such file or directory" in str(e.value)
     with pytest.raises(ArmloadError, match="module 'a.ko' has unknown verdict 'maybe'"):
         oracle_verdicts({"modules": [_k("a.ko", "maybe")]})
+
+
+def test_the_threshold_is_inclusive_and_the_files_are_named(tmp_path, capsys):
+    o, a = _write(tmp_path, "o.json", ORACLE), _write(tmp_path, "a.json", ARMLOAD)
+    assert main(["agree", "verdicts", a, "--oracle", o, "--min", "50"]) == 0          # 5 of 10: exactly 50%
+    assert main(["agree", "verdicts", a, "--oracle", o, "--min", "100"]) == 1         # 100 is a percentage
+    out = capsys.readouterr()
+    assert "below the minimum 100%" in out.out and "percentage" not in out.err
+    bad = str(tmp_path / "bad.json")
+    open(bad, "w").write("[]")
+    assert main(["agree", "verdicts", bad, "--oracle", o]) == 1
+    assert f"armload {bad}: no \"modules\" list (expected armload JSON)" in capsys.readouterr().err
+    assert main(["agree", "verdicts", a, "--oracle", bad]) == 1
+    assert f"oracle results {bad}: no \"modules\" list (expected oracle results JSON)" in capsys.readouterr().err
+    assert main(["agree", "verdicts", a, "--oracle", o]) == 0                          # text, not JSON, by default
+    assert capsys.readouterr().out.startswith("real kernel: Linux version 6.1.0-50-armmp under QEMU\n")
