@@ -4,8 +4,8 @@
  * allocator or trylock returning to the module) goes to Python; an ARM load/store is decoded
  * (LDR/STR{B,H,SB,SH,D,EX*}, LDM/STM not on sp), its condition tested, its address computed
  * from the registers, and checked against the heap shadow (sorted tracked objects: a live one's
- * requested end and extent, or freed); only a bad access, a halfword store to one of the
- * module's spinlocks, or (with DWARF frames) a pointer access into the stack calls Python. The
+ * requested end and extent, or freed); only a bad access, a halfword or word store to one of
+ * the module's spin/rwlocks, or (with DWARF frames) a pointer access into the stack calls Python. The
  * Python hook in engine.py does the same (access.py) where no C compiler is available.
  */
 #include <stdint.h>
@@ -92,7 +92,7 @@ static uint32_t decode(uc_engine *uc, shadow_t *s, uint32_t w, uint32_t *ea, uin
         *write = 0;
         return sh == 2 ? 1 : 2;
     }
-    if (op == 0 && (w & 0x0F9000F0) == 0x01900090) {     /* LDREX/STREX (and B/H/D variants) */
+    if (op == 0 && (w & 0x0F8000F0) == 0x01800090) {     /* LDREX/STREX (and B/H/D variants; bit 20: L) */
         static const uint32_t sz[4] = {4, 8, 1, 2};
         if (rn == 15)
             return 0;
@@ -165,7 +165,7 @@ void armload_shadow_code(uc_engine *uc, uint64_t address, uint32_t isize, void *
     s->accesses++;
     if (heap_bad(s, ea, size))
         s->event(EV_HEAP, (uint32_t)address, ea, size, write, basereg);
-    if (write && size == 2)
+    if (write && (size == 2 || size == 4))         /* an inlined spin/read/write_unlock (locks.py) */
         for (k = 0; k < s->nspins; k++)
             if (s->spins[k] == ea) {
                 s->event(EV_SPIN, (uint32_t)address, ea, size, write, basereg);

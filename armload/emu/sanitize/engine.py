@@ -67,7 +67,7 @@ class Sanitizer(HeapHooks, LockHooks):
         self.pending: dict[int, list] = {}    # return address -> [(sp, fn, data)]
         self.heap = H.HeapShadow()
         self.locks = L.LockState()
-        self.spins: set[int] = set()          # spinlocks the module has taken (their unlock is inline)
+        self.spins: dict[int, str] = {}       # spin/rwlocks the module has taken -> kind (their unlock is inline)
         self.path = None                     # the top-level module being loaded (load())
         self.frames = StackFrames()
         self.symbolizer = Symbolizer(self.bk, lambda: self.run.session.modules + self._early_mods())
@@ -333,7 +333,7 @@ class Sanitizer(HeapHooks, LockHooks):
                     if hit:
                         self._heap_report(uc, hit, ea, size, bool(write), pc)
             elif kind == N.EV_SPIN:
-                self._maybe_inline_unlock(uc, ea, pc)
+                self._maybe_inline_unlock(uc, ea, pc, size)
             elif kind == N.EV_STACK and "stack" in self.classes:
                 from .access import _UC
                 self._stack_check(uc, uc.reg_read(_UC[f"r{basereg}"] if basereg < 13 else _UC["lr"]), ea, size,
@@ -359,8 +359,8 @@ class Sanitizer(HeapHooks, LockHooks):
             hit = self.heap.check(ea, d.size)
             if hit:
                 self._heap_report(uc, hit, ea, d.size, d.write, addr)
-        if d.write and d.size == 2 and self.spins:
-            self._maybe_inline_unlock(uc, ea, addr)
+        if d.write and d.size in (2, 4) and self.spins:
+            self._maybe_inline_unlock(uc, ea, addr, d.size)
         if self.frames and d.base != SP and "stack" in self.classes:
             sp = uc.reg_read(SP)
             if sp <= ea < (sp | 0x1FFF) + 1:

@@ -62,8 +62,8 @@ class LockHooks:
             self.locks.edges.setdefault(h.lock, {}).setdefault(lock, (h.stack, st))
         held.append(L.Held(lock, kind, st, fn))
         self._filters_changed()
-        if kind == "spin" and lock not in self.spins:
-            self.spins.add(lock)
+        if kind in L.INLINE_UNLOCK_STORE and lock not in self.spins:
+            self.spins[lock] = kind
             for nr in self.nranges:
                 nr.set_spins(self.spins)
 
@@ -111,12 +111,14 @@ class LockHooks:
                           "but there are no more locks to release!"], [("Call trace:", st)])
             self.add(rep, ("unlock", lr, lock))
 
-    def _maybe_inline_unlock(self, uc, ea, pc) -> None:
-        """A halfword store by the module to a spinlock's ticket owner: the inlined spin_unlock."""
-        if ea not in self.spins:
+    def _maybe_inline_unlock(self, uc, ea, pc, size) -> None:
+        """A store by the module to a lock it took: the inlined spin_unlock (a halfword store to the
+        ticket owner), read_unlock or write_unlock (a word store; locks.INLINE_UNLOCK_STORE)."""
+        kind = self.spins.get(ea)
+        if kind is None or not L.inline_unlock(kind, size):
             return
         task = self._current(uc)
-        self._released(uc, task, ea, "spin", "spin_unlock", self.module_of(pc), pc)
+        self._released(uc, task, ea, kind, f"{kind}_unlock", self.module_of(pc), pc)
 
     def _in_atomic(self, uc, task) -> list[str]:
         why = []
