@@ -307,3 +307,32 @@ def test_a_chain_of_objects_is_reached_from_one_root():
     assert scan(ram, objs, pieces, [], [], None) == []
     ram0 = bytearray(ram)
     assert scan(ram0, list(reversed(objs)), pieces, [], [], None) == []
+
+
+# --- strings the hooks measure (kstrdup's size, strcpy's length) -------------------------------------
+def _mem(data: bytes, base: int):
+    """read(va, n) over `data` at `base`, mapped in whole pages (zeros after it); anything else
+    faults, as an unmapped page does."""
+    data = data + bytes(-(base + len(data)) % 4096)
+
+    def read(va, n):
+        if va < base or va + n > base + len(data):
+            raise RuntimeError(f"virtual {va:#x} is not mapped")
+        return data[va - base: va - base + n]
+    return read
+
+
+def test_strnlen_reads_no_further_than_the_nul():
+    base = 0xBF057000                                   # a string ending just before an unmapped page
+    data = bytes(4096 - 6) + b"nvmet\0"
+    read = _mem(data, base)
+    assert H.strnlen(read, base + 4096 - 6, 1 << 16) == 5
+    assert H.strnlen(read, base + 4096 - 6, 3) == 3      # the limit first
+    assert H.strnlen(read, base + 4096 - 6, 5) == 5 and H.strnlen(read, base + 4096 - 6, 6) == 5
+    assert H.strnlen(read, base + 4090 - 4096, 8) is None                     # before the mapping
+    assert H.strnlen(_mem(b"ab", base + 4094), base + 4094, 16) is None       # no NUL before the hole
+    assert H.strnlen(_mem(b"ab", base + 4094), base + 4094, 2) == 2
+    long = b"x" * 5000 + b"\0"                          # across a page boundary
+    assert H.strnlen(_mem(long, base), base, 1 << 16) == 5000
+    assert H.strnlen(_mem("é\0".encode(), base), base, 16) == 2                # bytes, not characters
+    assert H.strnlen(read, base, 0) == 0

@@ -7,7 +7,7 @@ from unicorn import arm_const as A
 from ..hw import cpu
 from . import locks as L
 from .access import SP
-from .report import Report, capture
+from .report import Report, capture, lock_at, sym_at
 
 R0, LR, CPSR = A.UC_ARM_REG_R0, A.UC_ARM_REG_LR, A.UC_ARM_REG_CPSR
 TPIDRURO = cpu.cp15(13, 0, 0, 3)
@@ -68,16 +68,15 @@ class LockHooks:
                 nr.set_spins(self.spins)
 
     def _lock_name(self, lock: int) -> str:
-        s = self.symbolizer.name(lock)
-        return s.split("+")[0] if "+0x0/" in s else f"{lock:#x}"
+        return lock_at(lock)
 
     def _circular(self, uc, task, h, lock, fn, mod, st, back) -> None:
         tn = self.task_name(task)
         first = self.locks.edges.get(lock, {}).get(back[1] if len(back) > 1 else h.lock)
         rep = Report("locks", "circular-locking", mod, "WARNING: possible circular locking dependency detected",
-                     [f"{tn} is trying to acquire lock:", f" ({self._lock_name(lock)}), at: {self.symbolizer.name(st.regs[15])}",
+                     [f"{tn} is trying to acquire lock:", f" ({self._lock_name(lock)}), at: {sym_at(st.regs[15])}",
                       "", "but task is already holding lock:",
-                      f" ({self._lock_name(h.lock)}), at: {self.symbolizer.name(h.stack.regs[15])}", "",
+                      f" ({self._lock_name(h.lock)}), at: {sym_at(h.stack.regs[15])}", "",
                       "which lock already depends on the new lock.", "",
                       "the existing dependency chain (in reverse order) is:"])
         if first:
@@ -107,7 +106,7 @@ class LockHooks:
             tn = self.task_name(task)
             st = capture(uc, self.bk.m.read, tn, lr_as_pc=True)
             rep = Report("locks", "bad-unlock", mod, "WARNING: bad unlock balance detected!",
-                         [f"{tn} is trying to release lock ({self._lock_name(lock)}) at:", f"{self.symbolizer.name(lr)}",
+                         [f"{tn} is trying to release lock ({self._lock_name(lock)}) at:", f"{sym_at(lr)}",
                           "but there are no more locks to release!"], [("Call trace:", st)])
             self.add(rep, ("unlock", lr, lock))
 
@@ -160,7 +159,7 @@ class LockHooks:
         if held:
             body.append(f"{len(held)} lock{'s' if len(held) > 1 else ''} held by {tn}:")
             for i, h in enumerate(held):
-                body.append(f" #{i}: ({self._lock_name(h.lock)}), at: {self.symbolizer.name(h.stack.regs[15])}")
+                body.append(f" #{i}: ({self._lock_name(h.lock)}), at: {sym_at(h.stack.regs[15])}")
         st = capture(uc, self.bk.m.read, tn, entry=True)
         rep = Report("locks", "sleep-in-atomic", mod, f"BUG: sleeping function called from invalid context at {name}",
                      body, [("Call trace:", st)])
@@ -180,7 +179,7 @@ class LockHooks:
         body = [f"{tn} is leaving the kernel with locks still held! ({mod}'s {what} returned)",
                 f"{len(held)} lock{'s' if len(held) > 1 else ''} held by {tn}:"]
         for i, h in enumerate(held):
-            body.append(f" #{i}: ({self._lock_name(h.lock)}), at: {self.symbolizer.name(h.stack.regs[15])}")
+            body.append(f" #{i}: ({self._lock_name(h.lock)}), at: {sym_at(h.stack.regs[15])}")
         rep = Report("locks", "lock-held-on-return", mod, "WARNING: lock held when returning to user space!", body,
                      [("the lock was taken at:", held[0].stack)])
         self.add(rep, ("held", mod, what, tuple(h.lock for h in held)))
