@@ -181,7 +181,7 @@ void armload_shadow_code(uc_engine *uc, uint64_t address, uint32_t isize, void *
 /* Entry filters: a code hook at a kernel function's entry that calls Python only when the call
  * matters to the sanitizers (the kernel calls kfree, mutex_lock, schedule... all the time). */
 #define MAX_RANGES 32
-enum { F_LR = 1, F_LR_OR_HELD = 2, F_PTR = 3, F_LR_OR_FREED = 4, F_ALWAYS = 5 };
+enum { F_LR = 1, F_LR_OR_HELD = 2, F_PTR = 3, F_LR_OR_FREED = 4, F_ALWAYS = 5, F_LR_OR_HELD_ANY = 6 };
 
 typedef struct filters {
     uint32_t lo[MAX_RANGES], hi[MAX_RANGES];   /* the module allocations */
@@ -196,6 +196,7 @@ typedef struct filters {
     const struct centry *ctbl;                 /* entry points without a hook, sorted by address */
     uint32_t nctbl;
     uint64_t recognised;
+    uint32_t held_any;                         /* module locks of any kind held (their release by kernel code) */
 } filters_t;
 
 typedef struct {
@@ -230,7 +231,8 @@ static void entry_filter(uc_engine *uc, entry_t *e) {
         break;
     default:
         f->reg_read(uc, 10 /* LR */, &v);
-        go = in_module(f, v) || (e->mode == F_LR_OR_HELD && f->held) || (e->mode == F_LR_OR_FREED && f->freed);
+        go = in_module(f, v) || (e->mode == F_LR_OR_HELD && f->held) || (e->mode == F_LR_OR_FREED && f->freed) ||
+             (e->mode == F_LR_OR_HELD_ANY && f->held_any);
     }
     if (go) {
         f->calls++;

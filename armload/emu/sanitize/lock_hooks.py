@@ -26,7 +26,9 @@ class LockHooks:
             lr = uc.reg_read(LR)
             mod = self.module_of(lr)
             if mod is None:
-                if op.startswith("acquire") and kind == "mutex" and self.locks.held.get(self._current(uc)):
+                if op == "release":
+                    self._kernel_released(uc, uc.reg_read(R0))
+                elif op.startswith("acquire") and kind == "mutex" and self.locks.held.get(self._current(uc)):
                     self._might_sleep(uc, name, lr)     # the kernel sleeping for the module, under its spinlock
                 return
             lock = uc.reg_read(R0)
@@ -109,6 +111,17 @@ class LockHooks:
                          [f"{tn} is trying to release lock ({self._lock_name(lock)}) at:", f"{sym_at(lr)}",
                           "but there are no more locks to release!"], [("Call trace:", st)])
             self.add(rep, ("unlock", lr, lock))
+
+    def _kernel_released(self, uc, lock: int) -> None:
+        """Kernel code releases a lock the module holds: rtnl_lock() tail-calls mutex_lock (b
+        mutex_lock: its LR is the module's, so the module took rtnl_mutex), rtnl_unlock() calls
+        mutex_unlock from __rtnl_unlock. Released, never reported (the kernel's own balance)."""
+        held = self.locks.held.get(self._current(uc), [])
+        for i in range(len(held) - 1, -1, -1):
+            if held[i].lock == lock:
+                held.pop(i)
+                self._filters_changed()
+                return
 
     def _maybe_inline_unlock(self, uc, ea, pc, size) -> None:
         """A store by the module to a lock it took: the inlined spin_unlock (a halfword store to the

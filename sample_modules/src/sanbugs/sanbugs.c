@@ -6,6 +6,7 @@
 #include <linux/init.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
+#include <linux/rtnetlink.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/string.h>
@@ -57,6 +58,8 @@ static int __init sanbugs_init(void)
 		write_lock(&san_rwlock);
 		sink = kept[1];
 		write_unlock(&san_rwlock);	/* inlined: arch_write_unlock's str of 0 */
+		rtnl_lock();			/* b mutex_lock: taken with the module's LR */
+		rtnl_unlock();			/* released by kernel code (__rtnl_unlock) */
 		mutex_lock(&san_mutex);
 		mutex_lock(&san_mutex2);
 		mutex_unlock(&san_mutex2);
