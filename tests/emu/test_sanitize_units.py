@@ -46,6 +46,27 @@ def test_memory_handed_out_again_drops_what_was_tracked_there():
     assert h.objs[1:] == [c, h.objs[2]]
 
 
+def test_an_object_starting_at_the_new_ones_last_byte_is_dropped():
+    h = H.HeapShadow()
+    old = _obj(0x101F, 1, 8)
+    h.add(old)
+    h.add(_obj(0x1000, 32, 32))
+    assert old not in h.objs and len(h) == 1
+
+
+def test_overlapping_after_the_last_object_went():
+    h = H.HeapShadow()
+    a, b = _obj(0x1000, 8, 16), _obj(0x1020, 8, 16)
+    h.add(a)
+    h.add(b)
+    h.remove(b)                                        # the bounds stay: the walk must stop at the end
+    assert h.overlapping(0x1020, 0x1025) is None and h.check(0x1020, 4) is None
+    c = _obj(0x1040, 8, 16)
+    h.add(b)
+    h.add(c)
+    assert h.overlapping(0x1034, 0x1044) is c and h.overlapping(0x1034, 0x1038) is None
+
+
 def test_overlapping_finds_the_first_object_meeting_a_range():
     h = H.HeapShadow()
     a, b = _obj(0x1000, 8, 16), _obj(0x1020, 8, 16)
@@ -88,6 +109,15 @@ def test_a_kernel_allocation_makes_freed_memory_unknown_by_its_slot_or_any():
     assert h.check(0x1000, 1) is None and h.check(0x3000, 1) is None
 
 
+def test_kmalloc_classes_from_a_roundup_with_every_class():
+    real = [8, 16, 32, 64, 96, 128, 192, 256, 512, 1024, 2048, 4096, 8192]
+
+    class BK:
+        def call(self, name, n):
+            return next(c for c in real if c >= n)
+    assert H.kmalloc_classes(BK()) == real
+
+
 def test_kmalloc_classes_from_the_kernels_roundup():
     class BK:
         def call(self, name, n):
@@ -117,6 +147,18 @@ def test_dependency_paths_follow_edges_only_forwards():
     assert s.path(1, 3) == [1, 2, 3] and s.path(3, 2) == [3, 1, 2] and s.path(4, 1) is None
     h = s.holding(7)
     assert h == [] and s.holding(7) is h and s.held == {7: []}
+
+
+def test_inlined_unlocks_by_their_store():
+    assert L.inline_unlock("spin", 2) and L.inline_unlock("rwlock", 4)
+    assert not L.inline_unlock("spin", 4) and not L.inline_unlock("rwlock", 2)
+    assert not L.inline_unlock("mutex", 4) and not L.inline_unlock("mutex", 2) and not L.inline_unlock("spin", 1)
+
+
+def test_a_path_search_ends_in_a_cycle():
+    s = L.LockState()
+    s.edges = {1: {2: None}, 2: {3: None}, 3: {1: None}}
+    assert s.path(1, 5) is None and s.path(2, 1) == [2, 3, 1]
 
 
 def test_the_lock_tables():
@@ -218,6 +260,7 @@ def test_sleb128():
     assert _sleb(bytes([0x02])) == 2 and _sleb(bytes([0x7E])) == -2 and _sleb(bytes([0x40])) == -64
     assert _sleb(bytes([0x80, 0x01])) == 128 and _sleb(bytes([0x80, 0x7F])) == -128
     assert _sleb(bytes([0x3F, 0x7F])) == 63                            # stops at the first byte
+    assert _sleb(bytes([0xE5, 0x8E, 0x26])) == 624485 and _sleb(bytes([0xC0, 0xBB, 0x78])) == -123456
 
 
 class _Attr:
@@ -236,6 +279,8 @@ class _Die:
         return iter(self._children)
 
     def get_DIE_from_attribute(self, name):
+        if name not in self.attributes:
+            raise KeyError(name)
         return self._type
 
 
@@ -256,15 +301,29 @@ def test_type_sizes_through_typedefs_arrays_and_bounds():
     assert _type_size(const) == (True, 40)
     assert _type_size(_Die("DW_TAG_pointer_type")) == (False, 0)
     deep = u32
-    for _ in range(9):
+    for _ in range(8):
         deep = _Die("DW_TAG_typedef", type_die=deep)
-    assert _type_size(deep) == (False, 0)                 # more than 8 levels: given up
+    assert _type_size(deep) == (False, 4)                 # 8 levels: the base type found
+    assert _type_size(_Die("DW_TAG_typedef", type_die=deep)) == (False, 0)     # 9: given up
+    el = u32
+    for _ in range(7):
+        el = _Die("DW_TAG_typedef", type_die=el)
+    sub = [_Die("DW_TAG_subrange_type", {"DW_AT_count": 2})]
+    assert _type_size(_Die("DW_TAG_array_type", children=sub, type_die=el)) == (True, 8)
+    assert _type_size(_Die("DW_TAG_array_type", children=sub, type_die=_Die("DW_TAG_typedef", type_die=el))) \
+        == (True, 0)
+
+
+def test_a_span_from_an_arrays_first_byte_past_its_end():
+    from armload.emu.sanitize.stack import out_of_bounds
+    assert out_of_bounds(0x1000, 0x1010, 0x1000, 0x1000, 0x20) == 0x1010
+    assert out_of_bounds(0x1000, 0x1010, 0x1000, 0x1000, 0x10) is None
 
 
 def test_func_at_is_exact_at_a_functions_bounds():
     from armload.emu.sanitize.stack import FrameInfo, StackFrames
     s = StackFrames()
-    assert not s
+    assert not s and s.func_at(0x100) is None and s._table(0x100) is None and s.arrays([0] * 16, None) == []
     s.funcs = [FrameInfo("a", 0x100, 0x140, []), FrameInfo("b", 0x200, 0x210, [])]
     s.lows = [0x100, 0x200]
     assert bool(s)
@@ -292,6 +351,19 @@ def test_a_scan_of_nothing_finds_nothing_and_excluded_ranges_are_no_roots():
     w[0x100 // 4] = a.start - 1                          # one byte before: none
     assert scan(ram, [a], pieces, [], [a.start + 15], None) == []
     assert scan(ram, [a], pieces, [], [a.start + 16, a.start - 1], None) == [a]
+
+
+def test_a_one_byte_object_and_a_word_just_past_an_object():
+    from armload.emu.sanitize.leak import RAM_BASE, scan
+    ram = bytearray(1 << 14)
+    pieces = lambda o: [(o.start - 0xC0000000 + RAM_BASE, o.start, o.size)]   # noqa: E731
+    w = np.frombuffer(ram, dtype="<u4")
+    one = _obj(0xC0001000, 1, 8)
+    w[0x100 // 4] = one.start + 1                       # past its one byte: no reference
+    assert scan(ram, [one], pieces, [], [], None) == [one]
+    a, b = _obj(0xC0002000, 8, 16), _obj(0xC0003000, 8, 16)
+    w[(0x2000 + 8) // 4] = b.start                      # the word right after a's 8 bytes is a root
+    assert scan(ram, [a, b], pieces, [], [], None) == [a]
 
 
 def test_a_chain_of_objects_is_reached_from_one_root():
@@ -336,3 +408,42 @@ def test_strnlen_reads_no_further_than_the_nul():
     assert H.strnlen(_mem(long, base), base, 1 << 16) == 5000
     assert H.strnlen(_mem("é\0".encode(), base), base, 16) == 2                # bytes, not characters
     assert H.strnlen(read, base, 0) == 0
+    assert H.strnlen(_mem(b"\0x\0", base), base, 16) == 0 and H.strnlen(_mem(b"\0x\0", base), base + 1, 16) == 1
+    assert H.strnlen(_mem(long, base), base, 4200) == 4200                    # the limit on the second page
+    assert H.strnlen(_mem(b"x" * 9000 + b"\0", base + 3), base + 3, 1 << 16) == 9000   # three pages
+    assert H.strnlen(_mem(b"\0", base + 4095), base + 4095, 16) == 0          # the page's last byte, then a hole
+    edge = b"x" * (4096 + 6 - 1) + b"\0"                                      # the NUL on a page's last byte
+    assert H.strnlen(_mem(edge, base + 4090), base + 4090, 1 << 16) == 4096 + 5
+
+
+# the decoder's whole result, and the same access under every condition
+ACCESSES = {
+    0xE5912008: ("r1", 0, 0, 8, False, 4, False, False),        # ldr r2, [r1, #8]
+    0xE5C12003: ("r1", 0, 0, 3, False, 1, True, False),         # strb r2, [r1, #3]
+    0xE1D120B2: ("r1", 0, 0, 2, False, 2, False, False),        # ldrh r2, [r1, #2]
+    0xE1D120D1: ("r1", 0, 0, 1, False, 1, False, False),        # ldrsb r2, [r1, #1]
+    0xE1D120F2: ("r1", 0, 0, 2, False, 2, False, False),        # ldrsh r2, [r1, #2]
+    0xE1C120F8: ("r1", 0, 0, 8, False, 8, True, False),         # strd r2, r3, [r1, #8]
+    0xE7112103: ("r1", "r3", 2, 0, True, 4, False, False),      # ldr r2, [r1, -r3, lsl #2]
+    0xE4912004: ("r1", 0, 0, 0, False, 4, False, True),         # ldr r2, [r1], #4
+    0xE1912F9F: ("r1", 0, 0, 0, False, 4, False, False),        # ldrex r2, [r1]
+    0xE1812F93: ("r1", 0, 0, 0, False, 4, True, False),         # strex r2, r3, [r1]
+    0xE8910006: ("r1", 0, 0, 0, False, 8, False, False),        # ldm r1, {r1, r2}
+    0xE9110006: ("r1", 0, 0, -8, False, 8, False, False),       # ldmdb r1, {r1, r2}
+    0xE881000E: ("r1", 0, 0, 0, False, 12, True, False),        # stm r1, {r1, r2, r3}
+}
+
+
+@pytest.mark.parametrize("word", sorted(ACCESSES))
+@pytest.mark.parametrize("cond", range(15))
+def test_every_field_under_every_condition(word, cond):
+    base, index, shift, disp, neg, size, write, post = ACCESSES[word]
+    d = _d((word & 0x0FFFFFFF) | cond << 28)
+    assert (d.cond, d.base, d.index, d.shift, d.disp, d.negative, d.size, d.write, d.post) == \
+        (cond, _UC[base], _UC[index] if index else 0, shift, disp, neg, size, write, post)
+    assert d.mnemonic.startswith(("ldr", "str", "ldm", "stm")) and d.mnemonic == d.mnemonic.lower()
+
+
+def test_a_multiple_transfer_on_sp_or_pc_is_not_followed():
+    assert _d(0xE89D0006) is None and _d(0xE88D0006) is None          # ldm sp / stm sp without writeback
+    assert _d(0xE8910006).mnemonic == "ldm"
