@@ -159,6 +159,8 @@ def test_a_path_search_ends_in_a_cycle():
     s = L.LockState()
     s.edges = {1: {2: None}, 2: {3: None}, 3: {1: None}}
     assert s.path(1, 5) is None and s.path(2, 1) == [2, 3, 1]
+    s.edges = {1: {2: None}, 2: {3: None}, 3: {2: None}}               # a cycle away from the start
+    assert s.path(1, 5) is None and s.path(1, 3) == [1, 2, 3]
 
 
 def test_the_lock_tables():
@@ -294,6 +296,9 @@ def test_type_sizes_through_typedefs_arrays_and_bounds():
     arr2 = _Die("DW_TAG_array_type", children=[_Die("DW_TAG_subrange_type", {"DW_AT_count": 3}),
                                                _Die("DW_TAG_subrange_type", {"DW_AT_upper_bound": 1})], type_die=u32)
     assert _type_size(arr2) == (True, 24)
+    arr3 = _Die("DW_TAG_array_type", children=[_Die("DW_TAG_subrange_type", {"DW_AT_upper_bound": 1}),
+                                               _Die("DW_TAG_subrange_type", {"DW_AT_count": 3})], type_die=u32)
+    assert _type_size(arr3) == (True, 24)
     assert _type_size(_Die("DW_TAG_array_type", {"DW_AT_byte_size": 16})) == (True, 16)
     flex = _Die("DW_TAG_array_type", children=[_Die("DW_TAG_subrange_type")], type_die=u32)
     assert _type_size(flex) == (False, 0)
@@ -444,6 +449,20 @@ def test_every_field_under_every_condition(word, cond):
     assert d.mnemonic.startswith(("ldr", "str", "ldm", "stm")) and d.mnemonic == d.mnemonic.lower()
 
 
+@pytest.mark.parametrize("word,size,disp", [
+    (0xE5512001, 1, -1),                        # ldrb r2, [r1, #-1]
+    (0xE15120B2, 2, -2),                        # ldrh r2, [r1, #-2]
+    (0xE14120D8, 8, -8),                        # ldrd r2, r3, [r1, #-8]
+    (0xE1D12F9F, 1, 0),                         # ldrexb r2, [r1]
+    (0xE1F12F9F, 2, 0),                         # ldrexh r2, [r1]
+    (0xE8110016, 12, -8),                       # ldmda r1, {r1, r2, r4}
+])
+def test_negative_offsets_and_exclusive_sizes(word, size, disp):
+    d = _d(word)
+    assert (d.size, d.disp, d.base) == (size, disp, _UC["r1"])
+
+
 def test_a_multiple_transfer_on_sp_or_pc_is_not_followed():
     assert _d(0xE89D0006) is None and _d(0xE88D0006) is None          # ldm sp / stm sp without writeback
+    assert _d(0xE89F0006) is None                                      # ldm pc
     assert _d(0xE8910006).mnemonic == "ldm"
