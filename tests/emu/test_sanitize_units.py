@@ -466,3 +466,37 @@ def test_a_multiple_transfer_on_sp_or_pc_is_not_followed():
     assert _d(0xE89D0006) is None and _d(0xE88D0006) is None          # ldm sp / stm sp without writeback
     assert _d(0xE89F0006) is None                                      # ldm pc
     assert _d(0xE8910006).mnemonic == "ldm"
+
+
+# --- stack.py on a real module's DWARF (armload's loader, no kernel run) -----------------------------
+@pytest.fixture(scope="module")
+def sanbugs():
+    import os
+    from testinputs import CACHE, require_input, sample
+    from armload.kernel.config import DEBIAN_ARMMP
+    from armload.kernel.provider import Kernel
+    from armload.loader.session import Session
+    symvers = require_input(os.path.join(CACHE, "linux-headers-6.1.0-50-armmp", "usr", "src",
+                                         "linux-headers-6.1.0-50-armmp", "Module.symvers"), "make test-inputs")
+    s = Session(Kernel.from_files([symvers], DEBIAN_ARMMP), DEBIAN_ARMMP)
+    return s.load(sample("sanitize/sanbugs-arm-debug.ko"))
+
+
+def test_the_frames_of_a_module_from_its_dwarf(sanbugs):
+    from armload.emu.sanitize.stack import FrameInfo, StackVar, frames_of
+    (f,) = frames_of(sanbugs)                           # stack_overrun's char buf[16]; fill has no array
+    assert f == FrameInfo("stack_overrun", f.low, f.low + 0x68, [StackVar("buf", -28, 16)])
+    assert sanbugs.symbolize(f.low) == "stack_overrun+0x0/0x68 [sanbugs]"
+
+
+def test_the_arrays_of_the_live_frames_at_a_functions_entry(sanbugs):
+    from armload.emu.sanitize.stack import StackFrames, frames_of
+    (f,) = frames_of(sanbugs)
+    s = StackFrames()
+    base, end = min(r.base for r in sanbugs.regions), max(r.end for r in sanbugs.regions)
+    assert s.add_module(sanbugs, base, end) == 1 and s.func_at(f.low).name == "stack_overrun"
+    regs = [0] * 16
+    regs[13], regs[14], regs[15] = 0xC1F01E00, 0xC0100000, f.low   # at its entry: the CFA is sp
+    assert s.arrays(regs, lambda a: 0) == [("stack_overrun", "buf", 0xC1F01E00 - 28, 0xC1F01E00 - 12)]
+    regs[15] = f.low - 4 if s.func_at(f.low - 4) is None else f.high                 # not a frame with arrays
+    assert s.arrays(regs, lambda a: 0) == [] and s.arrays(regs, lambda a: 0, max_frames=0) == []
