@@ -489,6 +489,15 @@ def test_the_frames_of_a_module_from_its_dwarf(sanbugs):
     assert sanbugs.symbolize(f.low) == "stack_overrun+0x0/0x68 [sanbugs]"
 
 
+def test_functions_of_several_modules_stay_sorted(sanbugs):
+    from armload.emu.sanitize.stack import FrameInfo, StackFrames
+    s = StackFrames()
+    s.funcs, s.lows = [FrameInfo("z", 0xFFFF0000, 0xFFFF0010, [])], [0xFFFF0000]
+    s.add_module(sanbugs, 0, 0)
+    assert [f.name for f in s.funcs] == ["stack_overrun", "z"] and s.lows == sorted(s.lows)
+    assert s.func_at(0xFFFF0004).name == "z"
+
+
 def test_the_arrays_of_the_live_frames_at_a_functions_entry(sanbugs):
     from armload.emu.sanitize.stack import StackFrames, frames_of
     (f,) = frames_of(sanbugs)
@@ -498,5 +507,9 @@ def test_the_arrays_of_the_live_frames_at_a_functions_entry(sanbugs):
     regs = [0] * 16
     regs[13], regs[14], regs[15] = 0xC1F01E00, 0xC0100000, f.low   # at its entry: the CFA is sp
     assert s.arrays(regs, lambda a: 0) == [("stack_overrun", "buf", 0xC1F01E00 - 28, 0xC1F01E00 - 12)]
+    reads = []
+    regs[13], regs[15] = 0xC1F01DE0, f.low + 0x14        # after push {r4, lr}; sub sp, sp, #24: CFA = sp + 32
+    assert s.arrays(regs, lambda a: reads.append(a) or 0) == [("stack_overrun", "buf", 0xC1F01DE4, 0xC1F01DF4)]
+    assert 0xC1F01DE0 + 28 in reads                     # the saved lr, read through read32
     regs[15] = f.low - 4 if s.func_at(f.low - 4) is None else f.high                 # not a frame with arrays
     assert s.arrays(regs, lambda a: 0) == [] and s.arrays(regs, lambda a: 0, max_frames=0) == []
