@@ -489,6 +489,20 @@ def test_the_frames_of_a_module_from_its_dwarf(sanbugs):
     assert sanbugs.symbolize(f.low) == "stack_overrun+0x0/0x68 [sanbugs]"
 
 
+def test_a_module_without_dwarf_adds_no_frames():
+    import os
+    from testinputs import CACHE, require_input, sample
+    from armload.emu.sanitize.stack import StackFrames
+    from armload.kernel.config import DEBIAN_ARMMP
+    from armload.kernel.provider import Kernel
+    from armload.loader.session import Session
+    symvers = require_input(os.path.join(CACHE, "linux-headers-6.1.0-50-armmp", "usr", "src",
+                                         "linux-headers-6.1.0-50-armmp", "Module.symvers"), "make test-inputs")
+    hello = Session(Kernel.from_files([symvers], DEBIAN_ARMMP), DEBIAN_ARMMP).load(sample("hello-arm.ko"))
+    s = StackFrames()
+    assert s.add_module(hello, 0, 0) == 0 and not s and s.tables == []
+
+
 def test_functions_of_several_modules_stay_sorted(sanbugs):
     from armload.emu.sanitize.stack import FrameInfo, StackFrames
     s = StackFrames()
@@ -511,5 +525,7 @@ def test_the_arrays_of_the_live_frames_at_a_functions_entry(sanbugs):
     regs[13], regs[15] = 0xC1F01DE0, f.low + 0x14        # after push {r4, lr}; sub sp, sp, #24: CFA = sp + 32
     assert s.arrays(regs, lambda a: reads.append(a) or 0) == [("stack_overrun", "buf", 0xC1F01DE4, 0xC1F01DF4)]
     assert 0xC1F01DE0 + 28 in reads                     # the saved lr, read through read32
+    regs[13], regs[14], regs[15] = 0xC1F01E00, f.low, f.low    # pc == lr at an entry: the unwinder gives up
+    assert s.arrays(regs, lambda a: 0) == []
     regs[15] = f.low - 4 if s.func_at(f.low - 4) is None else f.high                 # not a frame with arrays
     assert s.arrays(regs, lambda a: 0) == [] and s.arrays(regs, lambda a: 0, max_frames=0) == []
