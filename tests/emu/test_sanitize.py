@@ -117,6 +117,15 @@ def test_classes_select_detectors(booted_dir):
     assert [x.kind for x in _run(5, classes=("locks",))[1]] == ["sleep-in-atomic"]
 
 
+def test_locks_are_named_when_printed_without_the_stack_detector(booted_dir):
+    """Without the stack class (and for Debian's modules, which have no DWARF) armload's image of a
+    module is made after its init: a lock report's names are resolved when it is printed, not
+    inside the hook (bluetooth.ko's rwlock read '(0xbf0f7384), at: 0xbf06b8f4 [rfkill]')."""
+    _, (rep,), _ = _run(6, classes=("locks",))
+    text = "\n".join(rep.lines)
+    assert "\n #0: (san_mutex), at: sanbugs_init+0x" in text and "{" not in text, text
+
+
 def _cli(*extra):
     return subprocess.run([sys.executable, "-m", "armload", "run", sample(KO), *extra, "--kernel", BOOT_VMLINUZ,
                            "--kernel", FULL_SYMVERS, "--settle-ms", "0"], cwd=ROOT, capture_output=True, text=True,

@@ -4,8 +4,8 @@
  * allocator or trylock returning to the module) goes to Python; an ARM load/store is decoded
  * (LDR/STR{B,H,SB,SH,D,EX*}, LDM/STM not on sp), its condition tested, its address computed
  * from the registers, and checked against the heap shadow (sorted tracked objects: a live one's
- * requested end and extent, or freed); only a bad access, a halfword store to one of the
- * module's spinlocks, or (with DWARF frames) a pointer access into the stack calls Python. The
+ * requested end and extent, or freed); only a bad access, a halfword or word store to one of
+ * the module's spin/rwlocks, or (with DWARF frames) a pointer access into the stack calls Python. The
  * Python hook in engine.py does the same (access.py) where no C compiler is available.
  */
 #include <stdint.h>
@@ -92,7 +92,7 @@ static uint32_t decode(uc_engine *uc, shadow_t *s, uint32_t w, uint32_t *ea, uin
         *write = 0;
         return sh == 2 ? 1 : 2;
     }
-    if (op == 0 && (w & 0x0F9000F0) == 0x01900090) {     /* LDREX/STREX (and B/H/D variants) */
+    if (op == 0 && (w & 0x0F8000F0) == 0x01800090) {     /* LDREX/STREX (and B/H/D variants; bit 20: L) */
         static const uint32_t sz[4] = {4, 8, 1, 2};
         if (rn == 15)
             return 0;
@@ -165,7 +165,7 @@ void armload_shadow_code(uc_engine *uc, uint64_t address, uint32_t isize, void *
     s->accesses++;
     if (heap_bad(s, ea, size))
         s->event(EV_HEAP, (uint32_t)address, ea, size, write, basereg);
-    if (write && size == 2)
+    if (write && (size == 2 || size == 4))         /* an inlined spin/read/write_unlock (locks.py) */
         for (k = 0; k < s->nspins; k++)
             if (s->spins[k] == ea) {
                 s->event(EV_SPIN, (uint32_t)address, ea, size, write, basereg);
@@ -181,7 +181,7 @@ void armload_shadow_code(uc_engine *uc, uint64_t address, uint32_t isize, void *
 /* Entry filters: a code hook at a kernel function's entry that calls Python only when the call
  * matters to the sanitizers (the kernel calls kfree, mutex_lock, schedule... all the time). */
 #define MAX_RANGES 32
-enum { F_LR = 1, F_LR_OR_HELD = 2, F_PTR = 3, F_LR_OR_FREED = 4, F_ALWAYS = 5 };
+enum { F_LR = 1, F_LR_OR_HELD = 2, F_PTR = 3, F_LR_OR_FREED = 4, F_ALWAYS = 5, F_LR_OR_HELD_ANY = 6 };
 
 typedef struct filters {
     uint32_t lo[MAX_RANGES], hi[MAX_RANGES];   /* the module allocations */
@@ -196,6 +196,7 @@ typedef struct filters {
     const struct centry *ctbl;                 /* entry points without a hook, sorted by address */
     uint32_t nctbl;
     uint64_t recognised;
+    uint32_t held_any;                         /* module locks of any kind held (their release by kernel code) */
 } filters_t;
 
 typedef struct {
@@ -230,7 +231,8 @@ static void entry_filter(uc_engine *uc, entry_t *e) {
         break;
     default:
         f->reg_read(uc, 10 /* LR */, &v);
-        go = in_module(f, v) || (e->mode == F_LR_OR_HELD && f->held) || (e->mode == F_LR_OR_FREED && f->freed);
+        go = in_module(f, v) || (e->mode == F_LR_OR_HELD && f->held) || (e->mode == F_LR_OR_FREED && f->freed) ||
+             (e->mode == F_LR_OR_HELD_ANY && f->held_any);
     }
     if (go) {
         f->calls++;

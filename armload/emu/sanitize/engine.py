@@ -67,7 +67,7 @@ class Sanitizer(HeapHooks, LockHooks):
         self.pending: dict[int, list] = {}    # return address -> [(sp, fn, data)]
         self.heap = H.HeapShadow()
         self.locks = L.LockState()
-        self.spins: set[int] = set()          # spinlocks the module has taken (their unlock is inline)
+        self.spins: dict[int, str] = {}       # spin/rwlocks the module has taken -> kind (their unlock is inline)
         self.path = None                     # the top-level module being loaded (load())
         self.frames = StackFrames()
         self.symbolizer = Symbolizer(self.bk, lambda: self.run.session.modules + self._early_mods())
@@ -102,10 +102,11 @@ class Sanitizer(HeapHooks, LockHooks):
         f.heap_lo, f.heap_hi = (self.heap.lo, self.heap.hi) if len(self.heap) else (0xFFFFFFFF, 0)
         f.freed = 1 if self.heap.freed_by_cache and any(self.heap.freed_by_cache.values()) else 0
         f.held = sum(1 for hs in self.locks.held.values() for h in hs if h.kind in L.ATOMIC_KINDS)
+        f.held_any = sum(len(hs) for hs in self.locks.held.values())
         self.entries.set_ranges([(lo, hi) for lo, hi, _ in self._ranges])
         # kernel code can now make these entries' calls matter: hooks of their own (EntryHooks)
         self.entries.promote({m for m, on in ((N.F_PTR, f.heap_lo < f.heap_hi), (N.F_LR_OR_FREED, f.freed),
-                                              (N.F_LR_OR_HELD, f.held)) if on})
+                                              (N.F_LR_OR_HELD, f.held), (N.F_LR_OR_HELD_ANY, f.held_any)) if on})
 
     def _install(self):
         ma = self.sym["module_alloc"]
@@ -134,7 +135,8 @@ class Sanitizer(HeapHooks, LockHooks):
                 self._hook(name, self._memfunc(name, args), N.F_LR)
         if "locks" in self.classes:
             for name, (kind, op) in L.LOCK_FUNCS.items():
-                self._hook(name, self._lock_entry(name, kind, op), N.F_LR_OR_HELD if kind == "mutex" else N.F_LR)
+                mode = N.F_LR_OR_HELD_ANY if op == "release" else N.F_LR_OR_HELD if kind == "mutex" else N.F_LR
+                self._hook(name, self._lock_entry(name, kind, op), mode)
             for name in L.SLEEPERS:
                 if name not in L.LOCK_FUNCS:
                     self._hook(name, self._sleeper(name), N.F_LR_OR_HELD)
@@ -333,7 +335,7 @@ class Sanitizer(HeapHooks, LockHooks):
                     if hit:
                         self._heap_report(uc, hit, ea, size, bool(write), pc)
             elif kind == N.EV_SPIN:
-                self._maybe_inline_unlock(uc, ea, pc)
+                self._maybe_inline_unlock(uc, ea, pc, size)
             elif kind == N.EV_STACK and "stack" in self.classes:
                 from .access import _UC
                 self._stack_check(uc, uc.reg_read(_UC[f"r{basereg}"] if basereg < 13 else _UC["lr"]), ea, size,
@@ -359,8 +361,8 @@ class Sanitizer(HeapHooks, LockHooks):
             hit = self.heap.check(ea, d.size)
             if hit:
                 self._heap_report(uc, hit, ea, d.size, d.write, addr)
-        if d.write and d.size == 2 and self.spins:
-            self._maybe_inline_unlock(uc, ea, addr)
+        if d.write and d.size in (2, 4) and self.spins:
+            self._maybe_inline_unlock(uc, ea, addr, d.size)
         if self.frames and d.base != SP and "stack" in self.classes:
             sp = uc.reg_read(SP)
             if sp <= ea < (sp | 0x1FFF) + 1:

@@ -145,6 +145,24 @@ class HeapShadow:
         return kind, o, bad
 
 
+def strnlen(read, va: int, limit: int) -> int | None:
+    """The kernel's strnlen(va, limit), reading a page at a time as far as the NUL (a string may end
+    just before an unmapped page: one read of `limit` bytes faulted there, on Debian's nvmet.ko);
+    None when a byte before the NUL cannot be read. read(va, n) -> bytes (Machine.read)."""
+    n = 0
+    while n < limit:
+        chunk = min(limit - n, PAGE - ((va + n) & (PAGE - 1)))
+        try:
+            b = read(va + n, chunk)
+        except Exception:
+            return None
+        i = b.find(b"\0")
+        if i >= 0:
+            return n + i
+        n += chunk
+    return limit
+
+
 def kmalloc_classes(bk) -> list[int]:
     """The kmalloc cache sizes of the booted kernel, from its own kmalloc_size_roundup() on each
     candidate size (6.1 SLUB: 8..8192 powers of two plus 96 and 192, less those KMALLOC_MIN_SIZE

@@ -129,8 +129,10 @@ class HeapHooks:
             if not s:
                 return
             limit = a[limit_arg] if limit_arg is not None else 1 << 16
-            n = len(self.bk.cstr(s, min(limit, 1 << 16)).encode("latin-1")) + 1
-            data = {"fn": name, "kind": "kmalloc", "size": n, "cache": 0, "module": mod,
+            n = H.strnlen(self.bk.m.read, s, min(limit, 1 << 16))     # kstrdup: kmalloc(strlen(s) + 1)
+            if n is None:
+                return
+            data = {"fn": name, "kind": "kmalloc", "size": n + 1, "cache": 0, "module": mod,
                     "stack": capture(uc, self.bk.m.read, self.task_name(), entry=True), "old": 0}
             self._expect(lr, uc.reg_read(SP), self._alloc_returned, data)
         return hook
@@ -251,18 +253,12 @@ class HeapHooks:
     def _length(self, li, a, write):
         if isinstance(li, int):
             return a[li]
-        try:
-            if li == "strlen1":
-                return len(self.bk.cstr(a[1], 1 << 16).encode("latin-1")) + 1
-            if li in ("strscpy", "strlcpy"):
-                n = len(self.bk.cstr(a[1], 1 << 16).encode("latin-1")) + 1
-                return min(n, a[2]) if li == "strscpy" else min(n, a[2])
-            if li == "strcat":
-                d = len(self.bk.cstr(a[0], 1 << 16).encode("latin-1"))
-                return d + len(self.bk.cstr(a[1], 1 << 16).encode("latin-1")) + 1
-        except Exception:
+        lens = [H.strnlen(self.bk.m.read, p, 1 << 16) for p in (a[0], a[1])] if li == "strcat" else \
+            [0, H.strnlen(self.bk.m.read, a[1], 1 << 16)]
+        if None in lens:
             return 0
-        return 0
+        n = sum(lens) + 1                           # the bytes written, with the NUL
+        return min(n, a[2]) if li in ("strscpy", "strlcpy") else n
 
     # --- stack arrays -----------------------------------------------------------------------------
     def _stack_check(self, uc, base_val, ea, n, write, pc, via) -> None:

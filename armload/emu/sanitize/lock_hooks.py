@@ -7,7 +7,7 @@ from unicorn import arm_const as A
 from ..hw import cpu
 from . import locks as L
 from .access import SP
-from .report import Report, capture
+from .report import Report, capture, lock_at, sym_at
 
 R0, LR, CPSR = A.UC_ARM_REG_R0, A.UC_ARM_REG_LR, A.UC_ARM_REG_CPSR
 TPIDRURO = cpu.cp15(13, 0, 0, 3)
@@ -26,7 +26,9 @@ class LockHooks:
             lr = uc.reg_read(LR)
             mod = self.module_of(lr)
             if mod is None:
-                if op.startswith("acquire") and kind == "mutex" and self.locks.held.get(self._current(uc)):
+                if op == "release":
+                    self._kernel_released(uc, uc.reg_read(R0))
+                elif op.startswith("acquire") and kind == "mutex" and self.locks.held.get(self._current(uc)):
                     self._might_sleep(uc, name, lr)     # the kernel sleeping for the module, under its spinlock
                 return
             lock = uc.reg_read(R0)
@@ -62,22 +64,21 @@ class LockHooks:
             self.locks.edges.setdefault(h.lock, {}).setdefault(lock, (h.stack, st))
         held.append(L.Held(lock, kind, st, fn))
         self._filters_changed()
-        if kind == "spin" and lock not in self.spins:
-            self.spins.add(lock)
+        if kind in L.INLINE_UNLOCK_STORE and lock not in self.spins:
+            self.spins[lock] = kind
             for nr in self.nranges:
                 nr.set_spins(self.spins)
 
     def _lock_name(self, lock: int) -> str:
-        s = self.symbolizer.name(lock)
-        return s.split("+")[0] if "+0x0/" in s else f"{lock:#x}"
+        return lock_at(lock)
 
     def _circular(self, uc, task, h, lock, fn, mod, st, back) -> None:
         tn = self.task_name(task)
         first = self.locks.edges.get(lock, {}).get(back[1] if len(back) > 1 else h.lock)
         rep = Report("locks", "circular-locking", mod, "WARNING: possible circular locking dependency detected",
-                     [f"{tn} is trying to acquire lock:", f" ({self._lock_name(lock)}), at: {self.symbolizer.name(st.regs[15])}",
+                     [f"{tn} is trying to acquire lock:", f" ({self._lock_name(lock)}), at: {sym_at(st.regs[15])}",
                       "", "but task is already holding lock:",
-                      f" ({self._lock_name(h.lock)}), at: {self.symbolizer.name(h.stack.regs[15])}", "",
+                      f" ({self._lock_name(h.lock)}), at: {sym_at(h.stack.regs[15])}", "",
                       "which lock already depends on the new lock.", "",
                       "the existing dependency chain (in reverse order) is:"])
         if first:
@@ -107,16 +108,29 @@ class LockHooks:
             tn = self.task_name(task)
             st = capture(uc, self.bk.m.read, tn, lr_as_pc=True)
             rep = Report("locks", "bad-unlock", mod, "WARNING: bad unlock balance detected!",
-                         [f"{tn} is trying to release lock ({self._lock_name(lock)}) at:", f"{self.symbolizer.name(lr)}",
+                         [f"{tn} is trying to release lock ({self._lock_name(lock)}) at:", f"{sym_at(lr)}",
                           "but there are no more locks to release!"], [("Call trace:", st)])
             self.add(rep, ("unlock", lr, lock))
 
-    def _maybe_inline_unlock(self, uc, ea, pc) -> None:
-        """A halfword store by the module to a spinlock's ticket owner: the inlined spin_unlock."""
-        if ea not in self.spins:
+    def _kernel_released(self, uc, lock: int) -> None:
+        """Kernel code releases a lock the module holds: rtnl_lock() tail-calls mutex_lock (b
+        mutex_lock: its LR is the module's, so the module took rtnl_mutex), rtnl_unlock() calls
+        mutex_unlock from __rtnl_unlock. Released, never reported (the kernel's own balance)."""
+        held = self.locks.held.get(self._current(uc), [])
+        for i in range(len(held) - 1, -1, -1):
+            if held[i].lock == lock:
+                held.pop(i)
+                self._filters_changed()
+                return
+
+    def _maybe_inline_unlock(self, uc, ea, pc, size) -> None:
+        """A store by the module to a lock it took: the inlined spin_unlock (a halfword store to the
+        ticket owner), read_unlock or write_unlock (a word store; locks.INLINE_UNLOCK_STORE)."""
+        kind = self.spins.get(ea)
+        if kind is None or not L.inline_unlock(kind, size):
             return
         task = self._current(uc)
-        self._released(uc, task, ea, "spin", "spin_unlock", self.module_of(pc), pc)
+        self._released(uc, task, ea, kind, f"{kind}_unlock", self.module_of(pc), pc)
 
     def _in_atomic(self, uc, task) -> list[str]:
         why = []
@@ -158,7 +172,7 @@ class LockHooks:
         if held:
             body.append(f"{len(held)} lock{'s' if len(held) > 1 else ''} held by {tn}:")
             for i, h in enumerate(held):
-                body.append(f" #{i}: ({self._lock_name(h.lock)}), at: {self.symbolizer.name(h.stack.regs[15])}")
+                body.append(f" #{i}: ({self._lock_name(h.lock)}), at: {sym_at(h.stack.regs[15])}")
         st = capture(uc, self.bk.m.read, tn, entry=True)
         rep = Report("locks", "sleep-in-atomic", mod, f"BUG: sleeping function called from invalid context at {name}",
                      body, [("Call trace:", st)])
@@ -178,7 +192,7 @@ class LockHooks:
         body = [f"{tn} is leaving the kernel with locks still held! ({mod}'s {what} returned)",
                 f"{len(held)} lock{'s' if len(held) > 1 else ''} held by {tn}:"]
         for i, h in enumerate(held):
-            body.append(f" #{i}: ({self._lock_name(h.lock)}), at: {self.symbolizer.name(h.stack.regs[15])}")
+            body.append(f" #{i}: ({self._lock_name(h.lock)}), at: {sym_at(h.stack.regs[15])}")
         rep = Report("locks", "lock-held-on-return", mod, "WARNING: lock held when returning to user space!", body,
                      [("the lock was taken at:", held[0].stack)])
         self.add(rep, ("held", mod, what, tuple(h.lock for h in held)))

@@ -6,7 +6,8 @@ halfword store that bumps tickets.owner), so the module's locks are followed her
 - acquired at the entries of _raw_spin_lock*, _raw_read/write_lock*, mutex_lock*, down* when LR is
   in the module (trylocks when they return 1 to it);
 - released at _raw_spin_unlock_bh/_irqrestore, mutex_unlock, up... called from the module, and at
-  the module's own halfword store to a spinlock it holds (the inlined spin_unlock);
+  the module's own store to a spinlock or rwlock it took (the inlined spin_unlock, read_unlock,
+  write_unlock: INLINE_UNLOCK_STORE);
 - a release of a lock whose memory says it is not locked (ticket owner == next; mutex owner 0)
   or that this task does not hold: "bad unlock balance";
 - an acquisition of B while holding A adds A -> B; a path back from B to A is a circular
@@ -42,6 +43,18 @@ LOCK_FUNCS = {
     "mutex_trylock": ("mutex", "try"), "mutex_unlock": ("mutex", "release"),
 }
 ATOMIC_KINDS = ("spin", "rwlock")
+
+# The store an inlined unlock makes to the lock's first word, by lock kind. armmp is not PREEMPTION,
+# so kernel/Kconfig.locks inlines spin_unlock(_irq), read_unlock(_irq) and write_unlock(_irq) into
+# the module (no _raw_spin_unlock, _raw_read_unlock or _raw_write_unlock in its kallsyms);
+# arch/arm/include/asm/spinlock.h: arch_spin_unlock bumps tickets.owner with a halfword store,
+# arch_write_unlock stores 0 to rw->lock, arch_read_unlock decrements it with ldrex/strex.
+INLINE_UNLOCK_STORE = {"spin": 2, "rwlock": 4}
+
+
+def inline_unlock(kind: str, size: int) -> bool:
+    """Whether the module's store of `size` bytes to a lock of `kind` it took is its inlined unlock."""
+    return INLINE_UNLOCK_STORE.get(kind) == size
 
 # functions that may sleep (might_sleep() in their path, 6.1)
 SLEEPERS = ("msleep", "msleep_interruptible", "usleep_range_state", "schedule", "schedule_timeout",

@@ -95,7 +95,7 @@ def heap_arrays(objs) -> tuple:
             np.array([1 if o.freed is not None else 0 for o in keep], dtype=np.uint8))
 
 
-F_LR, F_LR_OR_HELD, F_PTR, F_LR_OR_FREED, F_ALWAYS = 1, 2, 3, 4, 5
+F_LR, F_LR_OR_HELD, F_PTR, F_LR_OR_FREED, F_ALWAYS, F_LR_OR_HELD_ANY = 1, 2, 3, 4, 5, 6
 _PC = 11                                            # UC_ARM_REG_PC
 MAX_RANGES = 32
 CALL = ctypes.CFUNCTYPE(None, ctypes.c_uint32)
@@ -107,7 +107,7 @@ class Filters(ctypes.Structure):
                 ("freed", ctypes.c_uint32), ("held", ctypes.c_uint32), ("reg_read", ctypes.c_void_p),
                 ("call", CALL), ("calls", ctypes.c_uint64), ("filtered", ctypes.c_uint64),
                 ("reg_write", ctypes.c_void_p), ("ctbl", ctypes.c_void_p), ("nctbl", ctypes.c_uint32),
-                ("recognised", ctypes.c_uint64)]
+                ("recognised", ctypes.c_uint64), ("held_any", ctypes.c_uint32)]
 
 
 class Entry(ctypes.Structure):
@@ -140,7 +140,8 @@ def tail_called(image) -> set[int]:
 class EntryHooks:
     """Kernel entry points whose Python handler runs only when C says the call matters: LR in a
     module allocation (F_LR), or also while a module spinlock is held / a freed object is not yet
-    known reused, or the pointer argument inside the tracked objects' bounds (F_PTR).
+    known reused, or the pointer argument inside the tracked objects' bounds (F_PTR), or (a lock
+    release) while the module holds any lock (F_LR_OR_HELD_ANY: kernel code may release it).
 
     An entry point gets a code hook of its own only when kernel code can make its call matter:
     F_ALWAYS; a target of a kernel B (tail call: `tail`); F_PTR once there are tracked objects,

@@ -8,6 +8,7 @@ DWARF (emu/debuginfo.py) when it has one (Debian's modules are --strip-debug'ged
 """
 from __future__ import annotations
 
+import re
 import struct
 from dataclasses import dataclass, field
 
@@ -140,6 +141,31 @@ class _ModuleMemory:
         return self.m.read(addr, n)
 
 
+_LATE = re.compile(r"\{(sym|lock):([0-9a-f]+)\}")
+
+
+def sym_at(addr: int) -> str:
+    """`addr` named when the report is printed: a module under load is known to the symbolizer
+    only once armload's image of it is made (after init), its locks and call sites too."""
+    return f"{{sym:{addr:x}}}"
+
+
+def lock_at(addr: int) -> str:
+    """A lock named when the report is printed: its symbol when it starts one, else its address."""
+    return f"{{lock:{addr:x}}}"
+
+
+def named(text: str, sym) -> str:
+    """`text` with its sym_at/lock_at placeholders resolved by the Symbolizer `sym`."""
+    def one(m):
+        a = int(m.group(2), 16)
+        s = sym.name(a)
+        if m.group(1) == "lock":
+            return s.split("+")[0] if "+0x0/" in s else f"{a:#x}"
+        return s
+    return _LATE.sub(one, text)
+
+
 @dataclass
 class Report:
     cls: str                      # heap | stack | leak | locks
@@ -164,9 +190,11 @@ class Report:
         out = [] if kmemleak else [RULE]
         if "{at}" in self.title:
             self.title = self.title.replace("{at}", sym.name(self.title_at))
+        self.title = named(self.title, sym)
         out.append(self.title)
-        out += self.body
+        out += [named(b, sym) for b in self.body]
         for k, (heading, st) in enumerate(self.stacks):
+            heading = named(heading, sym)
             tr = sym.trace(st)
             if not self.site and k >= self.site_from:
                 for i, pc in enumerate(sym.frames(st)):

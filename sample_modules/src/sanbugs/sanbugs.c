@@ -6,6 +6,7 @@
 #include <linux/init.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
+#include <linux/rtnetlink.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/string.h>
@@ -16,6 +17,7 @@ MODULE_PARM_DESC(bug, "1 heap overrun, 2 use after free, 3 leak, 4 double free, 
 		 "6 init returns with a mutex held, 7 stack buffer overrun, 8 lock-order inversion");
 
 static DEFINE_SPINLOCK(san_lock);
+static DEFINE_RWLOCK(san_rwlock);
 static DEFINE_MUTEX(san_mutex);
 static DEFINE_MUTEX(san_mutex2);
 static char *kept;		/* the clean path's object, referenced until exit */
@@ -50,6 +52,14 @@ static int __init sanbugs_init(void)
 		spin_lock(&san_lock);
 		sink = kept[39];
 		spin_unlock(&san_lock);
+		read_lock(&san_rwlock);
+		sink = kept[0];
+		read_unlock(&san_rwlock);	/* inlined: arch_read_unlock's strex */
+		write_lock(&san_rwlock);
+		sink = kept[1];
+		write_unlock(&san_rwlock);	/* inlined: arch_write_unlock's str of 0 */
+		rtnl_lock();			/* b mutex_lock: taken with the module's LR */
+		rtnl_unlock();			/* released by kernel code (__rtnl_unlock) */
 		mutex_lock(&san_mutex);
 		mutex_lock(&san_mutex2);
 		mutex_unlock(&san_mutex2);
