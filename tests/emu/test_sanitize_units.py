@@ -7,6 +7,7 @@ import struct
 import numpy as np
 import pytest
 
+from armload.emu.booted.machine import GuestFault
 from armload.emu.sanitize import heap as H
 from armload.emu.sanitize import locks as L
 from armload.emu.sanitize.access import _UC, cond_passes, decode
@@ -394,7 +395,7 @@ def _mem(data: bytes, base: int):
 
     def read(va, n):
         if va < base or va + n > base + len(data):
-            raise RuntimeError(f"virtual {va:#x} is not mapped")
+            raise GuestFault(f"virtual {va:#x} is not mapped")
         return data[va - base: va - base + n]
     return read
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
+from ..booted.machine import GuestFault
+
 PAGE = 4096
 KMALLOC_MAX_CACHE_SIZE = 2 * PAGE          # 6.1 SLUB: PAGE_SIZE << 1; larger goes to kmalloc_large
 GFP_DIRECT_RECLAIM = 0x400                 # ___GFP_DIRECT_RECLAIM (6.1 gfp_types.h)
@@ -154,7 +156,7 @@ def strnlen(read, va: int, limit: int) -> int | None:
         chunk = min(limit - n, PAGE - ((va + n) & (PAGE - 1)))
         try:
             b = read(va + n, chunk)
-        except Exception:
+        except GuestFault:                    # an unmapped page before the NUL
             return None
         i = b.find(b"\0")
         if i >= 0:
