@@ -422,6 +422,19 @@ def test_strnlen_reads_no_further_than_the_nul():
     assert H.strnlen(_mem(edge, base + 4090), base + 4090, 1 << 16) == 4096 + 5
 
 
+
+def test_c_strings_end_at_the_nul_not_at_the_limit():
+    """Machine.cstr's walk (booted/machine.c_bytes): the string before an unmapped page reads, where
+    one read of `limit` bytes faulted; a missing byte before the NUL still faults."""
+    from armload.emu.booted.machine import c_bytes
+    base = 0xBF057000
+    read = _mem(bytes(4096 - 6) + b"nvmet\0", base)
+    assert c_bytes(read, base + 4096 - 6, 256) == b"nvmet" and c_bytes(read, base + 4096 - 6, 3) == b"nvm"
+    with pytest.raises(GuestFault):
+        c_bytes(_mem(b"ab", base + 4094), base + 4094, 16)
+    assert c_bytes(_mem("é\0".encode(), base), base, 16).decode() == "é"
+
+
 # the decoder's whole result, and the same access under every condition
 ACCESSES = {
     0xE5912008: ("r1", 0, 0, 8, False, 4, False, False),        # ldr r2, [r1, #8]

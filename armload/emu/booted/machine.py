@@ -41,6 +41,21 @@ class GuestFault(Exception):
     """The machine cannot go on (an exception Unicorn raised that the guest cannot take)."""
 
 
+def c_bytes(read, va: int, limit: int) -> bytes:
+    """The bytes of the C string at `va`, before its NUL and at most `limit`, read a page at a time
+    and no further than the NUL (as the kernel's strnlen walks it: a string may end just before an
+    unmapped page); GuestFault when a byte before the NUL is not mapped. read(va, n) -> bytes."""
+    out = bytearray()
+    while len(out) < limit:
+        a = va + len(out)
+        chunk = read(a, min(limit - len(out), 0x1000 - (a & 0xFFF)))
+        i = chunk.find(b"\0")
+        if i >= 0:
+            return bytes(out + chunk[:i])
+        out += chunk
+    return bytes(out)
+
+
 class Hardware:
     """The devices' state and simulated time: what a snapshot keeps besides RAM and the CPU."""
 
@@ -162,8 +177,7 @@ class Machine:
         return struct.unpack("<I", self.read(va, 4))[0]
 
     def cstr(self, va: int, limit: int = 256) -> str:
-        b = self.read(va, limit)
-        return b.split(b"\0", 1)[0].decode("utf-8", "replace")
+        return c_bytes(self.read, va, limit).decode("utf-8", "replace")
 
     # --- time and interrupts -----------------------------------------------------------------
     def now_ns(self) -> int:

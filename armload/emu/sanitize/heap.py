@@ -18,7 +18,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
-from ..booted.machine import GuestFault
+from ..booted.machine import GuestFault, c_bytes
 
 PAGE = 4096
 KMALLOC_MAX_CACHE_SIZE = 2 * PAGE          # 6.1 SLUB: PAGE_SIZE << 1; larger goes to kmalloc_large
@@ -148,21 +148,13 @@ class HeapShadow:
 
 
 def strnlen(read, va: int, limit: int) -> int | None:
-    """The kernel's strnlen(va, limit), reading a page at a time as far as the NUL (a string may end
-    just before an unmapped page: one read of `limit` bytes faulted there, on Debian's nvmet.ko);
-    None when a byte before the NUL cannot be read. read(va, n) -> bytes (Machine.read)."""
-    n = 0
-    while n < limit:
-        chunk = min(limit - n, PAGE - ((va + n) & (PAGE - 1)))
-        try:
-            b = read(va + n, chunk)
-        except GuestFault:                    # an unmapped page before the NUL
-            return None
-        i = b.find(b"\0")
-        if i >= 0:
-            return n + i
-        n += chunk
-    return limit
+    """The kernel's strnlen(va, limit) over machine.c_bytes's page walk (one read of `limit` bytes
+    faulted past a string that ends before an unmapped page, on Debian's nvmet.ko); None when a
+    byte before the NUL cannot be read. read(va, n) -> bytes (Machine.read)."""
+    try:
+        return len(c_bytes(read, va, limit))
+    except GuestFault:                        # an unmapped page before the NUL
+        return None
 
 
 def kmalloc_classes(bk) -> list[int]:
