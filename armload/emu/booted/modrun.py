@@ -136,7 +136,7 @@ class BootedRun:
         self.coming: list = []                 # fn(module name) at do_init_module's entry (on_coming)
         self.exit_stopped = ""                 # why the last unload did not return
         self.dead: str | None = None           # what pid 1 died in (an oops): nothing more runs in it
-        self._came: set[int] = set()
+        self._resume = None                    # the struct module whose coming stop is to be resumed
         umh = self.bk.image.symbols.get("call_usermodehelper_exec")
         if umh:
             self.bk.hook_code(umh, self._umh)
@@ -154,9 +154,13 @@ class BootedRun:
 
     def _coming_hook(self, uc, addr, size, _):
         mod = uc.reg_read(A.UC_ARM_REG_R0)
-        if mod in self._came:              # resumed at the same entry after the service
+        # the first hit after the stop is its resumption at the same entry. Not every later hit with
+        # that address: a module whose init failed is freed, and the next one's struct module may be
+        # there (crct10dif_generic after crct10dif_arm_ce, both request_module'd by crc-t10dif's init)
+        if mod == self._resume:
+            self._resume = None
             return
-        self._came.add(mod)
+        self._resume = mod
         sm = self.session.config.struct_module        # the kernel's layout; else state (4) + list (8)
         self.bk.m.service = {"coming": self.bk.cstr(mod + (sm.name if sm else MODULE_NAME_OFF), MODULE_NAME_LEN)}
         uc.emu_stop()

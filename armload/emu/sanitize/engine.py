@@ -43,6 +43,7 @@ def bl_sites(image, target: int) -> list[int]:
 
 
 R0, R1, R2, R3 = A.UC_ARM_REG_R0, A.UC_ARM_REG_R1, A.UC_ARM_REG_R2, A.UC_ARM_REG_R3
+INIT_FRAME = 0x100                # do_init_module's own frame at its initcall's return (0x18 on armmp)
 LR, PC, CPSR = A.UC_ARM_REG_LR, A.UC_ARM_REG_PC, A.UC_ARM_REG_CPSR
 
 
@@ -196,7 +197,8 @@ class Sanitizer(HeapHooks, LockHooks):
             return
         core, init = allocs[0], (allocs[1] if len(allocs) > 1 else None)
         rec = {"name": name, "core": tuple(core), "init": tuple(init) if init else None, "hooks": [],
-               "pages": self._pages(core) + (self._pages(init) if init else []), "early": None}
+               "pages": self._pages(core) + (self._pages(init) if init else []), "early": None,
+               "sp": self.uc.reg_read(SP)}                # do_init_module's entry: its frame is below
         for base, size in [core] + ([init] if init else []):
             for a in [k for k in self.decoded if base <= k < base + size]:
                 del self.decoded[a]
@@ -394,11 +396,21 @@ class Sanitizer(HeapHooks, LockHooks):
         self.reports.append(rep)
 
     # --- init / exit returned -----------------------------------------------------------------------
+    def init_frame(self, sp: int):
+        """The module whose do_init_module frame holds `sp`: its entry SP at most INIT_FRAME above sp
+        (of equal ones the latest), not yet returned; None for a module the sanitizers did not see come. Not simply the last module formed: a
+        module with no init never returns from an initcall, and request_module loads modules
+        inside another's init (crc-t10dif's init loads crct10dif-*)."""
+        best = None
+        for m in self.mods:
+            if not m.get("init_done") and 0 <= m["sp"] - sp <= INIT_FRAME and (best is None or m["sp"] <= best["sp"]):
+                best = m
+        return best
+
     def _init_returned(self, uc, addr, size, _):
-        mods = [m for m in self.mods if not m.get("init_done")]
-        if not mods:
+        rec = self.init_frame(uc.reg_read(SP))
+        if rec is None:
             return
-        rec = mods[-1]
         rec["init_done"] = True
         ret = uc.reg_read(R0)
         rec["init_ret"] = ret - (1 << 32) if ret & 0x80000000 else ret
