@@ -57,7 +57,7 @@ def run_benchmark(insns: int = 90_000_000, vmlinuz: str = VMLINUZ) -> dict:
     for per_round, pad in LOOPS.items():
         rounds = insns // per_round
         code = loop_code(pad)
-        addr = k.call("module_alloc", 4096)
+        addr = k.module_alloc(4096)
         if not addr:
             raise ArmloadError("module_alloc failed in the booted kernel (the loop's code)")
         k.write(addr, code)

@@ -78,7 +78,7 @@ def run_benchmark(vmlinuz: str, *, hits=("vsnprintf", "kmalloc_trace", "_stext",
     seqs_off = lab["kallsyms_markers"] + 4 * len(parsed["markers"])
     table = img.kallsyms
     size = len(build_code(0xBF000000)[0])          # its size, linked anywhere in the module area
-    base = k.call("module_alloc", (size + PAGE - 1) & ~(PAGE - 1))
+    base = k.module_alloc((size + PAGE - 1) & ~(PAGE - 1))
     if not base:
         raise ArmloadError("module_alloc failed in the booted kernel (the strategies' code)")
     code, fns = build_code(base)

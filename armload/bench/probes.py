@@ -356,7 +356,7 @@ def run(n_register: int = 40000, n_enable: int = 20000, step: int = 2000, n_hits
         st = p.state()
         states[st] = states.get(st, 0) + 1
     plain = [i for i, (p, r) in enumerate(zip(probes, found)) if r == p.struct]
-    page = k.call("module_alloc", 4096)          # where the next detour buffer page would come from
+    page = k.module_alloc(4096)          # where the next detour buffer page would come from
     k.call("vfree", page)
     hits = _zipf(random.Random(seed + 1), [p.addr for p in enabled], n_hits)
     zipf_nodes, zipf_insns = [], []

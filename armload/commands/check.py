@@ -243,6 +243,12 @@ def run(args) -> int:
                         tree=os.path.abspath(args.deps_from or (args.tree if os.path.isdir(args.tree) else
                                                                 os.path.dirname(args.tree))),
                         sanitize=parse_classes(args.sanitize))
+    if opts.sanitize and opts.emulate:
+        from ..emu.sanitize.support import unsupported
+        from ..kernel.image import load_image
+        why = unsupported(load_image(image).symbols)
+        if why:
+            raise ArmloadError(f"--sanitize: the sanitizers cannot watch {os.path.basename(image)}: {why}")
     if not opts.emulate and not args.no_emulate and not args.quiet:
         print(f"check: init was not run: {opts.no_init}; load and verify only", file=sys.stderr)
     t_setup = time.perf_counter() - t_start

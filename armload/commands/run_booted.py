@@ -107,7 +107,7 @@ def cmd_run_booted(args) -> int:
     say(f"armload: inside the booted Debian kernel ({run.bk.meta.get('boot_insns', 0):,} boot instructions, "
         f"restored from {run.bk.directory}); the kernel's own load_module loads each module and runs its init")
     from . import sanitize_opts
-    san = sanitize_opts.attach(run, args)
+    san = sanitize_opts.attach(run, args, say)
     probes = None
     if args.probes:
         from .probe_booted import BootedProbes

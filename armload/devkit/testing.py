@@ -152,10 +152,19 @@ def warm(key) -> None:
 
 
 def _sanitizer(run, classes):
+    """A Sanitizer, or None for no classes. On a kernel the sanitizers cannot watch (6.12), all of
+    them (the default) is a warning and no sanitizer, as `armload run` says it; a list is an error."""
     if not classes:
         return None
-    from ..emu.sanitize import Sanitizer
-    return Sanitizer(run, classes)
+    from ..emu.sanitize import CLASSES, Sanitizer, SanitizerUnsupported
+    try:
+        return Sanitizer(run, classes)
+    except SanitizerUnsupported as e:
+        if tuple(classes) != tuple(CLASSES):
+            raise
+        import warnings
+        warnings.warn(f"armload: not sanitized: {e}", stacklevel=3)
+        return None
 
 
 def sanitize_classes(sanitize) -> tuple[str, ...]:

@@ -238,7 +238,7 @@ class KernelProbes:
         return a
 
     def _module_alloc(self, n: int) -> int:
-        a = self.k.call("module_alloc", (n + PAGE - 1) & ~(PAGE - 1))
+        a = self.k.module_alloc((n + PAGE - 1) & ~(PAGE - 1))
         if not a:
             raise ProbeError("module_alloc failed in the booted kernel (handler text)", errno=-12)
         return a
@@ -325,12 +325,12 @@ class KernelProbes:
     # --- registration ------------------------------------------------------------------------
     def _string(self, s: str) -> int:
         data = s.encode() + b"\0"
-        p = self.k.call("__kmalloc", len(data), GFP_ZERO)
+        p = self.k.kmalloc(len(data), GFP_ZERO)
         self.k.write(p, data)
         return p
 
     def _zalloc(self, n: int) -> int:
-        p = self.k.call("__kmalloc", n, GFP_ZERO)
+        p = self.k.kmalloc(n, GFP_ZERO)
         if not p:
             raise ProbeError(f"kmalloc({n}) failed in the booted kernel", errno=-12)
         return p

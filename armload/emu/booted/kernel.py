@@ -192,6 +192,13 @@ class BootedKernel:
     def kmalloc(self, size: int, gfp: int = GFP_KERNEL) -> int:
         return self.call(self.sym("__kmalloc", "__kmalloc_noprof"), size, gfp)
 
+    def module_alloc(self, size: int) -> int:
+        """Executable kernel memory where modules go: module_alloc(size) until 6.9, 6.10+'s
+        execmem_alloc(EXECMEM_MODULE_TEXT = 0, size) (include/linux/execmem.h; PAGE_KERNEL_EXEC on ARM)."""
+        if "module_alloc" in self.image.symbols:
+            return self.call("module_alloc", size)
+        return self.call("execmem_alloc", 0, size)
+
     def vmalloc(self, size: int) -> int:
         return self.call(self.sym("vmalloc", "vmalloc_noprof"), size)
 

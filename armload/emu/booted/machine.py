@@ -140,6 +140,22 @@ class Machine:
             return 0
         return struct.unpack_from("<I", self.ram, o)[0]
 
+    def executable(self, va: int) -> bool:
+        """Whether the kernel may execute at `va` now (the guest's tables; the MMU on)."""
+        ttbr0, ttbcr, ttbr1, dacr = cpu.mmu_state(self.uc)
+        return not cpu.walk(self._read32p, ttbr0, ttbcr, ttbr1, dacr, va, execute=True).fs
+
+    def drop_blocks(self, base: int, size: int) -> None:
+        """Drop Unicorn's translated blocks of [base, base+size) so that a hook added on it is seen
+        (blocks translated before a hook lack it): those of its executable pages. Not the others:
+        Unicorn's removal fetches through the guest's tables, and on a page mapped no-execute
+        (6.10+'s execmem data, or text before module_enable_text_rox) that fetch's fault is left
+        pending and taken at the next access (an oops in __mod_tree_insert); such a page's old
+        blocks go when the kernel writes it (Unicorn drops the blocks of a written page)."""
+        for va in range(base & ~0xFFF, base + size, 0x1000):
+            if self.executable(va):
+                self.uc.ctl_remove_cache(max(va, base), min(va + 0x1000, base + size))
+
     def translate(self, va: int, *, write=False) -> int:
         """Guest physical address of virtual `va` (the linear map directly, else a table walk)."""
         if PAGE_OFFSET <= va < PAGE_OFFSET + RAM_SIZE:

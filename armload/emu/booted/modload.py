@@ -102,6 +102,14 @@ def _bl_sites(image, target: int) -> list[int]:
     return [lo + 4 * int(i) for i in idx[dest == target]]
 
 
+def alloc_entry(img) -> tuple[int, int]:
+    """(address, size register) of the module memory allocator: module_alloc(size) until 6.9,
+    execmem_alloc(type, size) from 6.10."""
+    if "module_alloc" in img.symbols:
+        return img.symbols["module_alloc"], A.UC_ARM_REG_R0
+    return img.symbols["execmem_alloc"], A.UC_ARM_REG_R1
+
+
 class _Capture:
     def __init__(self, k: BootedKernel, uargs_va: int, run_init: bool = True):
         self.k, self.uargs_va, self.run_init = k, uargs_va, run_init
@@ -111,9 +119,7 @@ class _Capture:
         self.snap: list[tuple[int, bytes]] = []
         self.hooks = []
         img = k.image
-        # module memory: module_alloc(size) until 6.9, execmem_alloc(type, size) from 6.10
-        self.size_reg = A.UC_ARM_REG_R0 if "module_alloc" in img.symbols else A.UC_ARM_REG_R1
-        ma = img.symbols.get("module_alloc") or img.symbols["execmem_alloc"]
+        ma, self.size_reg = alloc_entry(img)
         self._add(ma, self._alloc_entry)
         for site in bl_sites(img, ma):
             self._add(site + 4, self._alloc_return)

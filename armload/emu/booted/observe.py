@@ -26,7 +26,7 @@ from unicorn import arm_const as A
 
 from ...loader.elf import read_object
 from ..coverage import BlockCounter, module_report
-from .modload import bl_sites
+from .modload import alloc_entry, bl_sites
 
 # printk-like functions: the argument index of a format string shown as text
 STRING_ARGS = {"_printk": 0, "printk": 0, "__warn_printk": 0, "_dev_info": 1, "_dev_err": 1, "_dev_warn": 1,
@@ -41,7 +41,7 @@ class Alloc:
 
 
 class Allocations:
-    """Every module_alloc(size) -> base, in order, with callbacks when one is made."""
+    """Every module memory allocation (module_alloc(size), 6.10+ execmem_alloc(type, size)) -> base, in order, with callbacks when one is made."""
 
     def __init__(self, bk):
         self.bk = bk
@@ -49,14 +49,14 @@ class Allocations:
         self.on_alloc: list = []           # fn(Alloc) when module_alloc returned a base
         self.load = 1
         self.hooks = []
-        ma = bk.image.symbols["module_alloc"]
+        ma, self._size_reg = alloc_entry(bk.image)
         self.hooks.append(bk.hook_code(ma, self._entry))
         for site in bl_sites(bk.image, ma):
             self.hooks.append(bk.hook_code(site + 4, self._return))
         self._pending: list[Alloc] = []
 
     def _entry(self, uc, addr, size, _):
-        self._pending.append(Alloc(uc.reg_read(A.UC_ARM_REG_R0), load=self.load))
+        self._pending.append(Alloc(uc.reg_read(self._size_reg), load=self.load))
 
     def _return(self, uc, addr, size, _):
         if not self._pending:
@@ -94,7 +94,7 @@ class BootedCoverage:
 
     def _hook(self, a: Alloc) -> None:
         self.slot[id(a)] = self.counter.add(a.base, a.base + a.size)
-        self.bk.m.uc.ctl_remove_cache(a.base, a.base + a.size)
+        self.bk.m.drop_blocks(a.base, a.size)
 
     def loaded(self, load: int, modules) -> None:
         """After a top-level load: stop counting in the init allocations it made (the kernel frees

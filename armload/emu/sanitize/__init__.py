@@ -1,10 +1,11 @@
 """KASAN-, kmemleak- and lockdep-class detectors for modules running in the booted Debian kernel
 (which has none of them), without rebuilding it: engine.py (the hooks), heap.py, stack.py,
-leak.py, locks.py, report.py (the kernel's formats), access.py (the module's loads and stores),
+leak.py, locks.py, support.py (the kernels they serve), report.py (the kernel's formats), access.py (the module's loads and stores),
 lifecycle.py (the checks after a call, after exit and on demand), faultsweep.py (init with the
 n-th allocation failing)."""
 from .report import CLASSES, Report
 from .engine import Sanitizer
+from .support import SanitizerUnsupported
 
 
 def parse_classes(text: str | None) -> tuple[str, ...]:
@@ -21,4 +22,4 @@ def parse_classes(text: str | None) -> tuple[str, ...]:
     return tuple(c for c in CLASSES if c in want)
 
 
-__all__ = ["CLASSES", "Report", "Sanitizer", "parse_classes"]
+__all__ = ["CLASSES", "Report", "Sanitizer", "SanitizerUnsupported", "parse_classes"]

@@ -27,6 +27,7 @@ from . import locks as L
 from .access import SP, cond_passes, decode
 from .report import CLASSES, Report, Symbolizer
 from .stack import StackFrames
+from .support import SanitizerUnsupported, gaps, unsupported
 from . import native as N
 from .heap_hooks import ALLOCS, FREES, MEMFUNCS, STRING_ALLOCS, HeapHooks
 from .lock_hooks import TPIDRURO, LockHooks
@@ -57,6 +58,10 @@ class Sanitizer(HeapHooks, LockHooks):
         self.classes = set(classes)
         img = self.bk.image
         self.sym = img.symbols
+        why = unsupported(self.sym)
+        if why:
+            raise SanitizerUnsupported(f"the sanitizers cannot watch {img.path.rsplit('/', 1)[-1]}: {why}")
+        self.gaps = gaps(self.sym, self.classes)
         self.reports: list[Report] = []
         self.errors: list[str] = []           # exceptions inside the C hook's Python events
         self._seen: set = set()
@@ -213,7 +218,7 @@ class Sanitizer(HeapHooks, LockHooks):
                 h = self.uc.hook_add(UC_HOOK_CODE, self._code, begin=base, end=base + size - 1)
                 rec["hooks"].append(h)
                 rec.setdefault("py_hooks", {})[h] = base
-            self.uc.ctl_remove_cache(base, base + size)
+            self.bk.m.drop_blocks(base, size)
             self._ranges.append((base, base + size, name))
         self._lo = min(r[0] for r in self._ranges)
         self._hi = max(r[1] for r in self._ranges)
@@ -478,7 +483,7 @@ class Sanitizer(HeapHooks, LockHooks):
 
     def notes(self) -> list[str]:
         """What did not run, said (Thumb code is not decoded; the stack detector needs DWARF)."""
-        out = [rec["stack_note"] for rec in self.mods if rec.get("stack_note")]
+        out = list(self.gaps) + [rec["stack_note"] for rec in self.mods if rec.get("stack_note")]
         errs = self.errors + (self.entries.errors if self.entries is not None else [])
         if errs:
             out.append(f"{len(errs)} internal error(s) in the sanitizers' hooks: {errs[0]}")

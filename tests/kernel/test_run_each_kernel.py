@@ -1,0 +1,71 @@
+"""`armload run` with its default options and its observers on each kernel line (issue 31): the
+sanitizers are on by default where they can watch the kernel; on 6.12 (execmem, the *_noprof
+allocators) the run goes on without them and says so, and asking for them by name is one clear
+error, never a traceback. Coverage and probes find 6.12's module memory (execmem_alloc)."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from testinputs import CACHE, ROOT, require_input
+from test_samples_kernels import ARMMP, RT, V612, build
+
+NOT_WATCHED = "the sanitizers cannot watch vmlinuz-6.12.107+deb12-armmp: the kernel has no module_alloc"
+
+
+def kernel_args(rel: str) -> list[str]:
+    how = f"make test-inputs KERNEL={rel}"
+    return ["--kernel", require_input(os.path.join(CACHE, f"linux-image-{rel}", "boot", f"vmlinuz-{rel}"), how),
+            "--kernel", require_input(os.path.join(CACHE, f"linux-headers-{rel}", "usr", "src", f"linux-headers-{rel}",
+                                                   "Module.symvers"), how)]
+
+
+def armload(*args):
+    return subprocess.run([sys.executable, "-m", "armload", *args], capture_output=True, text=True, cwd=ROOT)
+
+
+def test_run_on_612_by_default_is_not_sanitized_and_says_so():
+    p = armload("run", build(V612, "hello"), *kernel_args(V612), "--settle-ms", "0", "--json")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["ok"] and d["modules"][0]["status"] == "returned"
+    assert d["sanitize"]["classes"] == [] and d["sanitize"]["unsupported"].startswith(NOT_WATCHED)
+    assert "execmem_alloc (6.10+)" in d["sanitize"]["unsupported"]
+    t = armload("run", build(V612, "hello"), *kernel_args(V612), "--settle-ms", "0")
+    assert t.returncode == 0 and f"armload: not sanitized: {NOT_WATCHED}" in t.stdout
+
+
+@pytest.mark.parametrize("cmd", [["run", "--sanitize", "heap", "--settle-ms", "0"], ["check", "--sanitize", "all"]])
+def test_sanitizers_asked_for_on_612_are_one_clear_error(cmd):
+    p = armload(cmd[0], build(V612, "hello"), *kernel_args(V612), *cmd[1:])
+    assert p.returncode != 0 and NOT_WATCHED in p.stderr
+    assert "Traceback" not in p.stderr and "internal error" not in p.stderr
+
+
+def test_coverage_and_probes_find_612s_module_memory(tmp_path):
+    info = tmp_path / "hello.info"
+    p = armload("run", build(V612, "hello"), *kernel_args(V612), "--sanitize", "none", "--settle-ms", "0", "--exit",
+                "--coverage", str(info), "--probe", "kprobe:hello_exit")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "coverage: hello: " in p.stdout and "5/5 lines (100.0%), 2/2 functions" in p.stdout
+    assert "Internal error" not in p.stdout                      # the no-execute data pages' blocks are kept
+    assert "probe [kprobe] hello:hello_exit @ 0xbf" in p.stdout
+    assert "hello: delete_module returned 0" in p.stdout
+
+
+def _symbols(rel):
+    from armload.kernel.image import load_image
+    return load_image(kernel_args(rel)[1]).symbols
+
+
+def test_the_sanitizers_serve_61_and_say_rts_lock_gap():
+    from armload.emu.sanitize.support import REQUIRED, gaps, unsupported
+    assert unsupported(_symbols(ARMMP)) is None and gaps(_symbols(ARMMP), ("locks",)) == []
+    rt = _symbols(RT)
+    assert unsupported(rt) is None
+    assert gaps(rt, ("heap", "leak")) == [] and gaps(rt, ("locks",))[0].startswith("locks: PREEMPT_RT's spinlock_t")
+    assert unsupported({n: 1 for n in REQUIRED}) is None
+    for n in REQUIRED:                                            # each entry point is needed
+        assert unsupported({m: 1 for m in REQUIRED if m != n}).startswith(f"the kernel has no {n}:")
