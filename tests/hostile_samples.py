@@ -5,7 +5,7 @@ outcome classes by (one sample each there)."""
 # sample -> (run's status, a line the kernel prints (None: it prints nothing of its own), check's class)
 CORPUS = {
     "spin_irqoff": ("hang", None, "hang"),
-    "spin_irqon": ("soft-lockup", "watchdog: BUG: soft lockup - CPU#0 stuck for 22s! [init:1]", "soft-lockup"),
+    "spin_irqon": ("soft-lockup", "watchdog: BUG: soft lockup - CPU#0 stuck for 26s! [init:1]", "soft-lockup"),
     "panic": ("panic", "Kernel panic - not syncing: hostile_panic: asked to panic", "panic"),
     "bug": ("oops", "Internal error: Oops - BUG: 0 [#1] SMP ARM", "fault"),
     "wtext": ("oops", "Unable to handle kernel paging request at virtual address c0", "fault"),

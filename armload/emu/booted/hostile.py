@@ -16,8 +16,9 @@ the checks below; everything else is the kernel's own code and its own detectors
   exactly until something outside it changes memory: an interrupt, that is time. Then
   - interrupts on: simulated time advances to the next timer event, as the WFI idle path does
     (no state but the instruction count differs from running the identical iterations); the
-    kernel's own watchdog hrtimer and its stopper thread then see what they would see: 22 s on,
-    `BUG: soft lockup - CPU#0 stuck for 22s!`. The call ends at the report's add_taint(
+    kernel's own watchdog hrtimer and its stopper thread then see what they would see: past
+    2 * watchdog_thresh (20 s) at the hrtimer's next 4 s tick, counted from the stopper's last
+    touch, `BUG: soft lockup - CPU#0 stuck for 26s!` after the boot's settle. The call ends at the report's add_taint(
     TAINT_SOFTLOCKUP): the CPU would go on spinning and the report repeat.
   - interrupts off: nothing can end it. The Debian armmp config has no hard-lockup detector
     (CONFIG_HARDLOCKUP_DETECTOR is not set: 32-bit ARM has no perf NMI), so the kernel would hang

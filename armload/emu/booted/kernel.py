@@ -23,7 +23,7 @@ from unicorn import UC_HOOK_CODE
 from unicorn import arm_const as A
 
 from . import snapshot
-from .boot import DEFAULT_CMDLINE, INITRD_PA, boot_machine, device_tree
+from .boot import DEFAULT_CMDLINE, INITRD_PA, SETTLE_NS, boot_machine, device_tree
 from .initramfs import build as build_initramfs
 from .machine import GuestFault, Machine
 
@@ -48,6 +48,9 @@ class BootedKernel:
         self.meta = meta
         self.directory = directory
         self.trap = image.symbols["run_init_process"]   # where pid 1 is parked (see above)
+        # a block translated through the trap (the boot ran run_init_process) would not stop there:
+        # Unicorn's stop at `until` is part of the translation
+        machine.uc.ctl_remove_cache(self.trap, self.trap + 4)
         self.console_mark = len(machine.hw.uart.lines)
         # service_handler(request) -> r0: what the host does for a request a hook stopped on
         # (modrun: /sbin/modprobe for request_module); `servicing` is the nesting depth.
@@ -76,8 +79,10 @@ class BootedKernel:
             import time
             t0 = time.monotonic()
             m = boot_machine(image, cmdline)
+            # the deferred work of the boot runs to idle once, here, not in every restore (boot.py)
+            settled = cls(image, m, {}).run_until_idle(SETTLE_NS)
             meta = {"cmdline": cmdline, "boot_insns": m.t.insns, "boot_seconds": round(time.monotonic() - t0, 2),
-                    "vmlinuz": os.path.abspath(vmlinuz)}
+                    "vmlinuz": os.path.abspath(vmlinuz), "settled": settled}
             os.makedirs(os.path.dirname(d), exist_ok=True)
             snapshot.save(m, d, meta)
         m, meta = snapshot.load(image, d)
@@ -210,21 +215,9 @@ class BootedKernel:
 
     def run_until_idle(self, budget_ns: int, step_ms: int = 10, quiet_ns: int = 200_000_000,
                        insn_budget: int = CALL_BUDGET) -> dict:
-        """Let pid 1 sleep in steps of `step_ms` (msleep: the kernel's own timer wakes it) so
-        kthreads, workqueues, timers, softirqs and RCU callbacks run, until `quiet_ns` of
-        simulated time passed in steps each busy for under 1% of their time (idle), or
-        `budget_ns` of simulated time is spent. Deterministic: time is simulated."""
-        t0, i0 = self.now_ns(), self.insns
-        steps, quiet_since = 0, t0
-        while self.now_ns() - t0 < budget_ns:
-            a_ns, a_i = self.now_ns(), self.insns
-            self.call("msleep", step_ms, budget=insn_budget)
-            steps += 1
-            if (self.insns - a_i) * 100 >= self.now_ns() - a_ns:
-                quiet_since = self.now_ns()
-            elif self.now_ns() - quiet_since >= quiet_ns:
-                return {"idle": True, "ns": self.now_ns() - t0, "insns": self.insns - i0, "steps": steps}
-        return {"idle": False, "ns": self.now_ns() - t0, "insns": self.insns - i0, "steps": steps}
+        """boot.run_until_idle on this kernel: deferred work runs until the system is idle."""
+        from .boot import run_until_idle
+        return run_until_idle(self, budget_ns, step_ms, quiet_ns, insn_budget)
 
 
 __all__ = ["BootedKernel", "CallError", "GuestFault"]
