@@ -4,6 +4,7 @@ allocators) the run goes on without them and says so, and asking for them by nam
 error, never a traceback. Coverage and probes find 6.12's module memory (execmem_alloc)."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -69,3 +70,15 @@ def test_the_sanitizers_serve_61_and_say_rts_lock_gap():
     assert unsupported({n: 1 for n in REQUIRED}) is None
     for n in REQUIRED:                                            # each entry point is needed
         assert unsupported({m: 1 for m in REQUIRED if m != n}).startswith(f"the kernel has no {n}:")
+
+
+def test_the_devkits_default_sanitizers_on_612_warn_and_a_list_is_an_error():
+    from armload.devkit.testing import ModuleHandle
+    from armload.emu.sanitize import SanitizerUnsupported
+    image = kernel_args(V612)[1]
+    h = ModuleHandle(build(V612, "hello"), kernel=image)
+    with pytest.warns(UserWarning, match=re.escape("armload: not sanitized: " + NOT_WATCHED)):
+        assert h.init() == 0
+    assert h.san is None
+    with pytest.raises(SanitizerUnsupported, match=re.escape(NOT_WATCHED)):
+        ModuleHandle(build(V612, "hello"), kernel=image, sanitize="heap,locks").init()
