@@ -178,6 +178,7 @@ class BootedRun:
                                 loader=LoaderCheck(), stopped=f"pid 1 died in an oops in {self.dead}: no "
                                                               f"further load runs in this kernel")
         self.budget = budget
+        self._resume = None                    # a coming stop a stopped load left is not this load's
         with open(path, "rb") as f:
             ko = f.read()
         busy = module_stem(path)
