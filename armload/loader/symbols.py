@@ -81,7 +81,8 @@ def check_modstruct_version(obj: ObjectFile, kernel: Kernel, versions: dict[str,
 def resolve_undefined(obj: ObjectFile, kernel: Kernel, providers: list[ExportTable], *,
                       modversions: bool = True) -> dict[str, ResolvedSymbol]:
     """resolve_symbol() for every SHN_UNDEF symbol: kernel ksymtab, kernel gpl, then modules
-    newest first; CRC and namespace checks. Raises SymbolError listing every failure."""
+    newest first; CRC and namespace checks. Raises SymbolError listing every failure. module_layout's
+    CRC is checked before, where load_module checks it (session._load_object: check_modstruct_version)."""
     syms = obj.symtab
     names = obj.sym_names
     versions = versions_table(obj) if modversions and obj.is_module else None
@@ -94,9 +95,6 @@ def resolve_undefined(obj: ObjectFile, kernel: Kernel, providers: list[ExportTab
     undef = np.flatnonzero(syms["st_shndx"] == SHN_UNDEF).tolist()
     bind = (syms["st_info"] >> 4).tolist()
     mod = obj.name
-
-    if modversions and obj.is_module:
-        check_modstruct_version(obj, kernel, versions)
 
     for i in undef:
         if i == 0:
