@@ -82,15 +82,17 @@ def boot_machine(image, cmdline: str = DEFAULT_CMDLINE, budget: int = BOOT_BUDGE
     if m.run(back, 200_000_000) != "until" or uc.reg_read(A.UC_ARM_REG_R0) != 0:
         raise GuestFault(f"kernel_execve(\"/init\") failed (r0 = {uc.reg_read(A.UC_ARM_REG_R0):#x}); "
                          f"console tail:\n" + "\n".join(m.hw.uart.lines[-8:]))
+    # run_init_process is the calls' return trap (kernel.py); its block, translated while the boot ran
+    # through it, has no stop there (Unicorn's stop at `until` is part of the translation)
+    uc.ctl_remove_cache(target, target + 4)
     return m
 
 
-def run_until_idle(bk, budget_ns: int, step_ms: int = 10, quiet_ns: int = 200_000_000,
-                   insn_budget: int = 2_000_000_000) -> dict:
+def run_until_idle(bk, budget_ns: int, step_ms: int, quiet_ns: int, insn_budget: int) -> dict:
     """Let pid 1 sleep in steps of `step_ms` (msleep: the kernel's own timer wakes it) so kthreads,
     workqueues, timers, softirqs and RCU callbacks run, until `quiet_ns` of simulated time passed
     in steps each busy for under 1% of their time (idle), or `budget_ns` of simulated time is
-    spent. Deterministic: time is simulated. `bk`: a BootedKernel."""
+    spent. Deterministic: time is simulated. `bk`: a BootedKernel (its run_until_idle has the defaults)."""
     t0, i0 = bk.now_ns(), bk.insns
     steps, quiet_since = 0, t0
     while bk.now_ns() - t0 < budget_ns:

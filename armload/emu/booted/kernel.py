@@ -48,9 +48,6 @@ class BootedKernel:
         self.meta = meta
         self.directory = directory
         self.trap = image.symbols["run_init_process"]   # where pid 1 is parked (see above)
-        # a block translated through the trap (the boot ran run_init_process) would not stop there:
-        # Unicorn's stop at `until` is part of the translation
-        machine.uc.ctl_remove_cache(self.trap, self.trap + 4)
         self.console_mark = len(machine.hw.uart.lines)
         # service_handler(request) -> r0: what the host does for a request a hook stopped on
         # (modrun: /sbin/modprobe for request_module); `servicing` is the nesting depth.
