@@ -41,7 +41,8 @@ class Alloc:
 
 
 class Allocations:
-    """Every module memory allocation (module_alloc(size), 6.10+ execmem_alloc(type, size)) -> base, in order, with callbacks when one is made."""
+    """Every module memory allocation (module_alloc(size), 6.10+ execmem_alloc(type, size)) ->
+    base, in order, with callbacks when one is made."""
 
     def __init__(self, bk):
         self.bk = bk

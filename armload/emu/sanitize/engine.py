@@ -403,9 +403,10 @@ class Sanitizer(HeapHooks, LockHooks):
     # --- init / exit returned -----------------------------------------------------------------------
     def init_frame(self, sp: int):
         """The module whose do_init_module frame holds `sp`: its entry SP at most INIT_FRAME above sp
-        (of equal ones the latest), not yet returned; None for a module the sanitizers did not see come. Not simply the last module formed: a
-        module with no init never returns from an initcall, and request_module loads modules
-        inside another's init (crc-t10dif's init loads crct10dif-*)."""
+        (of equal ones the latest), not yet returned; None for a module the sanitizers did not see
+        come. Not simply the last module formed: a module with no init never returns from an
+        initcall, and request_module loads modules inside another's init (crc-t10dif's init loads
+        crct10dif-*)."""
         best = None
         for m in self.mods:
             if not m.get("init_done") and 0 <= m["sp"] - sp <= INIT_FRAME and (best is None or m["sp"] <= best["sp"]):
