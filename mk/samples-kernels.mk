@@ -9,8 +9,9 @@
 
 KSAMPLES_KERNELS := 6.1.0-50-armmp-lpae 6.1.0-50-rt-armmp 6.12.107+deb12-armmp
 # hello: the smallest; exporter/importer: an exported function and its CRC in the importer's
-# __versions; ringdev: parameters, exported functions, a misc device with file operations.
-KSAMPLES_NAMES   := hello exporter importer ringdev
+# __versions; ringdev: parameters, exported functions, a misc device with file operations; sanbugs:
+# the sanitizers' bug classes (tests/kernel/test_sanitize_kernels.py).
+KSAMPLES_NAMES   := hello exporter importer ringdev sanbugs
 KSAMPLES_BUILD   := build/samples-kernels
 # What each kernel's linux-headers-RELEASE:armhf needs beside it (its Debian Depends): the common
 # tree and the kbuild host tools, at the headers' version.

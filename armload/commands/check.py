@@ -245,8 +245,9 @@ def run(args) -> int:
                         sanitize=parse_classes(args.sanitize))
     if opts.sanitize and opts.emulate:
         from ..emu.sanitize.support import unsupported
+        from ..kernel.identity import identify
         from ..kernel.image import load_image
-        why = unsupported(load_image(image).symbols)
+        why = unsupported(load_image(image).symbols, identify(image).config)
         if why:
             raise ArmloadError(f"--sanitize: the sanitizers cannot watch {os.path.basename(image)}: {why}")
     if not opts.emulate and not args.no_emulate and not args.quiet:

@@ -1,10 +1,13 @@
 """`armload run` with its default options and its observers on each kernel line (issue 31): the
-sanitizers are on by default where they can watch the kernel; on 6.12 (execmem, the *_noprof
-allocators) the run goes on without them and says so, and asking for them by name is one clear
-error, never a traceback. Coverage and probes find 6.12's module memory (execmem_alloc)."""
+sanitizers are on by default on 6.1 and 6.12 (execmem, the *_noprof allocators); on a kernel they
+cannot watch (here: 6.12's image without its config beside it, which says where gfp stands in
+the bucketed allocators) the run goes on without them and says so, and asking for them by name
+is one clear error, never a traceback. Coverage and probes find 6.12's module memory
+(execmem_alloc)."""
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -13,7 +16,8 @@ import pytest
 from testinputs import CACHE, ROOT, require_input
 from test_samples_kernels import ARMMP, RT, V612, build
 
-NOT_WATCHED = "the sanitizers cannot watch vmlinuz-6.12.107+deb12-armmp: the kernel has no module_alloc"
+NOT_WATCHED = ("the sanitizers cannot watch vmlinuz-6.12.107+deb12-armmp: the kernel's config is not found: "
+               "__kmalloc_node_noprof's arguments depend on CONFIG_SLAB_BUCKETS")
 
 
 def kernel_args(rel: str) -> list[str]:
@@ -27,20 +31,39 @@ def armload(*args):
     return subprocess.run([sys.executable, "-m", "armload", *args], capture_output=True, text=True, cwd=ROOT)
 
 
-def test_run_on_612_by_default_is_not_sanitized_and_says_so():
+@pytest.fixture(scope="module")
+def bare_612(tmp_path_factory):
+    """6.12's image alone in a directory: no boot/config-RELEASE beside it (the boot snapshot is
+    the same: it is keyed by the image's content)."""
+    d = tmp_path_factory.mktemp("bare")
+    img = kernel_args(V612)[1]
+    shutil.copy(img, d / os.path.basename(img))
+    return [str(d / os.path.basename(img)), kernel_args(V612)[3]]
+
+
+def test_run_on_612_by_default_is_sanitized():
     p = armload("run", build(V612, "hello"), *kernel_args(V612), "--settle-ms", "0", "--json")
     assert p.returncode == 0, p.stderr
     d = json.loads(p.stdout)
     assert d["ok"] and d["modules"][0]["status"] == "returned"
+    assert d["sanitize"]["classes"] == ["heap", "leak", "locks", "stack"] and "unsupported" not in d["sanitize"]
+    assert d["sanitize"]["reports"] == [] and d["sanitize"]["notes"] == []
+
+
+def test_run_on_a_kernel_the_sanitizers_cannot_watch_says_so(bare_612):
+    p = armload("run", build(V612, "hello"), "--kernel", bare_612[0], "--kernel", bare_612[1], "--settle-ms", "0",
+                "--json")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["ok"] and d["modules"][0]["status"] == "returned"
     assert d["sanitize"]["classes"] == [] and d["sanitize"]["unsupported"].startswith(NOT_WATCHED)
-    assert "execmem_alloc (6.10+)" in d["sanitize"]["unsupported"]
-    t = armload("run", build(V612, "hello"), *kernel_args(V612), "--settle-ms", "0")
+    t = armload("run", build(V612, "hello"), "--kernel", bare_612[0], "--kernel", bare_612[1], "--settle-ms", "0")
     assert t.returncode == 0 and f"armload: not sanitized: {NOT_WATCHED}" in t.stdout
 
 
 @pytest.mark.parametrize("cmd", [["run", "--sanitize", "heap", "--settle-ms", "0"], ["check", "--sanitize", "all"]])
-def test_sanitizers_asked_for_on_612_are_one_clear_error(cmd):
-    p = armload(cmd[0], build(V612, "hello"), *kernel_args(V612), *cmd[1:])
+def test_sanitizers_asked_for_where_they_cannot_watch_are_one_clear_error(cmd, bare_612):
+    p = armload(cmd[0], build(V612, "hello"), "--kernel", bare_612[0], "--kernel", bare_612[1], *cmd[1:])
     assert p.returncode != 0 and NOT_WATCHED in p.stderr
     assert "Traceback" not in p.stderr and "internal error" not in p.stderr
 
@@ -61,24 +84,31 @@ def _symbols(rel):
     return load_image(kernel_args(rel)[1]).symbols
 
 
-def test_the_sanitizers_serve_61_and_say_rts_lock_gap():
-    from armload.emu.sanitize.support import REQUIRED, gaps, unsupported
+def test_the_sanitizers_serve_61_and_612_and_say_rts_lock_gap():
+    from armload.emu.sanitize.support import BUCKETED, REQUIRED, gaps, unsupported
+    from armload.kernel.identity import identify
     assert unsupported(_symbols(ARMMP)) is None and gaps(_symbols(ARMMP), ("locks",)) == []
+    v612 = _symbols(V612)
+    assert unsupported(v612, identify(kernel_args(V612)[1]).config) is None
+    assert unsupported(v612, None).startswith("the kernel's config is not found")
     rt = _symbols(RT)
     assert unsupported(rt) is None
     assert gaps(rt, ("heap", "leak")) == [] and gaps(rt, ("locks",))[0].startswith("locks: PREEMPT_RT's spinlock_t")
-    assert unsupported({n: 1 for n in REQUIRED}) is None
-    for n in REQUIRED:                                            # each entry point is needed
-        assert unsupported({m: 1 for m in REQUIRED if m != n}).startswith(f"the kernel has no {n}:")
+    for pick in (0, -1):                                          # 6.1's names, and 6.12's
+        have = {alts[pick]: 1 for alts in REQUIRED}
+        assert unsupported(have, {"CONFIG_SLAB_BUCKETS": "y"}) is None
+        for alts in REQUIRED:                                     # each entry point is needed
+            left = {n: 1 for n in have if n not in alts}
+            assert unsupported(left, {"CONFIG_SLAB_BUCKETS": "y"}).startswith(f"the kernel has no {' or '.join(alts)}:")
+    assert unsupported({**{a[0]: 1 for a in REQUIRED}, BUCKETED: 1}, {}) is not None
 
 
-def test_the_devkits_default_sanitizers_on_612_warn_and_a_list_is_an_error():
+def test_the_devkits_default_sanitizers_warn_where_they_cannot_watch_and_a_list_is_an_error(bare_612):
     from armload.devkit.testing import ModuleHandle
     from armload.emu.sanitize import SanitizerUnsupported
-    image = kernel_args(V612)[1]
-    h = ModuleHandle(build(V612, "hello"), kernel=image)
+    h = ModuleHandle(build(V612, "hello"), kernel=bare_612[0])
     with pytest.warns(UserWarning, match=re.escape("armload: not sanitized: " + NOT_WATCHED)):
         assert h.init() == 0
     assert h.san is None
     with pytest.raises(SanitizerUnsupported, match=re.escape(NOT_WATCHED)):
-        ModuleHandle(build(V612, "hello"), kernel=image, sanitize="heap,locks").init()
+        ModuleHandle(build(V612, "hello"), kernel=bare_612[0], sanitize="heap,locks").init()

@@ -110,6 +110,12 @@ def alloc_entry(img) -> tuple[int, int]:
     return img.symbols["execmem_alloc"], A.UC_ARM_REG_R1
 
 
+def free_entry(img) -> int:
+    """The address of module memory's free, taking the base in r0: module_memfree(base) until 6.9,
+    execmem_free(base) from 6.10."""
+    return img.symbols.get("module_memfree") or img.symbols["execmem_free"]
+
+
 class _Capture:
     def __init__(self, k: BootedKernel, uargs_va: int, run_init: bool = True):
         self.k, self.uargs_va, self.run_init = k, uargs_va, run_init

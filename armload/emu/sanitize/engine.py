@@ -17,9 +17,13 @@ hooks in lock_hooks.py (mixins of Sanitizer).
 """
 from __future__ import annotations
 
+import struct
+
 from unicorn import UC_HOOK_CODE
 from unicorn import arm_const as A
 
+from ..booted import modmem
+from ..booted.modload import alloc_entry, free_entry
 from ..booted.modload import bl_sites as _bl_sites
 from ..hw import cpu
 from . import heap as H
@@ -27,9 +31,9 @@ from . import locks as L
 from .access import SP, cond_passes, decode
 from .report import CLASSES, Report, Symbolizer
 from .stack import StackFrames
-from .support import SanitizerUnsupported, gaps, unsupported
+from .support import SanitizerUnsupported, buckets, gaps, unsupported
 from . import native as N
-from .heap_hooks import ALLOCS, FREES, MEMFUNCS, STRING_ALLOCS, HeapHooks
+from .heap_hooks import FREES, MEMFUNCS, STRING_ALLOCS, HeapHooks, alloc_table
 from .lock_hooks import TPIDRURO, LockHooks
 
 _SITES: dict = {}
@@ -46,6 +50,8 @@ def bl_sites(image, target: int) -> list[int]:
 R0, R1, R2, R3 = A.UC_ARM_REG_R0, A.UC_ARM_REG_R1, A.UC_ARM_REG_R2, A.UC_ARM_REG_R3
 INIT_FRAME = 0x100                # do_init_module's own frame at its initcall's return (0x18 on armmp)
 LR, PC, CPSR = A.UC_ARM_REG_LR, A.UC_ARM_REG_PC, A.UC_ARM_REG_CPSR
+LIVE_AT_RETURN = (R0, A.UC_ARM_REG_R4, A.UC_ARM_REG_R5, A.UC_ARM_REG_R6, A.UC_ARM_REG_R7, A.UC_ARM_REG_R8,
+                  A.UC_ARM_REG_R9, A.UC_ARM_REG_R10, A.UC_ARM_REG_R11)     # the result and callee-saved
 
 
 class Sanitizer(HeapHooks, LockHooks):
@@ -58,17 +64,19 @@ class Sanitizer(HeapHooks, LockHooks):
         self.classes = set(classes)
         img = self.bk.image
         self.sym = img.symbols
-        why = unsupported(self.sym)
+        from ...kernel.identity import identify
+        self.config = identify(img.path).config
+        why = unsupported(self.sym, self.config)
         if why:
             raise SanitizerUnsupported(f"the sanitizers cannot watch {img.path.rsplit('/', 1)[-1]}: {why}")
         self.gaps = gaps(self.sym, self.classes)
         self.reports: list[Report] = []
         self.errors: list[str] = []           # exceptions inside the C hook's Python events
         self._seen: set = set()
-        self.mods: list[dict] = []            # name, core, init (base, size), hooks, pages, early
+        self.mods: list[dict] = []            # name, regions (modmem.Region), hooks, pages, early
         self._ranges: list[tuple[int, int, str]] = []
         self._lo, self._hi = 0xFFFFFFFF, 0
-        self._allocs: list[list[int]] = []    # module_alloc [size, base] since the last formed module
+        self._allocs: list[list[int]] = []    # module memory [size, base] since the last formed module
         self.decoded: dict[int, object] = {}
         self.pending: dict[int, list] = {}    # return address -> [(sp, fn, data)]
         self.heap = H.HeapShadow()
@@ -79,7 +87,14 @@ class Sanitizer(HeapHooks, LockHooks):
         self.symbolizer = Symbolizer(self.bk, lambda: self.run.session.modules + self._early_mods())
         self.counts = {"accesses": 0, "allocs": 0, "frees": 0}
         self._comm_off = self._pid_off = None
-        self.classes_kmalloc = H.kmalloc_classes(self.bk) if "heap" in self.classes or "leak" in self.classes else []
+        self.classes_kmalloc, self.cache_fields = [], None
+        if {"heap", "leak"} & self.classes:
+            self.classes_kmalloc = H.kmalloc_classes(self.bk)
+            self.cache_fields = H.cache_fields(self.bk.u32, self.bk.cstr, img.address("kmalloc_caches") or 0)
+            if self.cache_fields is None:
+                raise SanitizerUnsupported(f"the sanitizers cannot watch {img.path.rsplit('/', 1)[-1]}: struct "
+                                           "kmem_cache's size, object_size and name were not found in its "
+                                           "kmalloc-64, -128 and -256 caches")
         self._task_offsets()
         self._hooks = []
         self.native = N.lib()                 # the C module-text hook, else the Python one
@@ -115,11 +130,11 @@ class Sanitizer(HeapHooks, LockHooks):
                                               (N.F_LR_OR_HELD, f.held), (N.F_LR_OR_HELD_ANY, f.held_any)) if on})
 
     def _install(self):
-        ma = self.sym["module_alloc"]
+        ma, self._size_reg = alloc_entry(self.bk.image)
         self._hook(ma, self._module_alloc)
         for site in bl_sites(self.bk.image, ma):
             self._hook(site + 4, self._module_alloc_ret)
-        self._hook("module_memfree", self._module_memfree)
+        self._hook(free_entry(self.bk.image), self._module_memfree)
         dim, doi = self.sym["do_init_module"], self.sym["do_one_initcall"]
         end = dim + 0x400
         for site in bl_sites(self.bk.image, doi):
@@ -127,14 +142,15 @@ class Sanitizer(HeapHooks, LockHooks):
                 self._hook(site + 4, self._init_returned)
         heapish = {"heap", "leak"} & self.classes
         if heapish:
-            for name, spec in ALLOCS.items():
+            for name, spec in alloc_table(buckets(self.config)).items():
                 self._hook(name, self._alloc_entry(name, spec), N.F_LR_OR_FREED)
             for name, arg in STRING_ALLOCS.items():
                 self._hook(name, self._stralloc_entry(name, arg), N.F_LR_OR_FREED)
             for name, arg in FREES.items():
                 self._hook(name, self._free_entry(name, arg), N.F_PTR, arg)
-            self._hook("kmem_cache_alloc_bulk", lambda uc, a, s, _: self.heap.kernel_allocates("any") and self.heap_changed(),
-                       N.F_LR_OR_FREED)
+            for name in ("kmem_cache_alloc_bulk", "kmem_cache_alloc_bulk_noprof"):
+                self._hook(name, lambda uc, a, s, _: self.heap.kernel_allocates("any") and self.heap_changed(),
+                           N.F_LR_OR_FREED)
             self._hook("ksize", self._ksize, N.F_LR)
         if {"heap", "stack"} & self.classes:
             for name, args in MEMFUNCS.items():
@@ -180,31 +196,51 @@ class Sanitizer(HeapHooks, LockHooks):
 
     # --- modules --------------------------------------------------------------------------------
     def _module_alloc(self, uc, addr, size, _):
-        self._allocs.append([uc.reg_read(R0), 0])
+        self._allocs.append([uc.reg_read(self._size_reg), 0])
 
     def _module_alloc_ret(self, uc, addr, size, _):
         if self._allocs and not self._allocs[-1][1]:
             self._allocs[-1][1] = uc.reg_read(R0)
 
     def _module_memfree(self, uc, addr, size, _):
-        """module_memfree(base): a module's init (after init, or a module with no init function) or
-        core memory is freed: the hooks on it go before other code is placed there."""
+        """module_memfree(base) / execmem_free(base): a module's init memory (after init, or a module
+        with no init function) or core memory is freed: the hooks on it go before other code is
+        placed there."""
         base = uc.reg_read(R0)
         for rec in self.mods:
-            for which in ("init", "core"):
-                if rec[which] and rec[which][0] == base and not rec.get(f"{which}_dropped"):
-                    self._drop(rec, which)
+            for r in rec["regions"]:
+                if r.base == base and not r.dropped:
+                    self._drop(rec, r)
+
+    def _regions(self, allocs, mod: int) -> list:
+        """The module's allocations as modmem.Regions: 6.1's core and init, or (6.4+) one per memory
+        type, read from its struct module at `mod`; all taken as core code when it does not say."""
+        if self.run.session.config.layout != "6.4":
+            return modmem.regions_61(allocs)
+        home = next(((b, n) for b, n in allocs if b <= mod < b + n), None)
+        if home is not None:
+            n = min(home[0] + home[1] - mod, 0x800) // 4
+            words = list(struct.unpack(f"<{n}I", self.bk.read(mod, 4 * n)))
+            regions = modmem.regions_64(words, mod, allocs)
+            if regions is not None:
+                return regions
+        self.errors.append(f"cannot tell the memory types of the module at {mod:#x} from its struct module: "
+                           "all of its allocations are taken as core code")
+        return [modmem.Region(b, n, False, True) for b, n in allocs]
 
     def _coming(self, name: str) -> None:
         allocs = [(a[1], a[0]) for a in self._allocs if a[1]]     # (base, size)
         self._allocs = []
         if not allocs:
             return
-        core, init = allocs[0], (allocs[1] if len(allocs) > 1 else None)
-        rec = {"name": name, "core": tuple(core), "init": tuple(init) if init else None, "hooks": [],
-               "pages": self._pages(core) + (self._pages(init) if init else []), "early": None,
+        regions = self._regions(allocs, self.uc.reg_read(R0))     # do_init_module(mod)
+        rec = {"name": name, "regions": regions, "allocs": allocs, "hooks": [],
+               "pages": [p for r in regions for p in self._pages((r.base, r.size))], "early": None,
                "sp": self.uc.reg_read(SP)}                # do_init_module's entry: its frame is below
-        for base, size in [core] + ([init] if init else []):
+        for r in regions:
+            if not r.text:
+                continue
+            base, size = r.base, r.size
             for a in [k for k in self.decoded if base <= k < base + size]:
                 del self.decoded[a]
             if self.native:
@@ -254,8 +290,7 @@ class Sanitizer(HeapHooks, LockHooks):
         s.export_tables = list(self.run.session.export_tables)
         s.kernel_word = self.bk.u32
         rp = _Replay(self.run.session.config)
-        rp.queue = [Alloc(rec["core"][1], rec["core"][0])] + ([Alloc(rec["init"][1], rec["init"][0])]
-                                                            if rec["init"] else [])
+        rp.queue = [Alloc(n, b) for b, n in rec["allocs"]]      # in the order load_module asked for them
         s.allocator = rp
         try:
             mod = s.load(path)
@@ -264,7 +299,8 @@ class Sanitizer(HeapHooks, LockHooks):
             return
         rec["early"] = mod
         hi = max(r[1] for r in self._ranges if r[2] == rec["name"])
-        rec["stack_funcs"] = self.frames.add_module(mod, rec["core"][0], hi)
+        lo = min(r[0] for r in self._ranges if r[2] == rec["name"])
+        rec["stack_funcs"] = self.frames.add_module(mod, lo, hi)
         for h in rec["hooks"]:
             if isinstance(h, N.NativeRange) and rec["stack_funcs"]:
                 h.s.stack_check = 1
@@ -292,21 +328,23 @@ class Sanitizer(HeapHooks, LockHooks):
         return None
 
     def drop_init(self, name: str) -> None:
-        """The init allocation is freed after init: its hook goes."""
+        """The init allocations are freed after init: their hooks go."""
         for rec in self.mods:
-            if rec["name"] == name and rec["init"] and not rec.get("init_dropped"):
-                self._drop(rec, "init")
+            if rec["name"] == name:
+                for r in rec["regions"]:
+                    if r.init and not r.dropped:
+                        self._drop(rec, r)
 
     def module_gone(self, name: str) -> None:
         for rec in self.mods:
             if rec["name"] == name:
-                for which in ("init", "core"):
-                    if rec[which] and not rec.get(f"{which}_dropped"):
-                        self._drop(rec, which)
+                for r in rec["regions"]:
+                    if not r.dropped:
+                        self._drop(rec, r)
 
-    def _drop(self, rec, which: str) -> None:
-        base = rec[which][0]
-        rec[f"{which}_dropped"] = True
+    def _drop(self, rec, region) -> None:
+        base = region.base
+        region.dropped = True
         for h in [h for h in rec["hooks"] if getattr(h, "base", None) == base or rec.get("py_hooks", {}).get(h) == base]:
             rec["hooks"].remove(h)
             self._unhook(h)
@@ -422,7 +460,8 @@ class Sanitizer(HeapHooks, LockHooks):
         rec["init_ret"] = ret - (1 << 32) if ret & 0x80000000 else ret
         self.returned_to_user(uc, rec["name"], "init")
         if "leak" in self.classes:
-            going = rec["pages"] if rec["init_ret"] != 0 else (self._pages(rec["init"]) if rec["init"] else [])
+            going = rec["pages"] if rec["init_ret"] != 0 else [p for r in rec["regions"] if r.init
+                                                                for p in self._pages((r.base, r.size))]
             self.leak_scan(uc, "init", excluded=going, module=rec["name"])
         # init's text is freed after init (and the whole module when init failed): its hooks go now,
         # before another module's code can be placed there
@@ -437,9 +476,9 @@ class Sanitizer(HeapHooks, LockHooks):
         live = [o for o in self.heap.live() if not o.leak_reported and (module is None or o.module == module)]
         if not live:
             return []
-        regs = [uc.reg_read(r) for r in (R0, R1, R2, R3, A.UC_ARM_REG_R4, A.UC_ARM_REG_R5, A.UC_ARM_REG_R6,
-                                         A.UC_ARM_REG_R7, A.UC_ARM_REG_R8, A.UC_ARM_REG_R9, A.UC_ARM_REG_R10,
-                                         A.UC_ARM_REG_R11, A.UC_ARM_REG_R12, LR)]
+        # every scan is at a call's return (init's, exit's, a host call's): r1-r3, r12 and lr are dead
+        # there (AAPCS), so a pointer left in them is no reference (6.12's kmalloc leaves one in r3)
+        regs = [uc.reg_read(r) for r in LIVE_AT_RETURN]
         sp = uc.reg_read(SP)
         dead = None
         try:

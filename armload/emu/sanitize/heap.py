@@ -23,9 +23,44 @@ from ..booted.machine import GuestFault, c_bytes
 PAGE = 4096
 KMALLOC_MAX_CACHE_SIZE = 2 * PAGE          # 6.1 SLUB: PAGE_SIZE << 1; larger goes to kmalloc_large
 GFP_DIRECT_RECLAIM = 0x400                 # ___GFP_DIRECT_RECLAIM (6.1 gfp_types.h)
-KMEM_CACHE_SIZE = 12                       # unsigned int size: the object with its metadata (the slot)
-KMEM_CACHE_OBJECT_SIZE = 16                # struct kmem_cache (SLUB 6.1): cpu_slab, flags, min_partial, size, object_size
-KMEM_CACHE_NAME = 0x40                     # const char *name (checked at start-up)
+PROBE_CACHES = ((6, 64), (7, 128), (8, 256))   # kmalloc_caches[KMALLOC_NORMAL][i]: kmalloc-64, -128, -256
+
+
+@dataclass(frozen=True)
+class CacheFields:
+    """Offsets in struct kmem_cache (SLUB; mm/slab.h): size (the slot, with metadata), object_size
+    right after it, and name."""
+    size: int
+    object_size: int
+    name: int
+
+
+def _str(cstr, va: int) -> str:
+    try:
+        return cstr(va, 16)
+    except GuestFault:                       # a word that is no pointer
+        return ""
+
+
+def cache_fields(u32, cstr, kmalloc_caches: int) -> CacheFields | None:
+    """struct kmem_cache's fields, found in the booted kernel's own kmalloc-64, -128 and -256
+    caches: the first two adjacent words both equal to the size (size, object_size; no SLUB debug
+    metadata in a kmalloc cache of a stock kernel) and the first word pointing to "kmalloc-N", at
+    the same offsets in all three; None when they do not agree (no layout is written down here)."""
+    common = None
+    for i, c in PROBE_CACHES:
+        cache = u32(kmalloc_caches + 4 * i)
+        if not cache:
+            return None
+        w = [u32(cache + 4 * k) for k in range(64)]
+        sizes = {4 * k for k in range(63) if w[k] == c and w[k + 1] == c}
+        names = {4 * k for k in range(64) if w[k] >= 0xC0000000 and _str(cstr, w[k]) == f"kmalloc-{c}"}
+        pair = (sizes, names)
+        common = pair if common is None else (common[0] & pair[0], common[1] & pair[1])
+    if not common[0] or not common[1]:
+        return None
+    size = min(common[0])
+    return CacheFields(size, size + 4, min(common[1]))       # the first: kobj.name (sysfs) points there too
 
 
 @dataclass

@@ -37,7 +37,39 @@ ALLOCS = {
     "kmemdup": ("kmalloc", lambda a: a[1], None, lambda a: a[2]),
     "kmemdup_nul": ("kmalloc", lambda a: a[1] + 1, None, lambda a: a[2]),
     "krealloc": ("kmalloc", lambda a: a[1], None, lambda a: a[2]),
+    # 6.10+: allocation tagging's *_noprof entry points (include/linux/slab.h, vmalloc.h, string.h)
+    "__kmalloc_noprof": ("kmalloc", lambda a: a[0], None, lambda a: a[1]),
+    "__kmalloc_cache_noprof": ("kmalloc", lambda a: a[2], None, lambda a: a[1]),
+    "__kmalloc_cache_node_noprof": ("kmalloc", lambda a: a[3], None, lambda a: a[1]),
+    "__kmalloc_large_noprof": ("kmalloc_large", lambda a: a[0], None, lambda a: a[1]),
+    "__kmalloc_large_node_noprof": ("kmalloc_large", lambda a: a[0], None, lambda a: a[1]),
+    "kmem_cache_alloc_noprof": ("kmem_cache", None, lambda a: a[0], lambda a: a[1]),
+    "kmem_cache_alloc_lru_noprof": ("kmem_cache", None, lambda a: a[0], lambda a: a[2]),
+    "kmem_cache_alloc_node_noprof": ("kmem_cache", None, lambda a: a[0], lambda a: a[1]),
+    "vmalloc_noprof": ("vmalloc", lambda a: a[0], None, None),
+    "vzalloc_noprof": ("vmalloc", lambda a: a[0], None, None),
+    "vmalloc_node_noprof": ("vmalloc", lambda a: a[0], None, None),
+    "vzalloc_node_noprof": ("vmalloc", lambda a: a[0], None, None),
+    "vmalloc_user_noprof": ("vmalloc", lambda a: a[0], None, None),
+    "vmalloc_32_noprof": ("vmalloc", lambda a: a[0], None, None),
+    "__vmalloc_noprof": ("vmalloc", lambda a: a[0], None, lambda a: a[1]),
+    "vmalloc_array_noprof": ("vmalloc", lambda a: a[0] * a[1], None, None),
+    "kmemdup_noprof": ("kmalloc", lambda a: a[1], None, lambda a: a[2]),
+    "krealloc_noprof": ("kmalloc", lambda a: a[1], None, lambda a: a[2]),
 }
+# 6.10+ with CONFIG_SLAB_BUCKETS: DECL_BUCKET_PARAMS(size, b) puts a kmem_buckets * after the size
+# (include/linux/slab.h), so gfp is one argument later: name -> (kind, gfp's index without it)
+BUCKETED = {"__kmalloc_node_noprof": ("kmalloc", 1), "__kmalloc_node_track_caller_noprof": ("kmalloc", 1),
+            "__kvmalloc_node_noprof": ("kvmalloc", 1)}
+REALLOCS = ("krealloc", "krealloc_noprof")          # the old pointer in r0 is freed by a move
+
+
+def alloc_table(buckets: bool) -> dict:
+    """ALLOCS with the bucketed entries for a kernel with (buckets) or without CONFIG_SLAB_BUCKETS."""
+    out = dict(ALLOCS)
+    for name, (kind, g) in BUCKETED.items():
+        out[name] = (kind, lambda a: a[0], None, (lambda a, i=g + buckets: a[i]))
+    return out
 STRING_ALLOCS = {"kstrdup": None, "kstrndup": 1}          # size from the string (strnlen(s, a[1]) + 1)
 FREES = {"kfree": 0, "kvfree": 0, "vfree": 0, "kfree_sensitive": 0, "kvfree_sensitive": 0,
          "kmem_cache_free": 1, "kfree_const": 0, "vfree_atomic": 0}
@@ -45,7 +77,9 @@ FREES = {"kfree": 0, "kvfree": 0, "vfree": 0, "kfree_sensitive": 0, "kvfree_sens
 MEMFUNCS = {
     "memcpy": [(0, 2, True), (1, 2, False)], "memmove": [(0, 2, True), (1, 2, False)],
     "memset": [(0, 2, True)], "_copy_from_user": [(0, 2, True)], "_copy_to_user": [(1, 2, False)],
-    "strcpy": [(0, "strlen1", True)], "strncpy": [(0, 2, True)], "strscpy": [(0, "strscpy", True)],
+    # what an inlined copy_{from,to}_user calls (6.12: INLINE_COPY_*_USER; arch/arm/include/asm/uaccess.h)
+    "arm_copy_from_user": [(0, 2, True)], "arm_copy_to_user": [(1, 2, False)],
+    "strcpy": [(0, "strlen1", True)], "strncpy": [(0, 2, True)], "strscpy": [(0, "strscpy", True)], "sized_strscpy": [(0, "strscpy", True)],
     "strlcpy": [(0, "strlcpy", True)], "strcat": [(0, "strcat", True)],
 }
 
@@ -80,7 +114,7 @@ class HeapHooks:
 
     def _cache_name(self, cache: int) -> str:
         try:
-            return self.bk.cstr(self.bk.u32(cache + H.KMEM_CACHE_NAME), 32)
+            return self.bk.cstr(self.bk.u32(cache + self.cache_fields.name), 32)
         except Exception:
             return ""
 
@@ -99,11 +133,11 @@ class HeapHooks:
                 self._might_sleep(uc, name, lr)
             if cache_fn is not None:
                 cache = cache_fn(a)
-                req = self.bk.u32(cache + H.KMEM_CACHE_OBJECT_SIZE)
+                req = self.bk.u32(cache + self.cache_fields.object_size)
             else:
                 cache, req = 0, size_fn(a) & 0xFFFFFFFF
             data = {"fn": name, "kind": kind, "size": req, "cache": cache, "module": mod,
-                    "stack": capture(uc, self.bk.m.read, self.task_name(), entry=True), "old": a[0] if name == "krealloc" else 0}
+                    "stack": capture(uc, self.bk.m.read, self.task_name(), entry=True), "old": a[0] if name in REALLOCS else 0}
             self._expect(lr, uc.reg_read(SP), self._alloc_returned, data)
         return hook
 
@@ -111,7 +145,7 @@ class HeapHooks:
         if kind in ("vmalloc", "kvmalloc", "kmalloc_large"):
             return "any"
         if cache_fn is not None:
-            return ("slab", self.bk.u32(cache_fn(a) + H.KMEM_CACHE_SIZE))
+            return ("slab", self.bk.u32(cache_fn(a) + self.cache_fields.size))
         n = size_fn(a) & 0xFFFFFFFF
         c = H.class_of(self.classes_kmalloc, n)
         return ("slab", c) if c else "any"
@@ -139,7 +173,7 @@ class HeapHooks:
 
     def _alloc_returned(self, uc, d) -> None:
         p = uc.reg_read(R0)
-        if d["fn"] == "krealloc" and d["old"] and p == d["old"]:
+        if d["fn"] in REALLOCS and d["old"] and p == d["old"]:
             o = self.heap.find(p)
             if o is not None and o.freed is None:
                 o.size = min(d["size"], o.extent)
@@ -156,7 +190,7 @@ class HeapHooks:
             cls = H.class_of(self.classes_kmalloc, size)
             extent, cache, name = cls or size, cls, f"kmalloc-{cls}"
         elif kind == "kmem_cache":
-            extent, cache, name = size, self.bk.u32(d["cache"] + H.KMEM_CACHE_SIZE), self._cache_name(d["cache"])
+            extent, cache, name = size, self.bk.u32(d["cache"] + self.cache_fields.size), self._cache_name(d["cache"])
         else:
             pages = (size + H.PAGE - 1) // H.PAGE * H.PAGE
             extent, cache = pages + (H.PAGE if kind == "vmalloc" else 0), 0

@@ -67,7 +67,10 @@ SLEEPERS = ("msleep", "msleep_interruptible", "usleep_range_state", "schedule", 
             "wait_for_completion_killable_timeout", "wait_for_completion_io", "wait_for_completion_io_timeout",
             "synchronize_rcu", "flush_workqueue", "__flush_workqueue", "flush_work", "cancel_work_sync",
             "cancel_delayed_work_sync", "vmalloc", "vzalloc", "__vmalloc", "kvmalloc_node", "_copy_from_user",
-            "_copy_to_user", "ssleep")
+            "_copy_to_user", "ssleep",
+            # 6.10+'s names (allocation tagging), and what an inlined copy_{from,to}_user calls (6.12)
+            "vmalloc_noprof", "vzalloc_noprof", "__vmalloc_noprof", "__kvmalloc_node_noprof",
+            "arm_copy_from_user", "arm_copy_to_user")
 
 
 @dataclass
