@@ -15,8 +15,9 @@ def add_args(p, default: str | None = None, what: str = "on by default; a report
                         "heap (KASAN's out-of-bounds, use-after-free, double/invalid free), stack (DWARF-described "
                         "stack arrays), leak (kmemleak's scan after init and exit), locks (lockdep's: sleeping in "
                         "atomic context, locks held on return, bad unlock, circular dependencies); comma-separated, "
-                        "all, or none. By default all, where the kernel allows: on a kernel they cannot watch (6.12) "
-                        "the run goes on without them and says so; asked for by name there, it is an error")
+                        "all, or none. By default all, where the kernel allows: on a kernel they cannot watch "
+                        "(entry points not 6.1's or 6.12's, or 6.12 without its config) the run goes on "
+                        "without them and says so; asked for by name there, it is an error")
 
 
 class Off:

@@ -152,7 +152,7 @@ def warm(key) -> None:
 
 
 def _sanitizer(run, classes):
-    """A Sanitizer, or None for no classes. On a kernel the sanitizers cannot watch (6.12), all of
+    """A Sanitizer, or None for no classes. On a kernel the sanitizers cannot watch (support.py), all of
     them (the default) is a warning and no sanitizer, as `armload run` says it; a list is an error."""
     if not classes:
         return None
