@@ -9,7 +9,8 @@ import pytest
 from testinputs import BOOT_VMLINUZ, sample
 from armload.emu.booted import snapshot
 from armload.emu.booted.kernel import BootedKernel, CallError
-from armload.emu.booted.modload import bl_sites, kernel_alloc_addresses, kernel_load, kernel_load_path, user_string
+from armload.emu.booted.modload import kernel_alloc_addresses, kernel_load, kernel_load_path, user_string
+from armload.emu.booted.modmem import bl_sites
 from armload.kernel.modtree import parse_modinfo
 from armload.kernel import debian
 

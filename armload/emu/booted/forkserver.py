@@ -207,15 +207,16 @@ def _unpack(data: bytes | None, pid: int):
 
 def warm(run) -> None:
     """What every load computes from the Image and the tree alone, computed once here so that the
-    forks inherit it: the `bl` sites of module_alloc and __alloc_reserved_percpu (modload._Capture),
-    the disassembler a data abort's access decoding starts (hw/cpu.py: ~40 ms the first time), and
+    forks inherit it: the `bl` sites of the module memory allocator (modmem) and of the reserved
+    per-cpu one (modload._Capture), the disassembler a data abort's access decoding starts (hw/cpu.py: ~40 ms the first time), and
     the tree's name index and modules.alias (each request_module() looks them up: built in every
     fork, the alias patterns' reading and fnmatch compiling took a sixth of `check`'s CPU)."""
     from ..hw import cpu
-    from .modload import bl_sites
+    from .modmem import alloc_entry, bl_sites
     cpu.arm_disassembler()
     img = run.bk.image
-    for name in ("module_alloc", "__alloc_reserved_percpu"):
+    bl_sites(img, alloc_entry(img)[0])
+    for name in ("__alloc_reserved_percpu", "pcpu_alloc_noprof"):
         if name in img.symbols:
             bl_sites(img, img.symbols[name])
     if run.tree:

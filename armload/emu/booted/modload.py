@@ -11,8 +11,8 @@ an unsigned module taints), ELF checks, layout, module_alloc, relocation, ftrace
 vm_mmap gives it an anonymous page and its _copy_to_user writes the parameter string there (the
 page fault on first touch is the kernel's, through the machine's data-abort entry).
 
-Captured on the way: every module_alloc(size) and the address it returned (a code hook at the
-entry and one after each `bl module_alloc` in the Image), and at the entry of do_init_module
+Captured on the way: every module memory allocation (size, and the base returned:
+modmem.ModuleMemory, the one watcher of module memory), and at the entry of do_init_module
 (before init runs) the final bytes of the core and init allocations. The kernel's oops text
 is what it prints on the PL011; an oops in init stops the run at make_task_dead (pid 1 would
 otherwise be killed and the kernel panic).
@@ -23,13 +23,13 @@ import os
 import struct
 from dataclasses import dataclass, field
 
-import numpy as np
 from unicorn import arm_const as A
 
 from ...kernel.kofile import compression_of, decompress
 from ...kernel.modtree import load_order, tree_index
 from .kernel import GFP_KERNEL, BootedKernel, CallError
 from .machine import GuestFault
+from .modmem import Alloc, ModuleMemory, bl_sites
 
 LOAD_INFO_SIZE = 128
 PAGE_SIZE = 4096
@@ -39,12 +39,6 @@ MODULE_STATE_COMING = 1                # enum module_state { LIVE, COMING, GOING
 LOAD_BUDGET = 8_000_000_000           # instructions; lib/test_bpf.ko needs 5.1 G
 OOPS_MARKERS = ("Internal error:", "Unable to handle kernel", "kernel BUG at", "BUG:", "WARNING:",
                 "Kernel panic")
-
-
-@dataclass
-class Alloc:
-    size: int
-    base: int = 0
 
 
 @dataclass
@@ -80,42 +74,6 @@ def _signed(v: int) -> int:
     return v - (1 << 32) if v & 0x80000000 else v
 
 
-_BL_SITES: dict = {}
-
-
-def bl_sites(image, target: int) -> list[int]:
-    """Addresses of every `bl target` (ARM, condition AL) in the Image's text (once per process
-    and target: a fork server's children inherit them)."""
-    key = (image.path, image.base, len(image.data), target)
-    if key not in _BL_SITES:
-        _BL_SITES[key] = _bl_sites(image, target)
-    return list(_BL_SITES[key])
-
-
-def _bl_sites(image, target: int) -> list[int]:
-    lo, hi = image.base, image.symbols.get("_etext", image.end)
-    w = np.frombuffer(image.data[: (hi - lo) & ~3], dtype="<u4")
-    idx = np.nonzero((w & 0xFF000000) == 0xEB000000)[0]
-    imm = (w[idx] & 0x00FFFFFF).astype(np.int64)
-    imm = np.where(imm & 0x800000, imm - 0x1000000, imm)
-    dest = lo + idx.astype(np.int64) * 4 + 8 + imm * 4
-    return [lo + 4 * int(i) for i in idx[dest == target]]
-
-
-def alloc_entry(img) -> tuple[int, int]:
-    """(address, size register) of the module memory allocator: module_alloc(size) until 6.9,
-    execmem_alloc(type, size) from 6.10."""
-    if "module_alloc" in img.symbols:
-        return img.symbols["module_alloc"], A.UC_ARM_REG_R0
-    return img.symbols["execmem_alloc"], A.UC_ARM_REG_R1
-
-
-def free_entry(img) -> int:
-    """The address of module memory's free, taking the base in r0: module_memfree(base) until 6.9,
-    execmem_free(base) from 6.10."""
-    return img.symbols.get("module_memfree") or img.symbols["execmem_free"]
-
-
 class _Capture:
     def __init__(self, k: BootedKernel, uargs_va: int, run_init: bool = True):
         self.k, self.uargs_va, self.run_init = k, uargs_va, run_init
@@ -125,10 +83,8 @@ class _Capture:
         self.snap: list[tuple[int, bytes]] = []
         self.hooks = []
         img = k.image
-        ma, self.size_reg = alloc_entry(img)
-        self._add(ma, self._alloc_entry)
-        for site in bl_sites(img, ma):
-            self._add(site + 4, self._alloc_return)
+        self.mm = ModuleMemory.of(k)
+        self.mm.on_alloc.append(self._alloc)
         self._add(img.symbols["do_init_module"], self._init_entry)
         self.kernel_uargs = 0
         self._add(img.address("strndup_user"), self._strndup_user)
@@ -161,17 +117,11 @@ class _Capture:
     def remove(self):
         for h in self.hooks:
             self.k.m.uc.hook_del(h)
+        self.mm.on_alloc.remove(self._alloc)
 
-    def _alloc_entry(self, uc, addr, size, _):
-        if self.k.servicing != self.level:
-            return
-        self.allocs.append(Alloc(uc.reg_read(self.size_reg)))
-
-    def _alloc_return(self, uc, addr, size, _):
-        if self.k.servicing != self.level:
-            return
-        if self.allocs and not self.allocs[-1].base:
-            self.allocs[-1].base = uc.reg_read(A.UC_ARM_REG_R0)
+    def _alloc(self, a: Alloc) -> None:
+        if a.level == self.level:
+            self.allocs.append(a)
 
     def _percpu_entry(self, uc, addr, size, _):
         if self.k.servicing != self.level:

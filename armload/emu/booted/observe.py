@@ -3,9 +3,9 @@ which kernel functions it called, with arguments and return values (--trace).
 
 Both hook only the module's own memory and the entries of the functions it imports, never the
 kernel's code at large:
-* `Allocations` watches module_alloc (its entry for the size, the instruction after each
-  `bl module_alloc` in the Image for the address, as modload's capture does): every allocation
-  the kernel's load_module makes (core, then init) is known before any module code runs in it.
+* modmem.ModuleMemory, the one watcher of module memory: every allocation the kernel's
+  load_module makes (6.1: core, then init; 6.4+: one per memory type) is known before any
+  module code runs in it.
 * `BootedCoverage` puts a block counter (emu/coverage.py's BlockCounter: _coverage.c's C hook)
   on each allocation as it is made, and drops its translated blocks (a freed init region may
   have held another module's code). After a load, counting stops on its init allocation (the
@@ -26,58 +26,11 @@ from unicorn import arm_const as A
 
 from ...loader.elf import read_object
 from ..coverage import BlockCounter, module_report
-from .modload import alloc_entry, bl_sites
+from .modmem import Alloc, ModuleMemory
 
 # printk-like functions: the argument index of a format string shown as text
 STRING_ARGS = {"_printk": 0, "printk": 0, "__warn_printk": 0, "_dev_info": 1, "_dev_err": 1, "_dev_warn": 1,
                "_dev_notice": 1, "dev_printk": 2, "__dynamic_pr_debug": 1, "panic": 0}
-
-
-@dataclass
-class Alloc:
-    size: int
-    base: int = 0
-    load: int = 0                      # serial of the top-level load that made it (Allocations.mark)
-
-
-class Allocations:
-    """Every module memory allocation (module_alloc(size), 6.10+ execmem_alloc(type, size)) ->
-    base, in order, with callbacks when one is made."""
-
-    def __init__(self, bk):
-        self.bk = bk
-        self.list: list[Alloc] = []
-        self.on_alloc: list = []           # fn(Alloc) when module_alloc returned a base
-        self.load = 1
-        self.hooks = []
-        ma, self._size_reg = alloc_entry(bk.image)
-        self.hooks.append(bk.hook_code(ma, self._entry))
-        for site in bl_sites(bk.image, ma):
-            self.hooks.append(bk.hook_code(site + 4, self._return))
-        self._pending: list[Alloc] = []
-
-    def _entry(self, uc, addr, size, _):
-        self._pending.append(Alloc(uc.reg_read(self._size_reg), load=self.load))
-
-    def _return(self, uc, addr, size, _):
-        if not self._pending:
-            return
-        a = self._pending.pop()
-        a.base = uc.reg_read(A.UC_ARM_REG_R0)
-        if a.base:
-            self.list.append(a)
-            for fn in self.on_alloc:
-                fn(a)
-
-    def of_load(self, load: int) -> list[Alloc]:
-        return [a for a in self.list if a.load == load]
-
-    def owner(self, addr: int, live=None) -> Alloc | None:
-        """The latest allocation holding addr (a freed init region may have been reused)."""
-        for a in reversed(self.list if live is None else live):
-            if a.base <= addr < a.base + a.size:
-                return a
-        return None
 
 
 def _init_bases(mod) -> set[int]:
@@ -85,7 +38,7 @@ def _init_bases(mod) -> set[int]:
 
 
 class BootedCoverage:
-    def __init__(self, bk, allocs: Allocations, *, native: bool | None = None):
+    def __init__(self, bk, allocs: ModuleMemory, *, native: bool | None = None):
         self.bk = bk
         self.allocs = allocs
         self.counter = BlockCounter(bk.m.uc, native=native)
@@ -134,7 +87,7 @@ class Call:
 @dataclass
 class CallTrace:
     bk: object
-    allocs: Allocations
+    allocs: ModuleMemory
     calls: list[Call] = field(default_factory=list)
     hooked: dict[int, str] = field(default_factory=dict)      # entry -> function name
     hooks: list[int] = field(default_factory=list)
@@ -240,7 +193,7 @@ class Observation:
 
     def __init__(self, run, *, coverage: bool = False, trace: bool = False, native: bool | None = None):
         self.run = run
-        self.allocs = Allocations(run.bk)
+        self.allocs = ModuleMemory.of(run.bk)
         self.cov = BootedCoverage(run.bk, self.allocs, native=native) if coverage else None
         self.trace = CallTrace(run.bk, self.allocs) if trace else None
         self.loads: list[tuple[str, int, object]] = []   # (module name, load serial, armload's LoadedModule)

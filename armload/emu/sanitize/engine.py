@@ -1,8 +1,7 @@
 """The sanitizers attached to a BootedRun: the hooks and the events they turn into reports.
 
 Hooks (BootedKernel.hook_code), installed before the first module loads:
-- module_alloc's entry and the instruction after each `bl module_alloc` (the module's core and
-  init allocations), do_init_module's entry (BootedRun.on_coming: the module's code hooks are
+- the module's memory as modmem.ModuleMemory sees it allocated and freed, do_init_module's entry (BootedRun.on_coming: the module's code hooks are
   added there, before init runs) and the instruction after do_init_module's `bl do_one_initcall`
   (init returned: locks still held, the leak scan);
 - the entries of the allocators, the frees, the lock and sleeping functions and the kernel's
@@ -23,8 +22,7 @@ from unicorn import UC_HOOK_CODE
 from unicorn import arm_const as A
 
 from ..booted import modmem
-from ..booted.modload import alloc_entry, free_entry
-from ..booted.modload import bl_sites as _bl_sites
+from ..booted.modmem import ModuleMemory, bl_sites
 from ..hw import cpu
 from . import heap as H
 from . import locks as L
@@ -35,17 +33,6 @@ from .support import SanitizerUnsupported, buckets, gaps, unsupported
 from . import native as N
 from .heap_hooks import FREES, MEMFUNCS, STRING_ALLOCS, HeapHooks, alloc_table
 from .lock_hooks import TPIDRURO, LockHooks
-
-_SITES: dict = {}
-
-
-def bl_sites(image, target: int) -> list[int]:
-    """modload.bl_sites, once per image and target (a scan of the whole Image's text)."""
-    key = (image.path, target)
-    if key not in _SITES:
-        _SITES[key] = _bl_sites(image, target)
-    return _SITES[key]
-
 
 R0, R1, R2, R3 = A.UC_ARM_REG_R0, A.UC_ARM_REG_R1, A.UC_ARM_REG_R2, A.UC_ARM_REG_R3
 INIT_FRAME = 0x100                # do_init_module's own frame at its initcall's return (0x18 on armmp)
@@ -76,7 +63,7 @@ class Sanitizer(HeapHooks, LockHooks):
         self.mods: list[dict] = []            # name, regions (modmem.Region), hooks, pages, early
         self._ranges: list[tuple[int, int, str]] = []
         self._lo, self._hi = 0xFFFFFFFF, 0
-        self._allocs: list[list[int]] = []    # module memory [size, base] since the last formed module
+        self._allocs: list[tuple[int, int]] = []    # module memory (base, size) since the last formed module
         self.decoded: dict[int, object] = {}
         self.pending: dict[int, list] = {}    # return address -> [(sp, fn, data)]
         self.heap = H.HeapShadow()
@@ -130,11 +117,9 @@ class Sanitizer(HeapHooks, LockHooks):
                                               (N.F_LR_OR_HELD, f.held), (N.F_LR_OR_HELD_ANY, f.held_any)) if on})
 
     def _install(self):
-        ma, self._size_reg = alloc_entry(self.bk.image)
-        self._hook(ma, self._module_alloc)
-        for site in bl_sites(self.bk.image, ma):
-            self._hook(site + 4, self._module_alloc_ret)
-        self._hook(free_entry(self.bk.image), self._module_memfree)
+        self.mm = ModuleMemory.of(self.bk)
+        self.mm.on_alloc.append(self._module_alloc)
+        self.mm.on_free.append(self._module_memfree)
         dim, doi = self.sym["do_init_module"], self.sym["do_one_initcall"]
         end = dim + 0x400
         for site in bl_sites(self.bk.image, doi):
@@ -195,18 +180,13 @@ class Sanitizer(HeapHooks, LockHooks):
                 and m["early"] not in self.run.session.modules]
 
     # --- modules --------------------------------------------------------------------------------
-    def _module_alloc(self, uc, addr, size, _):
-        self._allocs.append([uc.reg_read(self._size_reg), 0])
+    def _module_alloc(self, a) -> None:
+        self._allocs.append((a.base, a.size))
 
-    def _module_alloc_ret(self, uc, addr, size, _):
-        if self._allocs and not self._allocs[-1][1]:
-            self._allocs[-1][1] = uc.reg_read(R0)
-
-    def _module_memfree(self, uc, addr, size, _):
+    def _module_memfree(self, base: int) -> None:
         """module_memfree(base) / execmem_free(base): a module's init memory (after init, or a module
         with no init function) or core memory is freed: the hooks on it go before other code is
         placed there."""
-        base = uc.reg_read(R0)
         for rec in self.mods:
             for r in rec["regions"]:
                 if r.base == base and not r.dropped:
@@ -229,8 +209,7 @@ class Sanitizer(HeapHooks, LockHooks):
         return [modmem.Region(b, n, False, True) for b, n in allocs]
 
     def _coming(self, name: str) -> None:
-        allocs = [(a[1], a[0]) for a in self._allocs if a[1]]     # (base, size)
-        self._allocs = []
+        allocs, self._allocs = self._allocs, []
         if not allocs:
             return
         regions = self._regions(allocs, self.uc.reg_read(R0))     # do_init_module(mod)
@@ -284,7 +263,7 @@ class Sanitizer(HeapHooks, LockHooks):
             if ELFFile(f).get_section_by_name(".debug_info") is None:
                 return
         from ...loader.session import Session
-        from ..booted.modload import Alloc
+        from ..booted.modmem import Alloc
         from ..booted.modrun import _Replay
         s = Session(self.run.session.kernel, self.run.session.config)
         s.export_tables = list(self.run.session.export_tables)
@@ -538,6 +517,8 @@ class Sanitizer(HeapHooks, LockHooks):
         return self.reports
 
     def remove(self) -> None:
+        self.mm.on_alloc.remove(self._module_alloc)
+        self.mm.on_free.remove(self._module_memfree)
         if self.entries is not None:
             self.entries.remove()
         for h in self._hooks:
