@@ -84,16 +84,15 @@ def _symbols(rel):
     return load_image(kernel_args(rel)[1]).symbols
 
 
-def test_the_sanitizers_serve_61_and_612_and_say_rts_lock_gap():
-    from armload.emu.sanitize.support import BUCKETED, REQUIRED, gaps, unsupported
+def test_the_sanitizers_serve_61_612_and_rt():
+    from armload.emu.sanitize.support import BUCKETED, REQUIRED, unsupported
     from armload.kernel.identity import identify
-    assert unsupported(_symbols(ARMMP)) is None and gaps(_symbols(ARMMP), ("locks",)) == []
+    assert unsupported(_symbols(ARMMP)) is None
     v612 = _symbols(V612)
     assert unsupported(v612, identify(kernel_args(V612)[1]).config) is None
     assert unsupported(v612, None).startswith("the kernel's config is not found")
     rt = _symbols(RT)
     assert unsupported(rt) is None
-    assert gaps(rt, ("heap", "leak")) == [] and gaps(rt, ("locks",))[0].startswith("locks: PREEMPT_RT's spinlock_t")
     for pick in (0, -1):                                          # 6.1's names, and 6.12's
         have = {alts[pick]: 1 for alts in REQUIRED}
         assert unsupported(have, {"CONFIG_SLAB_BUCKETS": "y"}) is None

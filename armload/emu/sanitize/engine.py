@@ -29,7 +29,7 @@ from . import locks as L
 from .access import SP, cond_passes, decode
 from .report import CLASSES, Report, Symbolizer
 from .stack import StackFrames
-from .support import SanitizerUnsupported, buckets, gaps, unsupported
+from .support import SanitizerUnsupported, buckets, unsupported
 from . import native as N
 from .heap_hooks import FREES, MEMFUNCS, STRING_ALLOCS, HeapHooks, alloc_table
 from .lock_hooks import TPIDRURO, LockHooks
@@ -56,7 +56,6 @@ class Sanitizer(HeapHooks, LockHooks):
         why = unsupported(self.sym, self.config)
         if why:
             raise SanitizerUnsupported(f"the sanitizers cannot watch {img.path.rsplit('/', 1)[-1]}: {why}")
-        self.gaps = gaps(self.sym, self.classes)
         self.reports: list[Report] = []
         self.errors: list[str] = []           # exceptions inside the C hook's Python events
         self._seen: set = set()
@@ -109,7 +108,7 @@ class Sanitizer(HeapHooks, LockHooks):
         f = self.entries.f
         f.heap_lo, f.heap_hi = (self.heap.lo, self.heap.hi) if len(self.heap) else (0xFFFFFFFF, 0)
         f.freed = 1 if self.heap.freed_by_cache and any(self.heap.freed_by_cache.values()) else 0
-        f.held = sum(1 for hs in self.locks.held.values() for h in hs if h.kind in L.ATOMIC_KINDS)
+        f.held = sum(1 for hs in self.locks.held.values() for h in hs if h.kind in L.NO_SLEEP_KINDS)
         f.held_any = sum(len(hs) for hs in self.locks.held.values())
         self.entries.set_ranges([(lo, hi) for lo, hi, _ in self._ranges])
         # kernel code can now make these entries' calls matter: hooks of their own (EntryHooks)
@@ -502,7 +501,7 @@ class Sanitizer(HeapHooks, LockHooks):
 
     def notes(self) -> list[str]:
         """What did not run, said (Thumb code is not decoded; the stack detector needs DWARF)."""
-        out = list(self.gaps) + [rec["stack_note"] for rec in self.mods if rec.get("stack_note")]
+        out = [rec["stack_note"] for rec in self.mods if rec.get("stack_note")]
         errs = self.errors + (self.entries.errors if self.entries is not None else [])
         if errs:
             out.append(f"{len(errs)} internal error(s) in the sanitizers' hooks: {errs[0]}")

@@ -134,9 +134,11 @@ class LockHooks:
 
     def _in_atomic(self, uc, task) -> list[str]:
         why = []
-        held = [h for h in self.locks.held.get(task, ()) if h.kind in L.ATOMIC_KINDS]
-        if held:
+        held = self.locks.held.get(task, ())
+        if any(h.kind in L.ATOMIC_KINDS for h in held):
             why.append("spinlock")
+        if any(h.kind in L.RT_KINDS for h in held):
+            why.append("rcu")
         if uc.reg_read(CPSR) & L.CPSR_I:
             why.append("irqs")
         pc = self.bk.u32(task + PREEMPT_COUNT) if task else 0
@@ -169,6 +171,9 @@ class LockHooks:
         body = [f"in_atomic(): {atomic}, irqs_disabled(): {irqs}, non_block: 0, pid: {self.task_pid()}, "
                 f"name: {tn.rsplit('/', 1)[0]}",
                 f"preempt_count: {count + (len(held) if 'spinlock' in why else 0):x}, expected: 0"]
+        rcu = sum(1 for h in held if h.kind in L.RT_KINDS)
+        if rcu:
+            body.append(f"RCU nest depth: {rcu}, expected: 0")
         if held:
             body.append(f"{len(held)} lock{'s' if len(held) > 1 else ''} held by {tn}:")
             for i, h in enumerate(held):

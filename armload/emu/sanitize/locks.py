@@ -13,7 +13,8 @@ halfword store that bumps tickets.owner), so the module's locks are followed her
 - an acquisition of B while holding A adds A -> B; a path back from B to A is a circular
   dependency (each lock is its own class: the lock's address);
 - a sleeping function (msleep, mutex_lock, schedule_timeout, wait_for_completion, a blocking
-  kmalloc/vmalloc...) entered while the task holds one of the module's spinlocks, or with IRQs
+  kmalloc/vmalloc...) entered while the task holds one of the module's spinlocks (on PREEMPT_RT,
+  its rt_spin_lock/rt_read_lock/rt_write_lock ones: inside their rcu_read_lock()), or with IRQs
   off, or in hardirq/softirq context (preempt_count's masks) when called from the module;
 - locks the module still holds when init or exit returns.
 """
@@ -41,8 +42,19 @@ LOCK_FUNCS = {
     "mutex_lock": ("mutex", "acquire"), "mutex_lock_interruptible": ("mutex", "acquire_ret0"),
     "mutex_lock_killable": ("mutex", "acquire_ret0"), "mutex_lock_io": ("mutex", "acquire"),
     "mutex_trylock": ("mutex", "try"), "mutex_unlock": ("mutex", "release"),
+    # PREEMPT_RT (kernel/locking/spinlock_rt.c): spinlock_t and rwlock_t are rt_mutexes, taken and
+    # released by calls (no inlined unlock), holding rcu_read_lock() while held
+    "rt_spin_lock": ("rt_spin", "acquire"), "rt_spin_trylock": ("rt_spin", "try"),
+    "rt_spin_trylock_bh": ("rt_spin", "try"), "rt_spin_unlock": ("rt_spin", "release"),
+    "rt_read_lock": ("rt_rwlock", "acquire"), "rt_write_lock": ("rt_rwlock", "acquire"),
+    "rt_read_trylock": ("rt_rwlock", "try"), "rt_write_trylock": ("rt_rwlock", "try"),
+    "rt_read_unlock": ("rt_rwlock", "release"), "rt_write_unlock": ("rt_rwlock", "release"),
 }
 ATOMIC_KINDS = ("spin", "rwlock")
+# sleeping under these is __might_resched's bug too: preemptible, but inside their rcu_read_lock()
+# ("RCU nest depth: N, expected: 0", kernel/sched/core.c)
+RT_KINDS = ("rt_spin", "rt_rwlock")
+NO_SLEEP_KINDS = ATOMIC_KINDS + RT_KINDS
 
 # The store an inlined unlock makes to the lock's first word, by lock kind. armmp is not PREEMPTION,
 # so kernel/Kconfig.locks inlines spin_unlock(_irq), read_unlock(_irq) and write_unlock(_irq) into

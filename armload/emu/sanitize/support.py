@@ -1,7 +1,6 @@
 """Which kernels the sanitizers serve. The detectors hook the kernel's own entry points by name
 (engine.py, heap_hooks.py, locks.py), 6.1's and 6.12's: a kernel without them is refused at the
-door with the reason, never run with a detector that would silently see nothing; a kernel with lock entry
-points the lock detector does not know is served with that gap said (Sanitizer.notes)."""
+door with the reason, never run with a detector that would silently see nothing."""
 from __future__ import annotations
 
 from ...errors import ArmloadError
@@ -12,8 +11,6 @@ REQUIRED = (("module_alloc", "execmem_alloc"), ("module_memfree", "execmem_free"
             ("do_one_initcall",), ("__kmalloc", "__kmalloc_noprof"), ("kmalloc_trace", "__kmalloc_cache_noprof"),
             ("kmem_cache_alloc", "kmem_cache_alloc_noprof"), ("kfree",))
 BUCKETED = "__kmalloc_node_noprof"       # its gfp argument's place depends on CONFIG_SLAB_BUCKETS
-# PREEMPT_RT: spinlock_t and rwlock_t are rt_mutex-based (kernel/locking/spinlock_rt.c)
-RT_LOCKS = ("rt_spin_lock", "rt_read_lock", "rt_write_lock")
 
 
 class SanitizerUnsupported(ArmloadError):
@@ -34,12 +31,3 @@ def unsupported(symbols, config: dict | None = None) -> str | None:
 
 def buckets(config: dict | None) -> bool:
     return bool(config) and config.get("CONFIG_SLAB_BUCKETS") == "y"
-
-
-def gaps(symbols, classes) -> list[str]:
-    """What a detector cannot see on this kernel, said once per run."""
-    out = []
-    if "locks" in classes and any(n in symbols for n in RT_LOCKS):
-        out.append("locks: PREEMPT_RT's spinlock_t and rwlock_t (rt_spin_lock, rt_read_lock, rt_write_lock) "
-                   "are not hooked: a module's spin_lock, read_lock and write_lock are not seen (raw_spinlock_t is)")
-    return out
