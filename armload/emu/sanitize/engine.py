@@ -1,12 +1,14 @@
 """The sanitizers attached to a BootedRun: the hooks and the events they turn into reports.
 
 Hooks (BootedKernel.hook_code), installed before the first module loads:
-- the module's memory as modmem.ModuleMemory sees it allocated and freed, do_init_module's entry (BootedRun.on_coming: the module's code hooks are
-  added there, before init runs) and the instruction after do_init_module's `bl do_one_initcall`
-  (init returned: locks still held, the leak scan);
+- the module's memory as modmem.ModuleMemory sees it allocated and freed, do_init_module's
+  entry (BootedRun.on_coming: the module's code hooks are added there, before init runs) and
+  the instruction after do_init_module's `bl do_one_initcall` (init returned: locks still held,
+  the leak scan);
 - the entries of the allocators, the frees, the lock and sleeping functions and the kernel's
   mem*/str*/copy_*_user (checked when the module calls them);
-- one code hook per module allocation (core, init): the module's own instructions; a load or
+- one code hook per module allocation that holds code (6.1: core, init; 6.4+: MOD_TEXT and
+  MOD_INIT_TEXT): the module's own instructions; a load or
   store is decoded once (access.py) and checked against the heap shadow (heap.py), the stack
   arrays of the module's live frames (stack.py) and the spinlocks it holds (locks.py). The same
   hook sees the module's call sites run again when an allocator or trylock returns to them.
@@ -516,8 +518,9 @@ class Sanitizer(HeapHooks, LockHooks):
         return self.reports
 
     def remove(self) -> None:
-        self.mm.on_alloc.remove(self._module_alloc)
-        self.mm.on_free.remove(self._module_memfree)
+        for subs, fn in ((self.mm.on_alloc, self._module_alloc), (self.mm.on_free, self._module_memfree)):
+            if fn in subs:
+                subs.remove(fn)
         if self.entries is not None:
             self.entries.remove()
         for h in self._hooks:
