@@ -8,10 +8,10 @@ Hooks (BootedKernel.hook_code), installed before the first module loads:
 - the entries of the allocators, the frees, the lock and sleeping functions and the kernel's
   mem*/str*/copy_*_user (checked when the module calls them);
 - one code hook per module allocation that holds code (6.1: core, init; 6.4+: MOD_TEXT and
-  MOD_INIT_TEXT): the module's own instructions; a load or
-  store is decoded once (access.py) and checked against the heap shadow (heap.py), the stack
-  arrays of the module's live frames (stack.py) and the spinlocks it holds (locks.py). The same
-  hook sees the module's call sites run again when an allocator or trylock returns to them.
+  MOD_INIT_TEXT): the module's own instructions; a load or store is decoded once (access.py) and
+  checked against the heap shadow (heap.py), the stack arrays of the module's live frames
+  (stack.py) and the spinlocks it holds (locks.py). The same hook sees the module's call sites
+  run again when an allocator or trylock returns to them.
 No hook runs Python for kernel instructions other than those entry points.
 The allocator, free, mem*/str* and stack-array hooks are in heap_hooks.py, the lock and sleeper
 hooks in lock_hooks.py (mixins of Sanitizer).
