@@ -18,7 +18,7 @@ core PLT is `.plt`, and uses `.plt` as the core PLT under every generation.
 """
 from __future__ import annotations
 
-import hashlib
+import functools
 import os
 from dataclasses import dataclass
 
@@ -38,6 +38,8 @@ _THUMB_ARR = np.array([int(t) for t in THUMB_BRANCHES], dtype=np.uint32)
 # lib/sort.c's permutation is computed by the compiled armload.loader._kernsort when it is built and
 # matches its source (setup.py compiles the source's SHA-256 in), else by the pure-Python
 # transcription below; both give the same permutation. ARMLOAD_NO_NATIVE=1 forces Python.
+# The extension is looked up at the first replay, not at import: most loads never replay lib/sort.c
+# (kernel_order does only for ties whose order matters), and the check's hashlib loads OpenSSL.
 VARIANTS = {"v6": 0, "sorted": 1}
 
 
@@ -51,13 +53,17 @@ def _native_sort():
         return None, f"armload.loader._kernsort not built ({e})"
     src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_kernsort.c")
     if os.path.exists(src):
+        import hashlib
         with open(src, "rb") as f:
             if hashlib.sha256(f.read()).hexdigest() != _kernsort.SOURCE_SHA256:
                 return None, "armload.loader._kernsort is stale (built from another _kernsort.c; re-run make venv)"
     return _kernsort, "C extension armload.loader._kernsort"
 
 
-_NATIVE, SORT_BACKEND = _native_sort()
+@functools.cache
+def native_sort():
+    """_native_sort(), once per process, at the first replay."""
+    return _native_sort()
 
 
 def heapsort_order(keys, variant: str, *, native: bool | None = None) -> np.ndarray:
@@ -71,15 +77,16 @@ def heapsort_order(keys, variant: str, *, native: bool | None = None) -> np.ndar
         raise ValueError(f"unknown heapsort variant {variant!r}")
     k = np.asarray(keys)
     fits = k.size == 0 or (np.issubdtype(k.dtype, np.integer) and int(k.min()) >= 0 and int(k.max()) <= 0xFFFFFFFF)
+    compiled, why = native_sort() if native is not False else (None, "")
     if native is None:
-        native = _NATIVE is not None and fits
+        native = compiled is not None and fits
     if native:
-        if _NATIVE is None:
-            raise RuntimeError(f"native heapsort unavailable: {SORT_BACKEND}")
+        if compiled is None:
+            raise RuntimeError(f"native heapsort unavailable: {why}")
         if not fits:
             raise ValueError("native heapsort keys must be unsigned 32-bit")
         out = np.empty(k.size, dtype=np.int64)
-        _NATIVE.order(np.ascontiguousarray(k, dtype=np.uint32), out, VARIANTS[variant])
+        compiled.order(np.ascontiguousarray(k, dtype=np.uint32), out, VARIANTS[variant])
         return out
     return np.array(heapsort_order_python(k.tolist(), variant), dtype=np.int64)
 

@@ -185,7 +185,7 @@ def test_load_imports_the_loader_and_nothing_else():
         "armload.inspect.report", "armload.kernel", "armload.kernel.cache", "armload.kernel.config",
         "armload.kernel.debian", "armload.kernel.identity",
         "armload.kernel.kofile", "armload.kernel.modtree", "armload.kernel.provider",
-        "armload.loader", "armload.loader._kernsort", "armload.loader.elf", "armload.loader.finalize", "armload.loader.for_kernel",
+        "armload.loader", "armload.loader.elf", "armload.loader.finalize", "armload.loader.for_kernel",
         "armload.loader.layout",
         "armload.loader.model", "armload.loader.plt", "armload.loader.relocate", "armload.loader.session",
         "armload.loader.symbols", "armload.loader.this_module", "armload.loader.validity"], f"{len(ours)} armload modules"
