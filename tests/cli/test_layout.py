@@ -184,7 +184,7 @@ def test_load_imports_the_loader_and_nothing_else():
         "armload.constants", "armload.errors", "armload.inspect", "armload.inspect.explain",
         "armload.inspect.report", "armload.kernel", "armload.kernel.config",
         "armload.kernel.identity",
-        "armload.kernel.kofile", "armload.kernel.modtree", "armload.kernel.provider",
+        "armload.kernel.kofile", "armload.kernel.provider",
         "armload.loader", "armload.loader.elf", "armload.loader.finalize", "armload.loader.for_kernel",
         "armload.loader.layout",
         "armload.loader.model", "armload.loader.plt", "armload.loader.relocate", "armload.loader.session",
