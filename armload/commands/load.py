@@ -1,7 +1,6 @@
 """`armload load`: load modules into a simulated kernel and report."""
 from __future__ import annotations
 
-import json
 import sys
 
 from ..kernel.config import PLT_ALGORITHMS, KernelConfig
@@ -138,6 +137,7 @@ def run(args) -> int:
             print(format_text(mod, session.kernel.describe(), session.placement, args.verbose,
                               counted=_counted(mod, session.config)))
     if args.json:
+        import json
         json.dump({"ok": True, "modules": results}, sys.stdout, indent=2)
         print()
     return 0
