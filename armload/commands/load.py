@@ -103,7 +103,7 @@ def register(sub) -> None:
 def _counted(mod, config):
     """Which relocations each PLT rule counted (re-reads the object; cheap next to the load)."""
     from ..loader.elf import read_object
-    from ..inspect.explain import counted_relocations
+    from ..loader.plt import counted_relocations
     try:
         return counted_relocations(read_object(mod.path), config)
     except (OSError, ArmloadError):

@@ -25,8 +25,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..kernel.config import KernelConfig
-from ..constants import BRANCH_TYPES, SHF_EXECINSTR, SHN_UNDEF, THUMB_BRANCHES, R
+from ..constants import BRANCH_TYPES, SHF_EXECINSTR, SHN_UNDEF, THUMB_BRANCHES, R, reloc_name
 from .elf import ObjectFile
+from .layout import init_layout_section
 from .model import PltCounts, PltEntry, distinct
 
 PLT_ENT_SIZE = 8
@@ -498,3 +499,64 @@ class PltSection:
             name = self.fixed_names[i] if fixed and i < len(self.fixed_names) else names.get(lit)
             out.append(PltEntry(addr=self.slot(i), target=lit, plt=self.name, symbol=name, fixed=fixed))
         return out
+
+
+# --- which relocations each PLT rule counted ------------------------------------------------
+@dataclass
+class CountedEntry:
+    """One relocation a PLT rule counted, with where it sits in the file."""
+
+    relsec_name: str
+    target_name: str
+    index: int                # file order
+    type_name: str
+    symbol: str
+    plt: str                  # "core" or "init": the PLT the entry was counted for
+
+
+def counted_relocations(obj: ObjectFile, config) -> dict[str, list[CountedEntry]]:
+    """Per rule, the branch relocations module_frob_arch_sections counted (one PLT entry each),
+    built from plt.py's own pieces (exec tables, kernel order, zero-addend test, st_shndx); the
+    fixed ftrace entries are not relocations and are not listed. tests/inspect/test_explain.py checks
+    that the lists have exactly the lengths of count_plts(); `armload load` prints them."""
+    tables = exec_rel_tables(obj)
+    shndx = sym_shndx(obj)
+    names = obj.sym_names
+    out: dict[str, list[CountedEntry]] = {"legacy": [], "sorted": [], "v6": []}
+
+    type_names: dict[int, str] = {}
+
+    def entry(t, i, where):
+        info = int(t.r_info[i])
+        sym, rt = info >> 8, info & 0xFF
+        tn = type_names.get(rt)
+        if tn is None:
+            tn = type_names[rt] = reloc_name(rt)
+        return CountedEntry(obj.sections[t.relsec].name, t.dstname, int(i), tn,
+                            names[sym] if sym < len(names) else "", where)
+    for t in legacy_rel_tables(obj):          # v4.0: every REL table, no symbol filter, per-type masks
+        cand, masked = _legacy_candidates(t)
+        where = "init" if legacy_is_init(t) else "core"
+        idx = np.flatnonzero(cand)
+        # no earlier entry with the same r_info and masked word: the first of each key, in file order
+        keys = (t.r_info[idx].astype(np.uint64) << np.uint64(32)) | np.asarray(masked)[idx].astype(np.uint64)
+        _, first = np.unique(keys, return_index=True)
+        for i in idx[np.sort(first)].tolist():
+            out["legacy"].append(entry(t, i, where))
+    for t in tables:
+        for alg in ("sorted", "v6"):
+            order = kernel_order(t.r_info, t.words, alg)
+            r_info = t.r_info[order]
+            words = t.words[order]
+            rtype = r_info & np.uint32(0xFF)
+            rsym = (r_info >> np.uint32(8)).astype(np.int64)
+            c = np.isin(rtype, _BRANCH_ARR)
+            sh = shndx[np.minimum(rsym, len(shndx) - 1)]
+            c &= (sh != t.dstsec) if alg == "v6" else (sh == SHN_UNDEF)
+            zero = zero_addend(words, rtype)
+            dup = np.zeros(len(r_info), dtype=bool)
+            dup[1:] = (r_info[1:] == r_info[:-1]) & zero[:-1]
+            where = "init" if alg == "v6" and init_layout_section(t.dstname, config) else "core"
+            for k in np.flatnonzero(c & ~(zero & dup)).tolist():
+                out[alg].append(entry(t, int(order[k]), where))
+    return out
