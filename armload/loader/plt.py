@@ -25,14 +25,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..kernel.config import KernelConfig
-from ..constants import BRANCH_TYPES, SHF_EXECINSTR, SHN_UNDEF, THUMB_BRANCHES, R, reloc_name
+from ..constants import SHF_EXECINSTR, SHN_UNDEF, reloc_name
 from .elf import ObjectFile
 from .layout import init_layout_section
-from .model import PltCounts, PltEntry, distinct
+from .model import IS_BRANCH, IS_THUMB_BRANCH, PltCounts, PltEntry, distinct
 
 PLT_ENT_SIZE = 8
-_BRANCH_ARR = np.array([int(t) for t in BRANCH_TYPES], dtype=np.uint32)
-_THUMB_ARR = np.array([int(t) for t in THUMB_BRANCHES], dtype=np.uint32)
 
 
 # --- the kernel's sort ---------------------------------------------------------------
@@ -179,8 +177,8 @@ def kernel_order(r_info: np.ndarray, words: np.ndarray, variant: str, exact: boo
             return order
         # Only branches care about order (PLT counting and slot reuse); compare their addend bits.
         t = ri & np.uint32(0xFF)
-        thumb = (t == R.R_ARM_THM_CALL) | (t == R.R_ARM_THM_JUMP24)
-        branch = thumb | (t == R.R_ARM_CALL) | (t == R.R_ARM_JUMP24) | (t == R.R_ARM_PC24)
+        thumb = IS_THUMB_BRANCH[t]
+        branch = IS_BRANCH[t]
         addend = words[order] & np.where(thumb, np.uint32(0x2FFF07FF), np.uint32(0x00FFFFFF))
         if not (same & branch[1:] & (addend[1:] != addend[:-1])).any():
             return order
@@ -189,7 +187,7 @@ def kernel_order(r_info: np.ndarray, words: np.ndarray, variant: str, exact: boo
 
 def zero_addend(words: np.ndarray, rtype: np.ndarray) -> np.ndarray:
     """is_zero_addend_relocation(): bitwise test including the PC bias (-8 ARM, -4 Thumb)."""
-    thumb = np.isin(rtype, _THUMB_ARR)
+    thumb = IS_THUMB_BRANCH[rtype]
     upper = words & np.uint32(0xFFFF)
     lower = words >> np.uint32(16)
     tz = ((upper & np.uint32(0x7FF)) == 0x7FF) & ((lower & np.uint32(0x2FFF)) == 0x2FFE)
@@ -260,7 +258,7 @@ def _count_sorted(t: RelTable, order: np.ndarray, shndx: np.ndarray, same_sectio
     words = t.words[order]
     rtype = r_info & np.uint32(0xFF)
     rsym = (r_info >> np.uint32(8)).astype(np.int64)
-    cand = np.isin(rtype, _BRANCH_ARR)
+    cand = IS_BRANCH[rtype]
     if not cand.any():
         return 0
     sh = shndx[np.minimum(rsym, len(shndx) - 1)]
@@ -282,7 +280,7 @@ def legacy_rel_tables(obj: ObjectFile) -> list[RelTable]:
     cases where that header looks executable): armload skips it, as apply_relocations does."""
     out = []
     for s, rel, dst in _rel_targets(obj):
-        br = np.isin(rel["r_info"] & np.uint32(0xFF), _BRANCH_ARR)
+        br = IS_BRANCH[rel["r_info"] & np.uint32(0xFF)]
         words = np.zeros(len(rel), dtype=np.uint32)
         # sh_info 0: rewrite_section_headers leaves sechdrs[0].sh_addr 0, so v4.0 would read the
         # absolute address r_offset (a fault, not modelled); 0 stands in for those words.
@@ -300,8 +298,8 @@ def legacy_is_init(t: RelTable) -> bool:
 def _legacy_candidates(t: RelTable):
     """(branch-type mask, masked word) as v4.0's count_plts sees each entry: the mask follows the type."""
     rtype = t.r_info & np.uint32(0xFF)
-    cand = np.isin(rtype, _BRANCH_ARR)
-    mask = np.where(np.isin(rtype, _THUMB_ARR), np.uint32(THUMB_BRANCH_MASK), np.uint32(ARM_BRANCH_MASK))
+    cand = IS_BRANCH[rtype]
+    mask = np.where(IS_THUMB_BRANCH[rtype], np.uint32(THUMB_BRANCH_MASK), np.uint32(ARM_BRANCH_MASK))
     return cand, t.words & mask
 
 
@@ -550,7 +548,7 @@ def counted_relocations(obj: ObjectFile, config) -> dict[str, list[CountedEntry]
             words = t.words[order]
             rtype = r_info & np.uint32(0xFF)
             rsym = (r_info >> np.uint32(8)).astype(np.int64)
-            c = np.isin(rtype, _BRANCH_ARR)
+            c = IS_BRANCH[rtype]
             sh = shndx[np.minimum(rsym, len(shndx) - 1)]
             c &= (sh != t.dstsec) if alg == "v6" else (sh == SHN_UNDEF)
             zero = zero_addend(words, rtype)
