@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import os
 import sys
 
@@ -60,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except ArmloadError as e:
         if getattr(args, "json", False):
+            import json
             json.dump({"ok": False, **e.to_dict()}, sys.stdout, indent=2)
             print()
         print(f"armload: {e}", file=sys.stderr)

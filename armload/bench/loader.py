@@ -15,7 +15,7 @@ from ..kernel.config import KernelConfig
 from ..loader.elf import read_object
 from ..kernel.provider import Kernel
 from ..loader.session import Session
-from ..loader.plt import SORT_BACKEND, count_legacy, count_legacy_quadratic, count_plts, legacy_rel_tables, plan_plts
+from ..loader.plt import count_legacy, count_legacy_quadratic, count_plts, legacy_rel_tables, native_sort, plan_plts
 from ..inspect.report import table
 from ..inputs.synth import DEFAULT_N_RELOCS, make_module
 from .inputs import CACHE, ROOT, SAMPLES
@@ -171,7 +171,7 @@ def run_benchmark(repeat: int = 3) -> dict:
         vs_c.append(bench_plt_vs_c("largest Debian module: " + os.path.basename(corpus[-1]), corpus[-1],
                                    open(corpus[-1], "rb").read()))
     synth_ms = _best(make_module, repeat) * 1e3          # was a wall-clock unit test
-    return {"objects": rows, "plt_vs_c": vs_c, "sort_backend": SORT_BACKEND, "legacy": bench_legacy(),
+    return {"objects": rows, "plt_vs_c": vs_c, "sort_backend": native_sort()[1], "legacy": bench_legacy(),
             "synth_ms": synth_ms}
 
 

@@ -15,7 +15,7 @@ from .load import add_common_args, config_from_args, follow_image, parse_placeme
 
 def register(sub) -> None:
     from ..ci.outcomes import DEFAULT_FAIL_ON, OUTCOMES
-    from ..ci.worker import DEFAULT_BUDGET, DEFAULT_TIMEOUT
+    from ..emu.limits import BOOTED_BUDGET as DEFAULT_BUDGET, BOOTED_TIMEOUT as DEFAULT_TIMEOUT    # ci.worker's
     classes = "\n".join(f"  {c:<18} {meaning}" for c, (kind, meaning) in OUTCOMES.items())
     fill = lambda t: textwrap.fill(t, 90)                                     # noqa: E731
     p = sub.add_parser("check", help="check every module of a tree (regression suite)",

@@ -1,10 +1,9 @@
 """`armload load`: load modules into a simulated kernel and report."""
 from __future__ import annotations
 
-import json
 import sys
 
-from ..kernel.config import PLT_ALGORITHMS, KernelConfig
+from ..kernel.choices import LAYOUTS, PLT_ALGORITHMS
 from ..errors import ArmloadError
 
 
@@ -37,7 +36,7 @@ def add_common_args(p, placement: bool = True) -> None:
     g.add_argument("--no-unload", action="store_true", help="no CONFIG_MODULE_UNLOAD (.exit.text goes to init)")
     g.add_argument("--plt-algorithm", dest="plt", choices=PLT_ALGORITHMS, default="v6",
                    help="PLT counting/emission rules: legacy (v4.0), sorted (2016 series), v6 (6.1, default)")
-    g.add_argument("--layout", choices=("6.1", "6.4"), default=None,
+    g.add_argument("--layout", choices=LAYOUTS, default=None,
                    help="module memory layout: 6.1 (core+init allocations) or 6.4 (one per memory class); "
                         "with a kernel image, the image's own (6.4 from Linux 6.4 on), and a contradicting "
                         "--layout is refused (default without an image: 6.1)")
@@ -55,6 +54,7 @@ def add_common_args(p, placement: bool = True) -> None:
 
 
 def config_from_args(args) -> KernelConfig:
+    from ..kernel.config import KernelConfig
     return KernelConfig(thumb2=args.thumb2, l1_cache_bytes=args.l1, dynamic_ftrace=not args.no_ftrace,
                         module_unload=not args.no_unload, plt_algorithm=args.plt, layout=args.layout or "6.1")
 
@@ -104,7 +104,7 @@ def register(sub) -> None:
 def _counted(mod, config):
     """Which relocations each PLT rule counted (re-reads the object; cheap next to the load)."""
     from ..loader.elf import read_object
-    from ..inspect.explain import counted_relocations
+    from ..loader.plt import counted_relocations
     try:
         return counted_relocations(read_object(mod.path), config)
     except (OSError, ArmloadError):
@@ -138,6 +138,7 @@ def run(args) -> int:
             print(format_text(mod, session.kernel.describe(), session.placement, args.verbose,
                               counted=_counted(mod, session.config)))
     if args.json:
+        import json
         json.dump({"ok": True, "modules": results}, sys.stdout, indent=2)
         print()
     return 0

@@ -18,7 +18,7 @@ from ..constants import (SHF_ALLOC, SHT_NOBITS, SHT_REL, STT_FUNC, STT_SECTION, 
                         reloc_name)
 from ..loader.elf import ObjectFile, read_object
 from ..errors import ArmloadError, RelocationError
-from ..loader.layout import PERCPU_SECTION, TEMP_COPY_BASE, init_layout_section
+from ..loader.layout import PERCPU_SECTION, TEMP_COPY_BASE
 from ..loader.model import LoadedModule
 from ..loader.relocate import (RELOCS, arm_mov_decode, hash_x, prel31_decode, s32, spec_for, thm_mov_decode)
 from ..loader.symbols import symbol_values
@@ -462,68 +462,3 @@ def format_explanation(ex: Explanation) -> str:
     for n in ex.notes:
         out.append(f"  note: {n}")
     return "\n".join(out)
-
-
-# --- which relocations each PLT rule counted ------------------------------------------------
-@dataclass
-class CountedEntry:
-    """One relocation a PLT rule counted, with where it sits in the file."""
-
-    relsec_name: str
-    target_name: str
-    index: int                # file order
-    type_name: str
-    symbol: str
-    plt: str                  # "core" or "init": the PLT the entry was counted for
-
-
-def counted_relocations(obj: ObjectFile, config) -> dict[str, list[CountedEntry]]:
-    """Per rule, the branch relocations module_frob_arch_sections counted (one PLT entry each),
-    built from plt.py's own pieces (exec tables, kernel order, zero-addend test, st_shndx); the
-    fixed ftrace entries are not relocations and are not listed. tests/inspect/test_explain.py checks
-    that the lists have exactly the lengths of plt.count_plts()."""
-    from ..constants import BRANCH_TYPES, SHN_UNDEF
-    from ..loader.plt import (_legacy_candidates, exec_rel_tables, kernel_order, legacy_is_init, legacy_rel_tables,
-                      sym_shndx, zero_addend)
-    tables = exec_rel_tables(obj)
-    shndx = sym_shndx(obj)
-    names = obj.sym_names
-    br = np.array([int(t) for t in BRANCH_TYPES], dtype=np.uint32)
-    out: dict[str, list[CountedEntry]] = {"legacy": [], "sorted": [], "v6": []}
-
-    type_names: dict[int, str] = {}
-
-    def entry(t, i, where):
-        info = int(t.r_info[i])
-        sym, rt = info >> 8, info & 0xFF
-        tn = type_names.get(rt)
-        if tn is None:
-            tn = type_names[rt] = reloc_name(rt)
-        return CountedEntry(obj.sections[t.relsec].name, t.dstname, int(i), tn,
-                            names[sym] if sym < len(names) else "", where)
-    for t in legacy_rel_tables(obj):          # v4.0: every REL table, no symbol filter, per-type masks
-        cand, masked = _legacy_candidates(t)
-        where = "init" if legacy_is_init(t) else "core"
-        idx = np.flatnonzero(cand)
-        # no earlier entry with the same r_info and masked word: the first of each key, in file order
-        keys = (t.r_info[idx].astype(np.uint64) << np.uint64(32)) | np.asarray(masked)[idx].astype(np.uint64)
-        _, first = np.unique(keys, return_index=True)
-        for i in idx[np.sort(first)].tolist():
-            out["legacy"].append(entry(t, i, where))
-    for t in tables:
-        for alg in ("sorted", "v6"):
-            order = kernel_order(t.r_info, t.words, alg)
-            r_info = t.r_info[order]
-            words = t.words[order]
-            rtype = r_info & np.uint32(0xFF)
-            rsym = (r_info >> np.uint32(8)).astype(np.int64)
-            c = np.isin(rtype, br)
-            sh = shndx[np.minimum(rsym, len(shndx) - 1)]
-            c &= (sh != t.dstsec) if alg == "v6" else (sh == SHN_UNDEF)
-            zero = zero_addend(words, rtype)
-            dup = np.zeros(len(r_info), dtype=bool)
-            dup[1:] = (r_info[1:] == r_info[:-1]) & zero[:-1]
-            where = "init" if alg == "v6" and init_layout_section(t.dstname, config) else "core"
-            for k in np.flatnonzero(c & ~(zero & dup)).tolist():
-                out[alg].append(entry(t, int(order[k]), where))
-    return out

@@ -9,9 +9,10 @@ import json
 import os
 import re
 
+from ..loader.plt import counted_relocations
 from . import pictures
 from .disasm import disassemble
-from .explain import counted_relocations, explain_row, format_explanation
+from .explain import explain_row, format_explanation
 from .report import plt_notes, plt_usage, to_dict
 
 MAX_EXPLAINED = 5000          # beyond this many relocations only branch sites are explained

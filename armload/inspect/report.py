@@ -41,7 +41,7 @@ def plt_usage(mod: LoadedModule) -> dict:
 
 def plt_notes(mod: LoadedModule, counted: dict | None = None, limit: int | None = 12) -> list[str]:
     """Why the numbers differ: reserved versus used, each rule's counted relocations, and
-    symbols with more than one PLT entry. `counted`: explain.counted_relocations()."""
+    symbols with more than one PLT entry. `counted`: plt.counted_relocations()."""
     cfg = mod.config
     notes = []
     used = Counter(e.plt for e in mod.plt_entries if not e.fixed)

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-PLT_ALGORITHMS = ("legacy", "sorted", "v6")
-LAYOUTS = ("6.1", "6.4")
+from .choices import LAYOUTS, PLT_ALGORITHMS
 
 SZ_1M = 1 << 20
 PAGE_SIZE = 4096

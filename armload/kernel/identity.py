@@ -11,7 +11,6 @@ beside it names the release, and every vmlinux export it lists is in the image's
 """
 from __future__ import annotations
 
-import gzip
 import os
 import re
 from dataclasses import dataclass, field
@@ -75,6 +74,7 @@ def identify_data(data: bytes, path: str) -> KernelIdentity:
     config, source = {}, ""
     st, ed = data.find(b"IKCFG_ST"), data.find(b"IKCFG_ED")
     if 0 <= st < ed:
+        import gzip
         try:
             config, source = parse_config(gzip.decompress(data[st + 8:ed]).decode("utf-8", "replace")), "IKCONFIG"
         except (OSError, EOFError):

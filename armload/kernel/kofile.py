@@ -13,7 +13,6 @@ init_module(image, len, args). `kernel_decompresses` decides that from the kerne
 """
 from __future__ import annotations
 
-import lzma
 import os
 import zlib
 
@@ -55,6 +54,7 @@ def decompress(data: bytes, path: str = "") -> bytes:
     kind = compression_of(data)
     if kind is None:
         return data
+    import lzma                      # only for .ko.xz: liblzma is a shared library of its own
     try:
         if kind == "xz":
             d = lzma.LZMADecompressor(format=lzma.FORMAT_XZ)
@@ -84,6 +84,17 @@ def _zstd(data: bytes) -> tuple[bytes, bool]:
     except zstandard.ZstdError as e:
         raise ValueError(str(e)) from None
     return out, d.eof
+
+
+def modinfo_strings(blob: bytes) -> dict[str, list[str]]:
+    """The key=value strings of a .modinfo body (NUL-separated, as get_modinfo() walks them):
+    key -> values, in file order."""
+    info: dict[str, list[str]] = {}
+    for item in blob.split(b"\0"):
+        if b"=" in item:
+            k, v = item.split(b"=", 1)
+            info.setdefault(k.decode("utf-8", "replace"), []).append(v.decode("utf-8", "replace"))
+    return info
 
 
 def read_raw(path: str) -> bytes:

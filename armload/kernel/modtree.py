@@ -11,18 +11,7 @@ import os
 import struct
 from dataclasses import dataclass, field
 
-from .kofile import is_module_file, module_stem, read_module
-
-
-def modinfo_strings(blob: bytes) -> dict[str, list[str]]:
-    """The key=value strings of a .modinfo body (NUL-separated, as get_modinfo() walks them):
-    key -> values, in file order."""
-    info: dict[str, list[str]] = {}
-    for item in blob.split(b"\0"):
-        if b"=" in item:
-            k, v = item.split(b"=", 1)
-            info.setdefault(k.decode("utf-8", "replace"), []).append(v.decode("utf-8", "replace"))
-    return info
+from .kofile import is_module_file, modinfo_strings, module_stem, read_module
 
 
 def parse_modinfo(data: bytes) -> tuple[dict[str, list[str]], str | None]:

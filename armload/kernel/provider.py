@@ -24,6 +24,11 @@ SIM_DATA_SLOT = 0x10000               # 64 KiB per data object
 _SYMVERS_RE = re.compile(r"^(0x[0-9a-fA-F]+)\t(\S+)\t(\S+)\t(EXPORT_\S+)(?:\t(\S*))?\s*$")
 _MAP_RE = re.compile(r"^([0-9a-fA-F]{8,16})\s+([A-Za-z?])\s+(\S+)(?:\s+\[(\S+)\])?\s*$")
 
+# Kernel files smaller than this in all are parsed, not looked up in the setup cache: a 64 KiB
+# Module.symvers or System.map parses in ~3 ms, less than keying an entry costs (hashlib loads
+# OpenSSL; the kernel floor's sources are read and hashed). Images and Debian's symvers are far above.
+CACHE_FROM_BYTES = 64 << 10
+
 TEXT_TYPES = set("TtWw")
 DATA_TYPES = set("DdBbRrGgSsVv")
 
@@ -74,6 +79,12 @@ class Kernel:
     def from_files(cls, paths: list[str], config: KernelConfig, *, simulate_all: bool = False) -> "Kernel":
         if not paths:
             return cls.builtin(config, simulate_all=simulate_all)
+        try:
+            small = sum(os.path.getsize(p) for p in paths) < CACHE_FROM_BYTES
+        except OSError:
+            small = True                     # unreadable: the parser reports it
+        if small:
+            return cls._from_files(paths, config)
         from .cache import cached
         return cached("kernel", list(paths), repr((list(paths), list(map(os.path.abspath, paths)), config)),
                       lambda: cls._from_files(paths, config))

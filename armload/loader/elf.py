@@ -30,7 +30,7 @@ from ..constants import (EF_ARM_EABI_MASK, EM_ARM, ET_REL, SHF_ALLOC, SHF_EXECIN
                         SHN_LIVEPATCH,
                         SHN_UNDEF, SHT_NOBITS, SHT_NULL, SHT_REL, SHT_RELA, SHT_SYMTAB)
 from ..errors import ElfFormatError
-from ..kernel.modtree import modinfo_strings
+from ..kernel.kofile import modinfo_strings
 from .validity import LATER, UNCHECKED_TYPES, type_name, unread_alloc
 
 SYM_DTYPE = np.dtype([("st_name", "<u4"), ("st_value", "<u4"), ("st_size", "<u4"),

@@ -18,26 +18,27 @@ core PLT is `.plt`, and uses `.plt` as the core PLT under every generation.
 """
 from __future__ import annotations
 
-import hashlib
+import functools
 import os
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..kernel.config import KernelConfig
-from ..constants import BRANCH_TYPES, SHF_EXECINSTR, SHN_UNDEF, THUMB_BRANCHES, R
+from ..constants import SHF_EXECINSTR, SHN_UNDEF, reloc_name
 from .elf import ObjectFile
-from .model import PltCounts, PltEntry, distinct
+from .layout import init_layout_section
+from .model import IS_BRANCH, IS_THUMB_BRANCH, PltCounts, PltEntry, distinct
 
 PLT_ENT_SIZE = 8
-_BRANCH_ARR = np.array([int(t) for t in BRANCH_TYPES], dtype=np.uint32)
-_THUMB_ARR = np.array([int(t) for t in THUMB_BRANCHES], dtype=np.uint32)
 
 
 # --- the kernel's sort ---------------------------------------------------------------
 # lib/sort.c's permutation is computed by the compiled armload.loader._kernsort when it is built and
 # matches its source (setup.py compiles the source's SHA-256 in), else by the pure-Python
 # transcription below; both give the same permutation. ARMLOAD_NO_NATIVE=1 forces Python.
+# The extension is looked up at the first replay, not at import: most loads never replay lib/sort.c
+# (kernel_order does only for ties whose order matters), and the check's hashlib loads OpenSSL.
 VARIANTS = {"v6": 0, "sorted": 1}
 
 
@@ -51,13 +52,17 @@ def _native_sort():
         return None, f"armload.loader._kernsort not built ({e})"
     src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_kernsort.c")
     if os.path.exists(src):
+        import hashlib
         with open(src, "rb") as f:
             if hashlib.sha256(f.read()).hexdigest() != _kernsort.SOURCE_SHA256:
                 return None, "armload.loader._kernsort is stale (built from another _kernsort.c; re-run make venv)"
     return _kernsort, "C extension armload.loader._kernsort"
 
 
-_NATIVE, SORT_BACKEND = _native_sort()
+@functools.cache
+def native_sort():
+    """_native_sort(), once per process, at the first replay."""
+    return _native_sort()
 
 
 def heapsort_order(keys, variant: str, *, native: bool | None = None) -> np.ndarray:
@@ -71,15 +76,16 @@ def heapsort_order(keys, variant: str, *, native: bool | None = None) -> np.ndar
         raise ValueError(f"unknown heapsort variant {variant!r}")
     k = np.asarray(keys)
     fits = k.size == 0 or (np.issubdtype(k.dtype, np.integer) and int(k.min()) >= 0 and int(k.max()) <= 0xFFFFFFFF)
+    compiled, why = native_sort() if native is not False else (None, "")
     if native is None:
-        native = _NATIVE is not None and fits
+        native = compiled is not None and fits
     if native:
-        if _NATIVE is None:
-            raise RuntimeError(f"native heapsort unavailable: {SORT_BACKEND}")
+        if compiled is None:
+            raise RuntimeError(f"native heapsort unavailable: {why}")
         if not fits:
             raise ValueError("native heapsort keys must be unsigned 32-bit")
         out = np.empty(k.size, dtype=np.int64)
-        _NATIVE.order(np.ascontiguousarray(k, dtype=np.uint32), out, VARIANTS[variant])
+        compiled.order(np.ascontiguousarray(k, dtype=np.uint32), out, VARIANTS[variant])
         return out
     return np.array(heapsort_order_python(k.tolist(), variant), dtype=np.int64)
 
@@ -171,8 +177,8 @@ def kernel_order(r_info: np.ndarray, words: np.ndarray, variant: str, exact: boo
             return order
         # Only branches care about order (PLT counting and slot reuse); compare their addend bits.
         t = ri & np.uint32(0xFF)
-        thumb = (t == R.R_ARM_THM_CALL) | (t == R.R_ARM_THM_JUMP24)
-        branch = thumb | (t == R.R_ARM_CALL) | (t == R.R_ARM_JUMP24) | (t == R.R_ARM_PC24)
+        thumb = IS_THUMB_BRANCH[t]
+        branch = IS_BRANCH[t]
         addend = words[order] & np.where(thumb, np.uint32(0x2FFF07FF), np.uint32(0x00FFFFFF))
         if not (same & branch[1:] & (addend[1:] != addend[:-1])).any():
             return order
@@ -181,7 +187,7 @@ def kernel_order(r_info: np.ndarray, words: np.ndarray, variant: str, exact: boo
 
 def zero_addend(words: np.ndarray, rtype: np.ndarray) -> np.ndarray:
     """is_zero_addend_relocation(): bitwise test including the PC bias (-8 ARM, -4 Thumb)."""
-    thumb = np.isin(rtype, _THUMB_ARR)
+    thumb = IS_THUMB_BRANCH[rtype]
     upper = words & np.uint32(0xFFFF)
     lower = words >> np.uint32(16)
     tz = ((upper & np.uint32(0x7FF)) == 0x7FF) & ((lower & np.uint32(0x2FFF)) == 0x2FFE)
@@ -252,7 +258,7 @@ def _count_sorted(t: RelTable, order: np.ndarray, shndx: np.ndarray, same_sectio
     words = t.words[order]
     rtype = r_info & np.uint32(0xFF)
     rsym = (r_info >> np.uint32(8)).astype(np.int64)
-    cand = np.isin(rtype, _BRANCH_ARR)
+    cand = IS_BRANCH[rtype]
     if not cand.any():
         return 0
     sh = shndx[np.minimum(rsym, len(shndx) - 1)]
@@ -274,7 +280,7 @@ def legacy_rel_tables(obj: ObjectFile) -> list[RelTable]:
     cases where that header looks executable): armload skips it, as apply_relocations does."""
     out = []
     for s, rel, dst in _rel_targets(obj):
-        br = np.isin(rel["r_info"] & np.uint32(0xFF), _BRANCH_ARR)
+        br = IS_BRANCH[rel["r_info"] & np.uint32(0xFF)]
         words = np.zeros(len(rel), dtype=np.uint32)
         # sh_info 0: rewrite_section_headers leaves sechdrs[0].sh_addr 0, so v4.0 would read the
         # absolute address r_offset (a fault, not modelled); 0 stands in for those words.
@@ -292,8 +298,8 @@ def legacy_is_init(t: RelTable) -> bool:
 def _legacy_candidates(t: RelTable):
     """(branch-type mask, masked word) as v4.0's count_plts sees each entry: the mask follows the type."""
     rtype = t.r_info & np.uint32(0xFF)
-    cand = np.isin(rtype, _BRANCH_ARR)
-    mask = np.where(np.isin(rtype, _THUMB_ARR), np.uint32(THUMB_BRANCH_MASK), np.uint32(ARM_BRANCH_MASK))
+    cand = IS_BRANCH[rtype]
+    mask = np.where(IS_THUMB_BRANCH[rtype], np.uint32(THUMB_BRANCH_MASK), np.uint32(ARM_BRANCH_MASK))
     return cand, t.words & mask
 
 
@@ -491,3 +497,64 @@ class PltSection:
             name = self.fixed_names[i] if fixed and i < len(self.fixed_names) else names.get(lit)
             out.append(PltEntry(addr=self.slot(i), target=lit, plt=self.name, symbol=name, fixed=fixed))
         return out
+
+
+# --- which relocations each PLT rule counted ------------------------------------------------
+@dataclass
+class CountedEntry:
+    """One relocation a PLT rule counted, with where it sits in the file."""
+
+    relsec_name: str
+    target_name: str
+    index: int                # file order
+    type_name: str
+    symbol: str
+    plt: str                  # "core" or "init": the PLT the entry was counted for
+
+
+def counted_relocations(obj: ObjectFile, config) -> dict[str, list[CountedEntry]]:
+    """Per rule, the branch relocations module_frob_arch_sections counted (one PLT entry each),
+    built from plt.py's own pieces (exec tables, kernel order, zero-addend test, st_shndx); the
+    fixed ftrace entries are not relocations and are not listed. tests/inspect/test_explain.py checks
+    that the lists have exactly the lengths of count_plts(); `armload load` prints them."""
+    tables = exec_rel_tables(obj)
+    shndx = sym_shndx(obj)
+    names = obj.sym_names
+    out: dict[str, list[CountedEntry]] = {"legacy": [], "sorted": [], "v6": []}
+
+    type_names: dict[int, str] = {}
+
+    def entry(t, i, where):
+        info = int(t.r_info[i])
+        sym, rt = info >> 8, info & 0xFF
+        tn = type_names.get(rt)
+        if tn is None:
+            tn = type_names[rt] = reloc_name(rt)
+        return CountedEntry(obj.sections[t.relsec].name, t.dstname, int(i), tn,
+                            names[sym] if sym < len(names) else "", where)
+    for t in legacy_rel_tables(obj):          # v4.0: every REL table, no symbol filter, per-type masks
+        cand, masked = _legacy_candidates(t)
+        where = "init" if legacy_is_init(t) else "core"
+        idx = np.flatnonzero(cand)
+        # no earlier entry with the same r_info and masked word: the first of each key, in file order
+        keys = (t.r_info[idx].astype(np.uint64) << np.uint64(32)) | np.asarray(masked)[idx].astype(np.uint64)
+        _, first = np.unique(keys, return_index=True)
+        for i in idx[np.sort(first)].tolist():
+            out["legacy"].append(entry(t, i, where))
+    for t in tables:
+        for alg in ("sorted", "v6"):
+            order = kernel_order(t.r_info, t.words, alg)
+            r_info = t.r_info[order]
+            words = t.words[order]
+            rtype = r_info & np.uint32(0xFF)
+            rsym = (r_info >> np.uint32(8)).astype(np.int64)
+            c = IS_BRANCH[rtype]
+            sh = shndx[np.minimum(rsym, len(shndx) - 1)]
+            c &= (sh != t.dstsec) if alg == "v6" else (sh == SHN_UNDEF)
+            zero = zero_addend(words, rtype)
+            dup = np.zeros(len(r_info), dtype=bool)
+            dup[1:] = (r_info[1:] == r_info[:-1]) & zero[:-1]
+            where = "init" if alg == "v6" and init_layout_section(t.dstname, config) else "core"
+            for k in np.flatnonzero(c & ~(zero & dup)).tolist():
+                out[alg].append(entry(t, int(order[k]), where))
+    return out

@@ -15,7 +15,7 @@ import numpy as np
 from ..kernel.config import KernelConfig
 from ..constants import STT_FUNC, THUMB_BRANCHES, R, reloc_name
 from ..errors import PltError, RelocationError
-from .model import distinct
+from .model import IS_THUMB_BRANCH, distinct, type_table
 
 U32 = np.uint32
 M32 = 0xFFFFFFFF
@@ -359,7 +359,7 @@ def apply_rel_section(modname: str, relidx: int, relname: str, r_offset: np.ndar
     bad_sym = rsym > symcount
     oob = r_offset.astype(np.int64) > ((tgt.size - 4) & M32)
     specs = {t: spec_for(t, config) for t in distinct(rtype).tolist()}
-    unknown = np.isin(rtype, [t for t, s in specs.items() if s is None])
+    unknown = type_table(t for t, s in specs.items() if s is None)[rtype]
     pre = bad_sym | oob | unknown
 
     safe_sym = np.minimum(rsym, symcount)
@@ -397,7 +397,7 @@ def apply_rel_section(modname: str, relidx: int, relname: str, r_offset: np.ndar
     if br_mask.any():
         idx = np.flatnonzero(br_mask)                        # application order
         t_ = rtype[idx]
-        thumb = np.isin(t_, [int(x) for x in THUMB_BRANCHES])
+        thumb = IS_THUMB_BRANCH[t_]
         w = words[idx]
         A = np.where(thumb, thm_branch_decode(w), arm_branch_decode(w))
         off = s32(A + S[idx] - P[idx])

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..kernel.config import DEBIAN_ARMMP, KernelConfig
 from ..constants import (SHF_ALLOC, SHF_EXECINSTR, SHN_UNDEF, SHT_NOBITS, SHT_PROGBITS, SHT_REL, SHT_RELA,
-                        STB_GLOBAL, STB_LOCAL, STB_WEAK, R, reloc_name)
+                        STB_GLOBAL, STB_LOCAL, STB_WEAK, reloc_name)
 from .elf import ObjectFile, Section, read_object
 from .this_module import of_object as this_module_layout
 from ..errors import (EBUSY, EEXIST, ENOENT, ENOEXEC, ArmloadError, ElfFormatError, LayoutError, PltError,
@@ -17,7 +17,7 @@ from ..errors import (EBUSY, EEXIST, ENOENT, ENOEXEC, ArmloadError, ElfFormatErr
 from ..kernel.provider import Kernel
 from .layout import TEMP_COPY_BASE, Layout, ModuleAllocator, layout_module
 from ..kernel.provider import Export
-from .model import (BRANCH_DTYPE, LoadedModule, LoadedSection, MemRegion, ModuleSymbol, PltEntry)
+from .model import (BRANCH_DTYPE, IS_THUMB_BRANCH, LoadedModule, LoadedSection, MemRegion, ModuleSymbol, PltEntry)
 from . import finalize
 from .plt import PltSection, heapsort_order, plan_plts
 from .relocate import PltRouter, SectionTarget, apply_rel_section, overlap_batches
@@ -379,7 +379,7 @@ def _build_module(obj, layout, regions, syms, resolved, plan, counts, branches, 
     for key in ("core", "init"):
         if key in plts:
             plt_entries.extend(plts[key].plt.entries(names_by_addr))
-    thumb = bool(len(branches) and np.isin(branches["rtype"], [R.R_ARM_THM_CALL, R.R_ARM_THM_JUMP24]).any()) \
+    thumb = bool(len(branches) and IS_THUMB_BRANCH[branches["rtype"]].any()) \
         or "thumb2" in (obj.modinfo.get("vermagic") or [""])[0]
     return LoadedModule(
         name=obj.name, path=obj.path, config=config, regions=regions, sections=sections, symbols=symbols,

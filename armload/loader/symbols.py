@@ -6,12 +6,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..constants import BRANCH_TYPES, SHN_COMMON, SHN_LORESERVE, SHN_UNDEF, STB_WEAK
+from ..constants import SHN_COMMON, SHN_LORESERVE, SHN_UNDEF, STB_WEAK
 from .elf import SYM_DTYPE, ObjectFile
 from ..errors import EINVAL, ENOENT, ENOEXEC, SymbolError
 from ..kernel.provider import Kernel
 from ..kernel.provider import Export
-from .model import ResolvedSymbol
+from .model import IS_BRANCH, ResolvedSymbol
 from .relocate import SymbolValues
 
 GPL_COMPATIBLE = {"GPL", "GPL v2", "GPL and additional rights", "Dual BSD/GPL", "Dual MIT/GPL",
@@ -49,11 +49,10 @@ def data_symbols(obj: ObjectFile) -> set[int]:
     """Symbol indices only ever used as data (never branched to, not just R_ARM_NONE)."""
     data: set[int] = set()
     code: set[int] = set()
-    br = np.array([int(t) for t in BRANCH_TYPES], dtype=np.uint32)
     for rel in obj.rels.values():
         ri = rel["r_info"]
         t = ri & np.uint32(0xFF)
-        sel = np.isin(t, br)
+        sel = IS_BRANCH[t]
         code.update((ri[sel] >> np.uint32(8)).tolist())
         data.update((ri[~sel & (t != 0)] >> np.uint32(8)).tolist())
     return data - code

@@ -187,8 +187,7 @@ def _synth(n=4000, ext=300):
 @pytest.mark.parametrize("ko", [os.path.basename(k) for k in all_kos()] + ["synth"])
 def test_counted_relocations_add_up_to_each_rules_count(ko):
     from armload.loader.elf import read_object
-    from armload.inspect.explain import counted_relocations
-    from armload.loader.plt import plan_plts
+    from armload.loader.plt import counted_relocations, plan_plts
     cfg = KernelConfig(thumb2="thumb2" in ko)
     o = read_object("s.ko", _synth()) if ko == "synth" else read_object(sample(ko))
     counts = plan_plts(o, cfg).counts
@@ -202,7 +201,7 @@ def test_counted_relocations_add_up_to_each_rules_count(ko):
 
 def test_plt_notes_explain_the_differences():
     from armload.loader.elf import read_object
-    from armload.inspect.explain import counted_relocations
+    from armload.loader.plt import counted_relocations
     from armload.inspect.report import plt_notes
     cfg = KernelConfig(thumb2=True)
     mod = Session(Kernel.from_files([SYMVERS], cfg), cfg, "vmalloc").load(sample("hello-thumb2.ko"))

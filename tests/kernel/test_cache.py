@@ -45,6 +45,24 @@ def test_the_kernel_from_the_cache_equals_a_fresh_parse(tmp_path, monkeypatch):
     assert hit.image_path == fresh.image_path and hit.vermagic == fresh.vermagic
 
 
+def test_small_kernel_files_are_parsed_not_cached(tmp_path, monkeypatch):
+    """Below CACHE_FROM_BYTES in all, parsing is cheaper than keying an entry: nothing is stored (and
+    `armload load --kernel Module.symvers` with a small symvers never imports hashlib, test_layout)."""
+    from testinputs import sample
+    from armload.kernel.config import DEBIAN_ARMMP
+    from armload.kernel.provider import CACHE_FROM_BYTES, Kernel
+    monkeypatch.setenv("ARMLOAD_SETUP_CACHE", str(tmp_path / "c"))
+    small = sample("Module.symvers")
+    assert os.path.getsize(small) < CACHE_FROM_BYTES
+    k = Kernel.from_files([small], DEBIAN_ARMMP)
+    assert k.exports == Kernel._from_files([small], DEBIAN_ARMMP).exports and len(k.exports) > 10
+    assert not (tmp_path / "c").exists()
+    big = tmp_path / "Module.symvers"                    # the same exports, padded past the bound: stored
+    big.write_bytes(open(small, "rb").read() + b"\n" * CACHE_FROM_BYTES)
+    assert Kernel.from_files([str(big)], DEBIAN_ARMMP).exports == k.exports
+    assert [n.split("-")[0] for n in os.listdir(tmp_path / "c")] == ["kernel"]
+
+
 def test_one_directory_rule_for_every_cache(tmp_path, monkeypatch):
     """The setup cache, the kallsyms decode cache and the boot snapshots take their directory from
     kernel/cache.cache_dir: the kind's variable (empty: no cache), else <$CACHE>/kind, else ~/.cache/armload."""

@@ -44,20 +44,22 @@ def random_r_info(rng, n):
 
 def test_native_sort_is_used():
     """The compiled replay is what runs (make venv builds it); ARMLOAD_NO_NATIVE=1 opts out explicitly."""
+    compiled, why = P.native_sort()
     if os.environ.get("ARMLOAD_NO_NATIVE"):
-        assert P._NATIVE is None and P.SORT_BACKEND == "disabled by ARMLOAD_NO_NATIVE"
+        assert compiled is None and why == "disabled by ARMLOAD_NO_NATIVE"
     else:
-        assert P._NATIVE is not None, P.SORT_BACKEND
-        assert P.SORT_BACKEND == "C extension armload.loader._kernsort"
-        assert P._NATIVE.SOURCE_SHA256 != "unknown"
+        assert compiled is not None, why
+        assert why == "C extension armload.loader._kernsort"
+        assert compiled.SOURCE_SHA256 != "unknown"
 
 
 def _native_or_fail():
     if os.environ.get("ARMLOAD_NO_NATIVE"):
         pytest.skip("ARMLOAD_NO_NATIVE set: the compiled sort is opted out")
-    if P._NATIVE is None:
-        pytest.fail(f"armload.loader._kernsort is not in use ({P.SORT_BACKEND}); make venv builds it")
-    return P._NATIVE
+    compiled, why = P.native_sort()
+    if compiled is None:
+        pytest.fail(f"armload.loader._kernsort is not in use ({why}); make venv builds it")
+    return compiled
 
 
 def test_stale_disabled_or_missing_native_sort_is_not_used(monkeypatch):
@@ -101,7 +103,7 @@ def test_sort_replay_equals_literal_port(variant):
         keys = P.sort_keys(r_info)
         py = heapsort_order(keys, variant, native=False).tolist()
         assert py == want, (variant, n)
-        if P._NATIVE is not None:
+        if P.native_sort()[0] is not None:
             assert heapsort_order(keys, variant, native=True).tolist() == want, (variant, n)
         assert kernel_order(r_info, np.zeros(n, np.uint32), variant, exact=True).tolist() == want
 
@@ -141,8 +143,7 @@ def test_heapsort_rejects_bad_input(monkeypatch):
             heapsort_order(bad, "v6", native=True)
     empty = heapsort_order([], "sorted", native=False)
     assert empty.dtype == np.int64 and empty.size == 0
-    monkeypatch.setattr(P, "_NATIVE", None)
-    monkeypatch.setattr(P, "SORT_BACKEND", "disabled by ARMLOAD_NO_NATIVE")
+    monkeypatch.setattr(P, "native_sort", lambda: (None, "disabled by ARMLOAD_NO_NATIVE"))
     with pytest.raises(RuntimeError, match=r"^native heapsort unavailable: disabled by ARMLOAD_NO_NATIVE$"):
         heapsort_order([1], "v6", native=True)
     assert heapsort_order([3, 1, 2], "v6").tolist() == [1, 2, 0]     # native=None without it: Python
@@ -257,7 +258,7 @@ def test_mixed_addend_counts_equal_literal_ports(mixed_ko, monkeypatch):
     plan = plan_plts(obj, cfg)
     assert (plan.counts["v6"].core, plan.counts["v6"].init) == want_v6
     assert plan.counts["sorted"].core == want_sorted and plan.counts["sorted"].init == 0
-    monkeypatch.setattr(P, "_NATIVE", None)
+    monkeypatch.setattr(P, "native_sort", lambda: (None, "disabled by ARMLOAD_NO_NATIVE"))
     slow = plan_plts(obj, cfg)
     assert slow.counts == plan.counts
     assert all(np.array_equal(slow.orders[k], plan.orders[k]) for k in plan.orders)

@@ -246,9 +246,9 @@ def test_quadratic_and_hashed_counts_agree_on_crafted_tables():
 
 @pytest.mark.parametrize("name", ["hello-arm.ko", "initcore-arm.ko", "devkit-thumb2.ko", "regdev-arm.ko"])
 def test_explain_lists_what_v40_counted_per_plt(name):
-    """explain.counted_relocations' legacy list: one item per counted entry, split core/init as the
+    """plt.counted_relocations' legacy list: one item per counted entry, split core/init as the
     port splits them; the init items are exactly those of REL tables named *.init*."""
-    from armload.inspect.explain import counted_relocations
+    from armload.loader.plt import counted_relocations
     obj = read_object(sample(name))
     got = counted_relocations(obj, KernelConfig())["legacy"]
     core, init = kernel_plt_counts_v40(sample(name))
