@@ -3,8 +3,9 @@
 
 Everything above the hardware is the kernel's own code. What is done by hand, because stock
 Unicorn calls hooks instead: exception entry (IRQ, UNDEF, SVC, data/prefetch abort, hw/cpu.py), the
-generic timer (cp15 c14 sites, hw/timer.py) and WFI (a code hook at each WFI of the Image: with
-nothing pending the CPU sleeps until the next timer event: simulated time jumps there).
+generic timer (cp15 c14 sites, hw/timer.py) and WFI (Unicorn's halt ends emu_start right after it,
+and run() sees the WFI before PC: with nothing pending the CPU sleeps until the next timer event:
+simulated time jumps there; no hook).
 
 IRQ delivery: the controller's output is recomputed after every device access and timer event;
 while it is raised the block hook stops before the first block that starts with CPSR.I clear
@@ -107,7 +108,7 @@ class Machine:
         self.service = None        # a request a hook left for the host (a usermode helper): run() returns "service"
         uc.hook_add(UC_HOOK_INTR, self._intr)
         uc.hook_add(UC_HOOK_INSN_INVALID, self._undef)   # Unicorn reports UNDEF here, not as INTR
-        sites, self.wfi_sites = _scan(image)
+        sites, _wfi = _scan(image)
         # the timer's reads in C (hw/c14.py), its writes here: they change the interrupt output
         self.c14, sites = c14.install(uc, self.t, self._ram_ptr, RAM_SIZE, sites, self._word_at_image)
         self.c14.mirror(self.hw.timer, self.hw.idle_ns)
@@ -115,8 +116,6 @@ class Machine:
         for addr, site in sites:
             self._sites[addr] = (site, self._word_at_image(addr))
             uc.hook_add(UC_HOOK_CODE, self._timer_site, begin=addr, end=addr)
-        for a in self.wfi_sites:
-            uc.hook_add(UC_HOOK_CODE, self._wfi, begin=a, end=a)
 
     # --- memory ------------------------------------------------------------------------------
     def _word_at_image(self, va: int) -> int:
@@ -237,19 +236,27 @@ class Machine:
         self._sync()
         uc.reg_write(A.UC_ARM_REG_PC, addr + 4)
 
-    def _wfi(self, uc, addr, size, _):
-        if self._read32p(self.translate(addr)) != WFI:
-            return
+    def _after_wfi(self, pc: int) -> bool:
+        """Whether emu_start came back because the instruction before `pc` is a WFI (ARM, always):
+        Unicorn halts the CPU there (EXCP_HLT ends the run, PC past the WFI). With nothing pending
+        the CPU sleeps until the next timer event: simulated time jumps there (an idle WFI with no
+        timer armed stops the machine: stop_reason)."""
+        if self.uc.reg_read(A.UC_ARM_REG_CPSR) & cpu.CPSR_T:
+            return False
+        try:
+            if self._read32p(self.translate(pc - 4)) != WFI:
+                return False
+        except GuestFault:
+            return False
         self.hw.wfi_count += 1
         if not self.hw.gic.irq_signal():
             ev = self._next_event_ns()
             if ev is None:
                 self.stop_reason = "idle: WFI with no interrupt pending and no timer armed"
-                uc.emu_stop()
-                return
+                return True
             self.hw.idle_ns += ev - self.now_ns()
             self._sync()
-        uc.reg_write(A.UC_ARM_REG_PC, addr + 4)
+        return True
 
     def _intr(self, uc, intno, _):
         kind = EXCP.get(intno, f"exception {intno}")
@@ -345,6 +352,8 @@ class Machine:
                 pass                                      # _sync() at the loop's top raises the line
             elif pc == until:
                 return "until"
+            elif self._after_wfi(pc) and self.stop_reason:
+                raise GuestFault(self.stop_reason)
 
     # --- registers -----------------------------------------------------------------------------
     def reg(self, name: str) -> int:

@@ -199,9 +199,10 @@ typedef struct filters {
     uint32_t held_any;                         /* module locks of any kind held (their release by kernel code) */
 } filters_t;
 
-typedef struct {
+typedef struct entry {
     filters_t *f;
     uint32_t mode, arg, id;
+    struct entry *next;              /* the next entry at the same address: one Unicorn hook for all */
 } entry_t;
 
 typedef struct centry {
@@ -244,7 +245,8 @@ static void entry_filter(uc_engine *uc, entry_t *e) {
 
 void armload_entry_hook(uc_engine *uc, uint64_t address, uint32_t isize, void *user) {
     (void)address; (void)isize;
-    entry_filter(uc, (entry_t *)user);
+    for (entry_t *e = (entry_t *)user; e; e = e->next)
+        entry_filter(uc, e);
 }
 
 /* A module instruction that transfers control to an entry point of the call table (one with

@@ -26,7 +26,8 @@ class Shadow(ctypes.Structure):
 
 def lib():
     from ..native import helper
-    return helper(_SRC, "shadow", Shadow, also=lambda l: l.armload_filters_size() == ctypes.sizeof(Filters))
+    return helper(_SRC, "shadow", Shadow, also=lambda l: (l.armload_filters_size() == ctypes.sizeof(Filters)
+                                                          and l.armload_entry_size() == ctypes.sizeof(Entry)))
 
 
 def _p(a, t):
@@ -111,8 +112,11 @@ class Filters(ctypes.Structure):
 
 
 class Entry(ctypes.Structure):
-    _fields_ = [("f", ctypes.POINTER(Filters)), ("mode", ctypes.c_uint32), ("arg", ctypes.c_uint32),
-                ("id", ctypes.c_uint32)]
+    pass
+
+
+Entry._fields_ = [("f", ctypes.POINTER(Filters)), ("mode", ctypes.c_uint32), ("arg", ctypes.c_uint32),
+                  ("id", ctypes.c_uint32), ("next", ctypes.POINTER(Entry))]   # the next at its address
 
 
 class CEntry(ctypes.Structure):
@@ -148,7 +152,8 @@ class EntryHooks:
     F_LR_OR_FREED once a freed one, F_LR_OR_HELD once a module spinlock is held (`promote`; a
     hook once added stays: a deleted one stays in Unicorn's list until emu_start returns). The
     others are in the call table: the module text hook recognises the module's calls to them.
-    Every hook on an address makes each hooked instruction (all of module text) walk it."""
+    Every hook makes each hooked instruction (all of module text) walk it: the entries at one
+    address share one (a chain in C: Entry.next)."""
 
     def __init__(self, bk, tail: set[int] = frozenset()):
         from unicorn.unicorn_py3.unicorn import uclib
@@ -166,6 +171,7 @@ class EntryHooks:
         self.f.call = self._call
         self.hooks: list[int] = []
         self._hooked: set[int] = set()
+        self._last: dict[int, Entry] = {}             # address -> the last Entry of its hook's chain
         self.errors: list[str] = []
 
     def _dispatch(self, i: int) -> None:
@@ -209,8 +215,14 @@ class EntryHooks:
         self.f.ctbl, self.f.nctbl = ctypes.addressof(t), len(rows)
 
     def _hook(self, addr: int, e) -> None:
+        """`e` run at `addr`: after the entries already hooked there, by their one Unicorn hook."""
         from unicorn import UC_HOOK_CODE
         from unicorn.unicorn_py3.unicorn import uc_hook_h, uclib
+        last = self._last.get(addr)
+        self._last[addr] = e
+        if last is not None:
+            last.next = ctypes.pointer(e)
+            return
         self._hooked.add(addr)
         h = uc_hook_h()
         uc = self.bk.m.uc
@@ -235,6 +247,7 @@ class EntryHooks:
             uclib.uc_hook_del(self.bk.m.uc._uch, uc_hook_h(h))
         self.hooks = []
         self._hooked = set()
+        self._last = {}
         self._groups = {}
         self._table()
 
