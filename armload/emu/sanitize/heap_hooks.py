@@ -37,39 +37,22 @@ ALLOCS = {
     "kmemdup": ("kmalloc", lambda a: a[1], None, lambda a: a[2]),
     "kmemdup_nul": ("kmalloc", lambda a: a[1] + 1, None, lambda a: a[2]),
     "krealloc": ("kmalloc", lambda a: a[1], None, lambda a: a[2]),
-    # 6.10+: allocation tagging's *_noprof entry points (include/linux/slab.h, vmalloc.h, string.h)
-    "__kmalloc_noprof": ("kmalloc", lambda a: a[0], None, lambda a: a[1]),
-    "__kmalloc_cache_noprof": ("kmalloc", lambda a: a[2], None, lambda a: a[1]),
-    "__kmalloc_cache_node_noprof": ("kmalloc", lambda a: a[3], None, lambda a: a[1]),
-    "__kmalloc_large_noprof": ("kmalloc_large", lambda a: a[0], None, lambda a: a[1]),
-    "__kmalloc_large_node_noprof": ("kmalloc_large", lambda a: a[0], None, lambda a: a[1]),
-    "kmem_cache_alloc_noprof": ("kmem_cache", None, lambda a: a[0], lambda a: a[1]),
-    "kmem_cache_alloc_lru_noprof": ("kmem_cache", None, lambda a: a[0], lambda a: a[2]),
-    "kmem_cache_alloc_node_noprof": ("kmem_cache", None, lambda a: a[0], lambda a: a[1]),
-    "vmalloc_noprof": ("vmalloc", lambda a: a[0], None, None),
-    "vzalloc_noprof": ("vmalloc", lambda a: a[0], None, None),
-    "vmalloc_node_noprof": ("vmalloc", lambda a: a[0], None, None),
-    "vzalloc_node_noprof": ("vmalloc", lambda a: a[0], None, None),
-    "vmalloc_user_noprof": ("vmalloc", lambda a: a[0], None, None),
-    "vmalloc_32_noprof": ("vmalloc", lambda a: a[0], None, None),
-    "__vmalloc_noprof": ("vmalloc", lambda a: a[0], None, lambda a: a[1]),
-    "vmalloc_array_noprof": ("vmalloc", lambda a: a[0] * a[1], None, None),
-    "kmemdup_noprof": ("kmalloc", lambda a: a[1], None, lambda a: a[2]),
-    "krealloc_noprof": ("kmalloc", lambda a: a[1], None, lambda a: a[2]),
 }
+# 6.10+: allocation tagging's *_noprof entry points (include/linux/slab.h, vmalloc.h, string.h), with
+# 6.1's arguments: the same names with the suffix, and four new names
+ALLOCS.update({f"{n}_noprof": ALLOCS[n] for n in (
+    "__kmalloc", "kmem_cache_alloc", "kmem_cache_alloc_lru", "kmem_cache_alloc_node", "vmalloc", "vzalloc",
+    "vmalloc_node", "vzalloc_node", "vmalloc_user", "vmalloc_32", "__vmalloc", "vmalloc_array", "kmemdup",
+    "krealloc")})
+ALLOCS.update({"__kmalloc_cache_noprof": ALLOCS["kmalloc_trace"],
+               "__kmalloc_cache_node_noprof": ALLOCS["kmalloc_node_trace"],
+               "__kmalloc_large_noprof": ALLOCS["kmalloc_large"],
+               "__kmalloc_large_node_noprof": ALLOCS["kmalloc_large_node"]})
 # 6.10+ with CONFIG_SLAB_BUCKETS: DECL_BUCKET_PARAMS(size, b) puts a kmem_buckets * after the size
 # (include/linux/slab.h), so gfp is one argument later: name -> (kind, gfp's index without it)
 BUCKETED = {"__kmalloc_node_noprof": ("kmalloc", 1), "__kmalloc_node_track_caller_noprof": ("kmalloc", 1),
             "__kvmalloc_node_noprof": ("kvmalloc", 1)}
 REALLOCS = ("krealloc", "krealloc_noprof")          # the old pointer in r0 is freed by a move
-
-
-def alloc_table(buckets: bool) -> dict:
-    """ALLOCS with the bucketed entries for a kernel with (buckets) or without CONFIG_SLAB_BUCKETS."""
-    out = dict(ALLOCS)
-    for name, (kind, g) in BUCKETED.items():
-        out[name] = (kind, lambda a: a[0], None, (lambda a, i=g + buckets: a[i]))
-    return out
 STRING_ALLOCS = {"kstrdup": None, "kstrndup": 1}          # size from the string (strnlen(s, a[1]) + 1)
 FREES = {"kfree": 0, "kvfree": 0, "vfree": 0, "kfree_sensitive": 0, "kvfree_sensitive": 0,
          "kmem_cache_free": 1, "kfree_const": 0, "vfree_atomic": 0}
@@ -79,9 +62,18 @@ MEMFUNCS = {
     "memset": [(0, 2, True)], "_copy_from_user": [(0, 2, True)], "_copy_to_user": [(1, 2, False)],
     # what an inlined copy_{from,to}_user calls (6.12: INLINE_COPY_*_USER; arch/arm/include/asm/uaccess.h)
     "arm_copy_from_user": [(0, 2, True)], "arm_copy_to_user": [(1, 2, False)],
-    "strcpy": [(0, "strlen1", True)], "strncpy": [(0, 2, True)], "strscpy": [(0, "strscpy", True)], "sized_strscpy": [(0, "strscpy", True)],
+    "strcpy": [(0, "strlen1", True)], "strncpy": [(0, 2, True)], "strscpy": [(0, "strscpy", True)],
+    "sized_strscpy": [(0, "strscpy", True)],                  # 6.12's strscpy
     "strlcpy": [(0, "strlcpy", True)], "strcat": [(0, "strcat", True)],
 }
+
+
+def alloc_table(buckets: bool) -> dict:
+    """ALLOCS with the bucketed entries for a kernel with (buckets) or without CONFIG_SLAB_BUCKETS."""
+    out = dict(ALLOCS)
+    for name, (kind, g) in BUCKETED.items():
+        out[name] = (kind, lambda a: a[0], None, (lambda a, i=g + buckets: a[i]))
+    return out
 
 
 class HeapHooks:
