@@ -5,7 +5,8 @@
  * more than N), and while
  * `irq_line` is raised stops before the first block that starts with CPSR.I clear, so the
  * interrupt is taken at the instruction after the unmask (cpsie i / msr cpsr / an exception
- * return), never later. reason: 1 = deadline, 2 = IRQ deliverable, 3 = budget. */
+ * return), never later. reason: 1 = deadline, 2 = IRQ deliverable, 3 = budget. Then the dispatch
+ * table's C hooks of the block's first address run (a bitmap first: one test for most blocks). */
 #include <stdint.h>
 #include <string.h>
 
@@ -16,6 +17,18 @@ typedef int (*emu_stop_fn)(uc_engine *);
 
 #define CACHE 16384
 #define UC_ARM_REG_CPSR 3
+
+/* A C hook run at the start of every block that starts at `addr`, with a code hook's arguments:
+ * an entry point reached by a call or a branch always starts a block (the dispatch table's
+ * owner only puts there addresses that no instruction falls through into). */
+typedef void (*block_fn)(uc_engine *, uint64_t, uint32_t, void *);
+typedef struct {
+    uint32_t addr, pad;
+    block_fn fn;
+    void *user;
+} disp_t;
+
+#define DISP_BITS 65536
 
 typedef struct {
     uint64_t insns;
@@ -28,6 +41,9 @@ typedef struct {
     emu_stop_fn emu_stop;
     uint64_t keys[CACHE];
     uint32_t counts[CACHE];
+    const disp_t *disp;              /* sorted by addr */
+    uint32_t ndisp, pad;
+    uint64_t bits[DISP_BITS / 64];   /* (addr >> 2) % DISP_BITS of every dispatched address */
 } tick_t;
 
 uint32_t armload_tick_size(void) { return (uint32_t)sizeof(tick_t); }
@@ -77,4 +93,15 @@ void armload_tick_hook(uc_engine *uc, uint64_t addr, uint32_t size, void *user) 
         return;
     }
     t->insns += n;
+    /* the table as it is now: a hook may install another one, which serves from the next block */
+    const disp_t *d = t->disp;
+    uint32_t k = (uint32_t)(addr >> 2) & (DISP_BITS - 1), lo = 0, nd = t->ndisp, hi = nd;
+    if (!nd || !(t->bits[k >> 6] >> (k & 63) & 1))
+        return;
+    while (lo < hi) {                                   /* first row >= addr */
+        uint32_t mid = (lo + hi) / 2;
+        if (d[mid].addr < addr) lo = mid + 1; else hi = mid;
+    }
+    for (; lo < nd && d[lo].addr == addr; lo++)
+        d[lo].fn(uc, addr, 4, d[lo].user);
 }

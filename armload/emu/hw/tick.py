@@ -2,7 +2,9 @@
 callback, `_tick.c`; no per-instruction hook) plus the time the CPU spent idle in WFI.
 1 instruction = 1 simulated ns. The hook also stops emulation at the next timer deadline,
 at the budget, and before the first block that runs with IRQs unmasked while the interrupt
-controller signals an IRQ (the interrupt is then taken there by hand, cpu.enter)."""
+controller signals an IRQ (the interrupt is then taken there by hand, cpu.enter). Then it runs the
+C hooks of its dispatch table at the block's first address (`Tick.dispatch`): a hook there costs
+nothing in Unicorn's code-hook list, which every hooked instruction walks."""
 from __future__ import annotations
 
 import ctypes
@@ -17,11 +19,36 @@ DEADLINE, IRQ, BUDGET = 1, 2, 3
 _SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_tick.c")
 
 
+DISP_BITS = 65536
+
+
+class Disp(ctypes.Structure):
+    _fields_ = [("addr", ctypes.c_uint32), ("pad", ctypes.c_uint32), ("fn", ctypes.c_void_p), ("user", ctypes.c_void_p)]
+
+
 class Tick(ctypes.Structure):
     _fields_ = [("insns", ctypes.c_uint64), ("deadline", ctypes.c_uint64), ("budget", ctypes.c_uint64),
                 ("irq_line", ctypes.c_uint32), ("reason", ctypes.c_uint32),
                 ("mem_read", ctypes.c_void_p), ("reg_read", ctypes.c_void_p), ("emu_stop", ctypes.c_void_p),
-                ("keys", ctypes.c_uint64 * 16384), ("counts", ctypes.c_uint32 * 16384)]
+                ("keys", ctypes.c_uint64 * 16384), ("counts", ctypes.c_uint32 * 16384),
+                ("disp", ctypes.POINTER(Disp)), ("ndisp", ctypes.c_uint32), ("pad", ctypes.c_uint32),
+                ("bits", ctypes.c_uint64 * (DISP_BITS // 64))]
+
+    def dispatch(self, owner, rows) -> None:
+        """The C hooks `owner` runs at the start of every block at an address: `rows` (addr, fn,
+        user), in the order they run at one address (replacing the owner's earlier rows)."""
+        self._rows = {**getattr(self, "_rows", {}), owner: list(rows)}
+        rows = sorted((r for rs in self._rows.values() for r in rs), key=lambda r: r[0])
+        table = (Disp * max(len(rows), 1))()
+        ctypes.memset(ctypes.addressof(self) + Tick.bits.offset, 0, 8 * (DISP_BITS // 64))
+        for i, (a, fn, user) in enumerate(rows):
+            table[i] = Disp(a, 0, fn, user)
+            k = (a >> 2) % DISP_BITS
+            self.bits[k >> 6] |= 1 << (k & 63)
+        # the struct points into it; a table replaced while the block hook walks it stays alive
+        self._tables = getattr(self, "_tables", []) + [table]
+        self.disp = ctypes.cast(table, ctypes.POINTER(Disp))
+        self.ndisp = len(rows)
 
 
 def _lib():

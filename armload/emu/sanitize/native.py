@@ -141,6 +141,22 @@ def tail_called(image) -> set[int]:
     return _TAIL[key]
 
 
+def starts_block(image, addr: int) -> bool:
+    """Whether every run of the Image's instruction at `addr` starts a translation block: the
+    word before it transfers control unconditionally (B, BL, BLX, BX/BLX register, LDM or LDR
+    into pc, MOV pc), so no instruction falls through into it, and a block starts at every branch
+    target. Its hook can then be the tick hook's (hw/tick.py), out of Unicorn's code-hook list."""
+    if not image.base + 4 <= addr < image.symbols.get("_etext", image.end) or addr & 3:
+        return False
+    w = image.word(addr - 4)
+    if w >> 28 == 0xF:
+        return (w & 0xFE000000) == 0xFA000000                 # BLX imm
+    if w >> 28 != 0xE:
+        return False
+    return ((w & 0x0E000000) == 0x0A000000 or (w & 0x0FFFFFD0) == 0x012FFF10 or (w & 0x0E108000) == 0x08108000
+            or (w & 0x0C10F000) == 0x0410F000 or (w & 0x0FFFFFF0) == 0x01A0F000)
+
+
 class EntryHooks:
     """Kernel entry points whose Python handler runs only when C says the call matters: LR in a
     module allocation (F_LR), or also while a module spinlock is held / a freed object is not yet
@@ -152,8 +168,9 @@ class EntryHooks:
     F_LR_OR_FREED once a freed one, F_LR_OR_HELD once a module spinlock is held (`promote`; a
     hook once added stays: a deleted one stays in Unicorn's list until emu_start returns). The
     others are in the call table: the module text hook recognises the module's calls to them.
-    Every hook makes each hooked instruction (all of module text) walk it: the entries at one
-    address share one (a chain in C: Entry.next)."""
+    Every Unicorn code hook makes each hooked instruction (all of module text) walk it: the
+    entries at one address share one (a chain in C: Entry.next), and an entry point that always
+    starts a block (`starts_block`) is the tick hook's instead, in no list at all."""
 
     def __init__(self, bk, tail: set[int] = frozenset()):
         from unicorn.unicorn_py3.unicorn import uclib
@@ -172,6 +189,7 @@ class EntryHooks:
         self.hooks: list[int] = []
         self._hooked: set[int] = set()
         self._last: dict[int, Entry] = {}             # address -> the last Entry of its hook's chain
+        self._disp: list[tuple[int, int, int]] = []   # (address, C hook, Entry): the tick hook's rows
         self.errors: list[str] = []
 
     def _dispatch(self, i: int) -> None:
@@ -224,6 +242,11 @@ class EntryHooks:
             last.next = ctypes.pointer(e)
             return
         self._hooked.add(addr)
+        if starts_block(self.bk.image, addr):
+            self._disp.append((addr, ctypes.cast(lib().armload_entry_hook, ctypes.c_void_p).value,
+                               ctypes.addressof(e)))
+            self.bk.m.t.dispatch(self, self._disp)
+            return
         h = uc_hook_h()
         uc = self.bk.m.uc
         err = uclib.uc_hook_add(uc._uch, ctypes.byref(h), UC_HOOK_CODE,
@@ -248,6 +271,8 @@ class EntryHooks:
         self.hooks = []
         self._hooked = set()
         self._last = {}
+        self._disp = []
+        self.bk.m.t.dispatch(self, [])
         self._groups = {}
         self._table()
 
