@@ -190,6 +190,7 @@ class EntryHooks:
         self._hooked: set[int] = set()
         self._last: dict[int, Entry] = {}             # address -> the last Entry of its hook's chain
         self._disp: list[tuple[int, int, int]] = []   # (address, C hook, Entry): the tick hook's rows
+        self.code: set[int] = set()                   # the addresses with a Unicorn code hook
         self.errors: list[str] = []
 
     def _dispatch(self, i: int) -> None:
@@ -257,6 +258,7 @@ class EntryHooks:
             raise RuntimeError(f"uc_hook_add failed ({err})")
         uc.ctl_remove_cache(addr & ~1, (addr & ~1) + 4)
         self.hooks.append(h.value)
+        self.code.add(addr)
 
     def set_ranges(self, ranges) -> None:
         rs = list(ranges)[:MAX_RANGES]
@@ -272,6 +274,7 @@ class EntryHooks:
         self._hooked = set()
         self._last = {}
         self._disp = []
+        self.code = set()
         self.bk.m.t.dispatch(self, [])
         self._groups = {}
         self._table()
