@@ -257,7 +257,7 @@ def test_frames_back_to_back_are_read_exactly_across_short_reads(monkeypatch):
 
 
 def test_a_restore_is_made_once_per_image_and_tree_and_warmed(monkeypatch, tmp_path):
-    from armload.emu.booted import modrun, modload
+    from armload.emu.booted import modrun, modmem
     made, sites, indexed = [], [], []
 
     class Run:
@@ -272,7 +272,7 @@ def test_a_restore_is_made_once_per_image_and_tree_and_warmed(monkeypatch, tmp_p
             indexed.append(self.tree)
 
     monkeypatch.setattr(modrun, "BootedRun", Run)
-    monkeypatch.setattr(modload, "bl_sites", lambda img, addr: sites.append((img, addr)))
+    monkeypatch.setattr(modmem, "bl_sites", lambda img, addr: sites.append((img, addr)))
     monkeypatch.setattr(fs, "_BASES", {})
     kernel = object()
     v = str(tmp_path / "vmlinuz")
