@@ -187,8 +187,7 @@ class EntryHooks:
         self._call = CALL(self._dispatch)
         self.f.call = self._call
         self.hooks: list[int] = []
-        self._hooked: set[int] = set()
-        self._last: dict[int, Entry] = {}             # address -> the last Entry of its hook's chain
+        self._last: dict[int, Entry] = {}             # hooked address -> the last Entry of its hook's chain
         self._disp: list[tuple[int, int, int]] = []   # (address, C hook, Entry): the tick hook's rows
         self.code: set[int] = set()                   # the addresses with a Unicorn code hook
         self.errors: list[str] = []
@@ -205,7 +204,7 @@ class EntryHooks:
         e = Entry(ctypes.pointer(self.f), mode, arg, len(self._handlers))
         self._handlers.append(fn)
         self._entries.append(e)
-        if mode == F_ALWAYS or addr in self.tail or addr in self._hooked:
+        if mode == F_ALWAYS or addr in self.tail or addr in self._last:
             if addr in self._groups:
                 self._promote([addr])
             self._hook(addr, e)
@@ -242,7 +241,6 @@ class EntryHooks:
         if last is not None:
             last.next = ctypes.pointer(e)
             return
-        self._hooked.add(addr)
         if starts_block(self.bk.image, addr):
             self._disp.append((addr, ctypes.cast(lib().armload_entry_hook, ctypes.c_void_p).value,
                                ctypes.addressof(e)))
@@ -271,7 +269,6 @@ class EntryHooks:
         for h in self.hooks:
             uclib.uc_hook_del(self.bk.m.uc._uch, uc_hook_h(h))
         self.hooks = []
-        self._hooked = set()
         self._last = {}
         self._disp = []
         self.code = set()
