@@ -62,7 +62,7 @@ export ARMLOAD_OFFLINE
 # the tests boot and load into (tests/kernel/test_kernels.py, tests/emu/test_lpae.py, tests/ci/test_matrix.py),
 # with the common headers and kbuild each one's samples are built with (mk/samples-kernels.mk).
 KERNEL ?=
-TEST_KERNELS := 6.1.0-50-armmp-lpae 6.1.0-50-rt-armmp 6.12.107+deb12-armmp
+TEST_KERNELS := $(KSAMPLES_KERNELS)
 test-inputs:
 	@scripts/fetch-debs.sh $(CACHE) $(if $(KERNEL),linux-image-$(KERNEL):armhf linux-headers-$(KERNEL):armhf,\
 	  linux-image-6.1.0-50-armmp:armhf linux-headers-6.1.0-50-armmp:armhf linux-kbuild-6.1=6.1.176-1 \

@@ -7,7 +7,8 @@
 # (mk/samples.mk). Each kernel's kbuild tree is merged apart from the others, in
 # $(CACHE)/ktrees/RELEASE (mkktree.sh reads which common tree and kbuild the headers name).
 
-KSAMPLES_KERNELS := 6.1.0-50-armmp-lpae 6.1.0-50-rt-armmp 6.12.107+deb12-armmp
+KSAMPLES_KERNELS := 6.1.0-50-armmp-lpae 6.1.0-50-rt-armmp 6.12.107+deb12-armmp 6.12.107+deb12-armmp-lpae \
+                    6.12.107+deb12-rt-armmp
 # hello: the smallest; exporter/importer: an exported function and its CRC in the importer's
 # __versions; ringdev: parameters, exported functions, a misc device with file operations; sanbugs:
 # the sanitizers' bug classes (tests/kernel/test_sanitize_kernels.py).
@@ -17,7 +18,10 @@ KSAMPLES_BUILD   := build/samples-kernels
 # tree and the kbuild host tools, at the headers' version.
 KSAMPLES_DEBS_6.1.0-50-armmp-lpae   := linux-headers-6.1.0-50-common $(SAMPLES_KBUILD)
 KSAMPLES_DEBS_6.1.0-50-rt-armmp     := linux-headers-6.1.0-50-common-rt $(SAMPLES_KBUILD)
-KSAMPLES_DEBS_6.12.107+deb12-armmp  := linux-headers-6.12.107+deb12-common linux-kbuild-6.12.107+deb12=6.12.107-1~deb12u1
+KSAMPLES_KBUILD_6.12 := linux-kbuild-6.12.107+deb12=6.12.107-1~deb12u1
+KSAMPLES_DEBS_6.12.107+deb12-armmp  := linux-headers-6.12.107+deb12-common $(KSAMPLES_KBUILD_6.12)
+KSAMPLES_DEBS_6.12.107+deb12-armmp-lpae := linux-headers-6.12.107+deb12-common $(KSAMPLES_KBUILD_6.12)
+KSAMPLES_DEBS_6.12.107+deb12-rt-armmp := linux-headers-6.12.107+deb12-common-rt $(KSAMPLES_KBUILD_6.12)
 KSAMPLES_DEBS    := $(foreach k,$(KSAMPLES_KERNELS),linux-headers-$(k):armhf $(KSAMPLES_DEBS_$(k)))
 # what make test-inputs adds to the kernels' images and headers (once each)
 KSAMPLES_EXTRA_DEBS := $(sort $(foreach k,$(KSAMPLES_KERNELS),$(KSAMPLES_DEBS_$(k))))

@@ -11,7 +11,8 @@ from testinputs import CACHE, require_input
 from armload.errors import ArmloadError, KernelFileError
 from armload.kernel.config import DEBIAN_ARMMP
 
-RELEASES = ("6.1.0-50-armmp", "6.1.0-50-armmp-lpae", "6.1.0-50-rt-armmp", "6.12.107+deb12-armmp")
+RELEASES = ("6.1.0-50-armmp", "6.1.0-50-armmp-lpae", "6.1.0-50-rt-armmp", "6.12.107+deb12-armmp",
+            "6.12.107+deb12-armmp-lpae", "6.12.107+deb12-rt-armmp")
 
 
 def image(rel):
@@ -30,7 +31,8 @@ def tree(rel):
 
 @pytest.mark.parametrize("rel,version,flavour,rt,lpae", [
     ("6.1.0-50-armmp", (6, 1), "armmp", False, False), ("6.1.0-50-armmp-lpae", (6, 1), "armmp-lpae", False, True),
-    ("6.1.0-50-rt-armmp", (6, 1), "rt-armmp", True, False), ("6.12.107+deb12-armmp", (6, 12), "armmp", False, False)])
+    ("6.1.0-50-rt-armmp", (6, 1), "rt-armmp", True, False), ("6.12.107+deb12-armmp", (6, 12), "armmp", False, False),
+    ("6.12.107+deb12-armmp-lpae", (6, 12), "armmp-lpae", False, True), ("6.12.107+deb12-rt-armmp", (6, 12), "rt-armmp", True, False)])
 def test_the_image_says_which_kernel_it_is(rel, version, flavour, rt, lpae):
     from armload.kernel.identity import identify
     k = identify(image(rel))
@@ -55,7 +57,9 @@ def test_a_module_symvers_of_another_kernel_is_refused(img, sv, tmp_path):
 
 @pytest.mark.parametrize("rel,want", [("6.1.0-50-armmp", (0x240, 0x0C, 0xCC, 0x230)),
                                       ("6.1.0-50-rt-armmp", (0x240, 0x0C, 0xC8, 0x228)),
-                                      ("6.12.107+deb12-armmp", (0x300, 0x0C, 0xCC, 0x2C4))])
+                                      ("6.12.107+deb12-armmp", (0x300, 0x0C, 0xCC, 0x2C4)),
+                                      ("6.12.107+deb12-armmp-lpae", (0x300, 0x0C, 0xCC, 0x2C4)),
+                                      ("6.12.107+deb12-rt-armmp", (0x300, 0x0C, 0xC8, 0x2BC))])
 def test_struct_module_is_the_trees_own(rel, want):
     """init/exit from the relocations of .gnu.linkonce.this_module, size from the section, name
     where modpost put it; the 6.12 tree's modules are .ko.xz."""

@@ -14,6 +14,7 @@ import pytest
 from testinputs import CACHE, ROOT, SAMPLES, require_input
 
 ARMMP, LPAE, RT, V612 = "6.1.0-50-armmp", "6.1.0-50-armmp-lpae", "6.1.0-50-rt-armmp", "6.12.107+deb12-armmp"
+V612_LPAE, V612_RT = "6.12.107+deb12-armmp-lpae", "6.12.107+deb12-rt-armmp"
 NAMES = ("hello", "exporter", "importer", "ringdev")
 # 6.1 armmp's builds are the committed ones (ringdev is the walkthrough's, unstripped)
 COMMITTED = {"hello": "hello-arm.ko", "exporter": "exporter-arm.ko", "importer": "importer-arm.ko",
@@ -22,10 +23,12 @@ NOEXEC = -8
 # What each kernel says when it refuses a module built against another one's headers: 6.12's
 # elf_validity_cache_index_mod compares .gnu.linkonce.this_module's size with its struct module
 # (0x300; 6.1's is 0x240) before anything else; the 6.1 kernels' check_modstruct_version finds
-# that module_layout's CRC (each kernel's own) differs, before check_modinfo's vermagic.
+# that module_layout's CRC (each kernel's own) differs, before check_modinfo's vermagic; so do the
+# 6.12 flavours among themselves (one struct module size, 0x300, three module_layout CRCs).
 SIZE = "module hello: .gnu.linkonce.this_module section size must match the kernel's built struct module size at run time"
 CRC = "hello: disagrees about version of symbol module_layout"
-REFUSED = [(ARMMP, V612, SIZE), (V612, ARMMP, CRC), (ARMMP, LPAE, CRC), (LPAE, RT, CRC), (RT, ARMMP, CRC)]
+REFUSED = [(ARMMP, V612, SIZE), (V612, ARMMP, CRC), (ARMMP, LPAE, CRC), (LPAE, RT, CRC), (RT, ARMMP, CRC),
+           (V612, V612_LPAE, CRC), (V612_LPAE, V612_RT, CRC), (V612_RT, V612, CRC)]
 SLEEP_MS = 10                  # rt-armmp prints from its console kthread: pid 1 sleeps so that it runs
 
 
@@ -65,7 +68,7 @@ def devio(run, ops, dv=None):
     return dv.records[mark:], dv
 
 
-@pytest.mark.parametrize("rel", [ARMMP, LPAE, RT, V612])
+@pytest.mark.parametrize("rel", [ARMMP, LPAE, RT, V612, V612_LPAE, V612_RT])
 def test_each_kernels_samples_run_in_it(rel):
     from armload.loader.elf import read_object
     kos = {n: build(rel, n) for n in NAMES}
@@ -127,7 +130,7 @@ def test_each_kernels_build_fetches_what_its_headers_name():
     common tree its Makefile includes and the linux-kbuild its scripts link reaches (mkktree.sh
     reads the same two), the kbuild pinned at the headers' own Debian version."""
     kernels, debs = make_value("KSAMPLES_KERNELS", "KSAMPLES_DEBS")
-    assert kernels.split() == [LPAE, RT, V612]
+    assert kernels.split() == [LPAE, RT, V612, V612_LPAE, V612_RT]
     want = []
     for rel in kernels.split():
         pkg = require_input(os.path.join(CACHE, f"linux-headers-{rel}"), f"make test-inputs KERNEL={rel}")

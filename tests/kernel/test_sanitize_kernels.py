@@ -8,7 +8,7 @@ import os
 import pytest
 
 from testinputs import ROOT
-from test_samples_kernels import LPAE, RT, V612, booted, build
+from test_samples_kernels import LPAE, RT, V612, V612_LPAE, V612_RT, booted, build
 
 
 def line_of(text: str) -> int:
@@ -26,10 +26,14 @@ BUGS = {
     7: ("stack", "stack-out-of-bounds", "fill+", " [0, 16) 'buf'"),
     8: ("locks", "circular-locking", "sanbugs_init+", "WARNING: possible circular locking dependency detected"),
 }
-# 6.12: every class but the leak (bug 3), which a stale copy of the pointer in another kmalloc-64
-# object hides: the scan takes free slab memory for roots (README, "Sanitizers"). LPAE and RT: the
-# classes their kernels differ in (page tables; spinlock_t and mutex are rt_mutexes on RT).
-CASES = [(V612, b) for b in (1, 2, 4, 5, 6, 7, 8)] + [(LPAE, 3), (LPAE, 5), (RT, 3), (RT, 5), (RT, 6)]
+# 6.12: every class (its leak was hidden by a stale copy of the pointer in a freed kmalloc-64 object
+# until the booted kernel ran with init_on_free=1: emu/booted/boot.py). LPAE and RT: the classes
+# their kernels differ in (page tables; spinlock_t and mutex are rt_mutexes on RT), on both lines.
+# Not 6.12 LPAE's leak: kmemleak's own false negative (README, "Sanitizers"): the leaked object
+# reuses the vm_struct of load_module's copy of the file, which free_copy() vfree'd just before init;
+# its vmap_area waits in the lazy purge list with ->vm still pointing there, a live word.
+CASES = ([(V612, b) for b in range(1, 9)] + [(LPAE, 3), (LPAE, 5), (RT, 3), (RT, 5), (RT, 6)]
+         + [(V612_LPAE, 1), (V612_LPAE, 5), (V612_RT, 3), (V612_RT, 5), (V612_RT, 6)])
 
 
 @pytest.mark.parametrize("rel,bug", CASES)
@@ -51,7 +55,7 @@ def test_each_bug_class_is_reported_in_each_kernel(rel, bug):
         assert int(line) == line_of("case 3:") + 1, reps[0].where
     assert any(must in ln for ln in reps[0].lines), reps[0].lines
     assert san.notes() == []
-    if (rel, bug) == (RT, 5):                      # PREEMPT_RT's spinlock_t: an rt_mutex inside rcu_read_lock()
+    if (rel, bug) in ((RT, 5), (V612_RT, 5)):                      # PREEMPT_RT's spinlock_t: an rt_mutex inside rcu_read_lock()
         assert "RCU nest depth: 1, expected: 0" in reps[0].lines and " #0: (san_lock), at: sanbugs_init+" in \
             "\n".join(reps[0].lines), reps[0].lines
 
