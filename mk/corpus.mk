@@ -27,7 +27,8 @@ REGRESS_BASELINE ?= tests/corpus_baseline.json
 # (faults included) are held to the baseline instead, module by module.
 REGRESS_FAIL_ON ?= load,verify,internal
 REGRESS_ARGS    ?=
-CORPUS_VERMAGIC ?= $(CORPUS_KREL) SMP mod_unload modversions ARMv7 p2v8 
+# what the kernel's vermagic.h writes: PREEMPT_RT kernels add preempt_rt
+CORPUS_VERMAGIC ?= $(CORPUS_KREL) SMP $(if $(findstring -rt-,$(CORPUS_KREL)),preempt_rt )mod_unload modversions ARMv7 p2v8 
 CORPUS_CHECK    = $(ARMLOAD) check $(CORPUS_DIR) --kernel $(CORPUS_SYMVERS) --kernel $(CORPUS_VMLINUZ) \
                   --vermagic "$(CORPUS_VERMAGIC)" --jobs $(REGRESS_JOBS) --json $(REGRESS_JSON) $(REGRESS_ARGS)
 # Both passes are load + verify (--no-emulate): init runs only inside the booted kernel, about 18 minutes

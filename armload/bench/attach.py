@@ -271,7 +271,7 @@ class BootedTaskRename:
             end, err, left = k.insns, out[5], out[4]
         finally:
             for h in hooks:
-                uc.hook_del(h)
+                k.unhook(h)
         if err or left or len(start) != 1:
             raise ProbeError(f"bench task-rename: the user loop stopped ({left} events left, "
                              f"prctl error bits {err:#x})")
@@ -364,7 +364,7 @@ def unsupported(b: BootedTaskRename) -> dict:
                 if f >= 0:
                     s.close(f)
     finally:
-        k.m.uc.hook_del(hook)
+        k.unhook(hook)
     s.close(target)
     s.close(btf_fd)
     return out

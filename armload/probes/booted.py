@@ -221,7 +221,7 @@ class KernelProbes:
     def drop_hooks(self, hooks: list[int]) -> None:
         for h in hooks:
             if h in self._hooks:
-                self.k.m.uc.hook_del(h)
+                self.k.unhook(h)
                 self._hooks.remove(h)
         hooks.clear()
 
@@ -439,6 +439,6 @@ class KernelProbes:
 
     def close(self) -> None:
         for h in self._hooks:
-            self.k.m.uc.hook_del(h)
+            self.k.unhook(h)
         self._hooks.clear()
 

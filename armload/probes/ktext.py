@@ -27,6 +27,7 @@ from __future__ import annotations
 import bisect
 import struct
 
+from ..kernel.jumptable import find_jump_sites
 from .base import Function
 
 AREAS = (("__irqentry_text_start", "__irqentry_text_end", "irqentry text"),
@@ -193,33 +194,3 @@ def _functions(image) -> tuple[list[int], dict[int, list[str]]]:
             names.setdefault(a & ~1, []).append(n)
         return starts, names
     return _cached(image, "functions" if getattr(image, "kallsyms", None) is not None else "functions-by-name", make)
-
-
-def find_jump_sites(image) -> list[int]:
-    """The code addresses of the Image's __jump_table entries that lie in core text: the longest
-    run of word triples {code, target, key} with code (word aligned) and target in the text or
-    past _sinittext (init text, and the exit text ARM keeps after it: one entry's code is there,
-    and a run that stops at it misses 888 core sites) within 1 MiB of each other, and key (a
-    static_key, flag bits in its low two bits) in the Image's data or bss."""
-    import numpy as np
-    lo_i = image.symbols.get("_sinittext", image.etext)
-    w = np.frombuffer(image.data[:len(image.data) // 4 * 4], dtype="<u4").astype(np.int64)
-
-    def text(a):
-        return ((a >= image.stext) & (a < image.etext)) | ((a >= lo_i) & (a < image.end))
-    best = (0, 0, 0)
-    for phase in range(3):
-        a = w[phase:][:(len(w) - phase) // 3 * 3].reshape(-1, 3)
-        ok = (text(a[:, 0]) & text(a[:, 1]) & ((a[:, 0] & 3) == 0) & (np.abs(a[:, 1] - a[:, 0]) < 0x100000)
-              & (a[:, 2] >= image.etext) & (a[:, 2] < image.bss_end))
-        edges = np.diff(np.concatenate(([0], ok.astype(np.int8), [0])))
-        starts, ends = np.nonzero(edges == 1)[0], np.nonzero(edges == -1)[0]
-        if len(starts):
-            i = int(np.argmax(ends - starts))
-            if ends[i] - starts[i] > best[0]:
-                best = (int(ends[i] - starts[i]), phase, int(starts[i]))
-    n, phase, start = best
-    if n < 16:
-        return []
-    codes = w[phase + 3 * start: phase + 3 * (start + n): 3]
-    return sorted({int(c) for c in codes if image.stext <= c < image.etext})

@@ -185,7 +185,7 @@ def run_code(bk, fn, words, *, name: str, path: str, function: str, budget: int 
         status = "stopped" if wd.fired else end_of(stopped, bk.console[mark:])
     finally:
         if hook is not None:
-            bk.m.uc.hook_del(hook)
+            bk.unhook(hook)
     lines = bk.console[mark:]
     oops = _oops(lines) if status in ("oops", "panic") else ""
     return Result(name, path, ret, status, lines, oops, bk.insns - i0, stopped=stopped, function=function)

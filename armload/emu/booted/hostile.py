@@ -145,7 +145,7 @@ class Watch:
                      max(MIN_CHUNK, min(CHUNK, ran * max(0, t_end - m.now_ns()) // passed)))
             verdict = None
             if back is not None:
-                m.uc.hook_del(back)
+                self.k.unhook(back)
                 back = None
                 if how == "service" and isinstance(m.service, dict) and "back" in m.service:
                     verdict, m.service, how = m.service["back"], None, "budget"
@@ -222,7 +222,7 @@ class Watch:
     def _time_sites(self) -> list[int]:
         """Every generic-timer access (cp15 c14: its reads are native, hw/c14.py) and WFI of the Image."""
         if self._sites is None:
-            c14_sites, wfi = _scan(self.k.image)
+            c14_sites, wfi = _scan(self.k.image, True)
             self._sites = [a for a, _ in c14_sites] + list(wfi)
         return self._sites
 
@@ -265,7 +265,8 @@ class Watch:
         try:
             how = m.run(until, limit)
         finally:
-            for h in (hp, hr, hb):
+            self.k.unhook(hp)
+            for h in (hr, hb):
                 uc.hook_del(h)
         if how == "service" and m.service == {"probe": p}:
             m.service = None

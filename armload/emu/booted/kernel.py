@@ -22,6 +22,8 @@ import struct
 from unicorn import UC_HOOK_CODE
 from unicorn import arm_const as A
 
+from ..hw.blocks import starts_block
+from ..hw.tick import BlockHook
 from . import snapshot
 from .boot import DEFAULT_CMDLINE, INITRD_PA, SETTLE_NS, boot_machine, device_tree
 from .initramfs import build as build_initramfs
@@ -121,12 +123,23 @@ class BootedKernel:
         return self.m.hw.uart.lines[mark:]
 
     # --- hooks ---------------------------------------------------------------------------------
-    def hook_code(self, addr: int, fn) -> int:
-        """A code hook on the instruction at `addr`. Unicorn puts hooks into blocks as it translates
-        them, so a block translated before (the address already ran) is dropped from its cache."""
+    def hook_code(self, addr: int, fn):
+        """fn(uc, addr, size, None) before each run of the instruction at `addr`; the handle for
+        `unhook`. Where every run of it starts a block (hw/blocks.py) the block hook calls it, out
+        of Unicorn's code-hook list; elsewhere a code hook: Unicorn puts those into blocks as it
+        translates them, so a block translated before (the address already ran) is dropped."""
+        if starts_block(self.image, addr):
+            return self.m.block_hooks.add(addr, fn)
         h = self.m.uc.hook_add(UC_HOOK_CODE, fn, begin=addr, end=addr)
         self.m.uc.ctl_remove_cache(addr & ~1, (addr & ~1) + 4)
         return h
+
+    def unhook(self, h) -> None:
+        """Remove a hook `hook_code` returned."""
+        if isinstance(h, BlockHook):
+            self.m.block_hooks.remove(h)
+        else:
+            self.m.uc.hook_del(h)
 
     # --- calls ---------------------------------------------------------------------------------
     def call(self, fn, *args: int, budget: int = CALL_BUDGET) -> int:

@@ -27,6 +27,7 @@ from unicorn import arm_const as A
 from unicorn.unicorn_const import UC_TLB_CPU
 
 from ..hw import c14, cpu, gic as gicmod, pl011, tick, timer as tmod
+from ..hw.blocks import starts_block, text_ranges
 
 RAM_BASE, RAM_SIZE = 0x40000000, 256 << 20
 PAGE_OFFSET = 0xC0000000
@@ -75,7 +76,8 @@ LIVE_MAX = 3        # machines alive in one process before the garbage collector
 
 
 class Machine:
-    def __init__(self, image, ram: mmap.mmap, hw: Hardware | None = None):
+    def __init__(self, image, ram: mmap.mmap, hw: Hardware | None = None, booted: bool = False):
+        # booted: restored after the boot (free_initmem ran: the init text is gone)
         # A Machine and its Uc form a reference cycle (the Uc keeps the bound hook methods), so a
         # dropped one waits for the cycle collector, holding the Uc's 1 GiB translation buffer of
         # address space meanwhile: restores in a loop (check's workers) would reach RLIMIT_AS.
@@ -108,14 +110,19 @@ class Machine:
         self.service = None        # a request a hook left for the host (a usermode helper): run() returns "service"
         uc.hook_add(UC_HOOK_INTR, self._intr)
         uc.hook_add(UC_HOOK_INSN_INVALID, self._undef)   # Unicorn reports UNDEF here, not as INTR
-        sites, _wfi = _scan(image)
+        self.block_hooks = tick.PyBlockHooks(self.t, uc)
+        sites, _wfi = _scan(image, booted)
         # the timer's reads in C (hw/c14.py), its writes here: they change the interrupt output
-        self.c14, sites = c14.install(uc, self.t, self._ram_ptr, RAM_SIZE, sites, self._word_at_image)
+        self.c14, sites = c14.install(uc, self.t, self._ram_ptr, RAM_SIZE, sites, self._word_at_image,
+                                      lambda a: starts_block(image, a))
         self.c14.mirror(self.hw.timer, self.hw.idle_ns)
         self._sites = {}
         for addr, site in sites:
             self._sites[addr] = (site, self._word_at_image(addr))
-            uc.hook_add(UC_HOOK_CODE, self._timer_site, begin=addr, end=addr)
+            if starts_block(image, addr):
+                self.block_hooks.add(addr, self._timer_site)
+            else:
+                uc.hook_add(UC_HOOK_CODE, self._timer_site, begin=addr, end=addr)
 
     # --- memory ------------------------------------------------------------------------------
     def _word_at_image(self, va: int) -> int:
@@ -366,13 +373,21 @@ class Machine:
 _SCANS: dict = {}
 
 
-def _scan(image):
-    """(c14 access sites, WFI addresses) of an Image, once per process."""
-    key = (image.path, image.base, len(image.data))
+def _scan(image, booted: bool):
+    """(c14 access sites, WFI addresses) of an Image's code, once per process: its .text, and its
+    init text while the kernel boots (free_initmem frees it; a booted kernel never runs it again).
+    Only code: a hook on a data word that decodes as one would never fire, but it would lengthen
+    the code-hook list every hooked instruction walks."""
+    key = (image.path, image.base, len(image.data), booted)
     if key not in _SCANS:
         import numpy as np
-        w = np.frombuffer(image.data[: len(image.data) & ~3], dtype="<u4")
-        _SCANS[key] = (tmod.scan(image.data, image.base), [image.base + 4 * int(i) for i in np.nonzero(w == WFI)[0]])
+        sites, wfi = [], []
+        for lo, hi in text_ranges(image, init=not booted):
+            chunk = image.data[lo - image.base:(hi - image.base) & ~3]
+            w = np.frombuffer(chunk[: len(chunk) & ~3], dtype="<u4")
+            sites += tmod.scan(chunk, lo)
+            wfi += [lo + 4 * int(i) for i in np.nonzero(w == WFI)[0]]
+        _SCANS[key] = (sites, wfi)
     return _SCANS[key]
 
 

@@ -116,7 +116,7 @@ class _Capture:
 
     def remove(self):
         for h in self.hooks:
-            self.k.m.uc.hook_del(h)
+            self.k.unhook(h)
         self.mm.on_alloc.remove(self._alloc)
 
     def _alloc(self, a: Alloc) -> None:

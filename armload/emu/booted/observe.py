@@ -151,7 +151,7 @@ class CallTrace:
             c.ret = uc2.reg_read(A.UC_ARM_REG_R0)
             if c in self._open:
                 self._open.remove(c)
-            uc2.hook_del(c._h)
+            self.bk.unhook(c._h)
         c._h = self.bk.hook_code(lr & ~1, ret)
 
     def finish(self, modules) -> None:
@@ -177,7 +177,7 @@ class CallTrace:
 
     def remove(self) -> None:
         for h in self.hooks:
-            self.bk.m.uc.hook_del(h)
+            self.bk.unhook(h)
         self.hooks = []
 
 

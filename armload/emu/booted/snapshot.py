@@ -70,7 +70,7 @@ def load(image, directory: str) -> tuple[Machine, dict]:
         state = pickle.load(f)
     with open(os.path.join(directory, "ram.bin"), "rb") as f:
         ram = mmap.mmap(f.fileno(), RAM_SIZE, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
-    m = Machine(image, ram, state["hw"])
+    m = Machine(image, ram, state["hw"], booted=True)       # snapshots are taken once booted
     m.uc.context_restore(state["context"])
     return m, state["meta"]
 

@@ -168,7 +168,7 @@ class Syscalls:
         try:
             self.run_user(self.code + PEEK_AT, [dst, ua, n], self.code + PEEK_STOP, f"a user load at {ua:#x}")
         finally:
-            self.k.m.uc.hook_del(sig)
+            self.k.unhook(sig)
         data = self.mem.read(dst, n)
         self.mem.release(mark)
         return data

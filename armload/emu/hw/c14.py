@@ -41,9 +41,11 @@ def _lib():
     return helper(_SRC, "c14", C14, need="its timer reads (armload/emu/hw/_c14.c)")
 
 
-def install(uc, tick, ram_ptr: int, ram_size: int, sites, word_at) -> tuple[C14, list]:
+def install(uc, tick, ram_ptr: int, ram_size: int, sites, word_at, starts_block) -> tuple[C14, list]:
     """Native hooks on the read sites among `sites` ((addr, timer.decode tuple)); returns the
-    state and the sites left to Python (the writes). `word_at(addr)`: the Image's word there."""
+    state and the sites left to Python (the writes). `word_at(addr)`: the Image's word there.
+    A site where `starts_block(addr)` (hw/blocks.py) runs from the block hook's dispatch table
+    (`tick`), the others from a code hook each."""
     from unicorn.unicorn_py3.unicorn import uc_hook_h, uclib
     lib = _lib()
     c = C14()
@@ -56,11 +58,14 @@ def install(uc, tick, ram_ptr: int, ram_size: int, sites, word_at) -> tuple[C14,
         reads = reads[:0]                       # more than the table holds: all in Python
     rest = [(a, s) for a, s in sites if (a, s) not in set(reads)]
     fn = ctypes.cast(lib.armload_c14_hook, ctypes.c_void_p)
-    hooks = []
+    hooks, rows = [], []
     for i, (a, (reg, _read, rt, rt2, cond)) in enumerate(reads):
         c.sites[i] = Site(a, word_at(a), REGS.index(reg), rt, 0xFF if rt2 is None else rt2, cond)
     c.nsites = len(reads)
     for a, _s in reads:
+        if starts_block(a):
+            rows.append((a, fn.value, ctypes.addressof(c)))
+            continue
         h = uc_hook_h()
         err = uclib.uc_hook_add(uc._uch, ctypes.byref(h), UC_HOOK_CODE, fn, ctypes.cast(ctypes.addressof(c), ctypes.c_void_p),
                                 ctypes.c_uint64(a), ctypes.c_uint64(a))
@@ -68,4 +73,5 @@ def install(uc, tick, ram_ptr: int, ram_size: int, sites, word_at) -> tuple[C14,
             raise RuntimeError(f"uc_hook_add failed ({err})")
         hooks.append(h.value)
     c._hooks = hooks
+    tick.dispatch("c14", rows)
     return c, rest

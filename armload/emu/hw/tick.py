@@ -20,6 +20,7 @@ _SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_tick.c")
 
 
 DISP_BITS = 65536
+KEEP_TABLES = 64
 
 
 class Disp(ctypes.Structure):
@@ -45,8 +46,9 @@ class Tick(ctypes.Structure):
             table[i] = Disp(a, 0, fn, user)
             k = (a >> 2) % DISP_BITS
             self.bits[k >> 6] |= 1 << (k & 63)
-        # the struct points into it; a table replaced while the block hook walks it stays alive
-        self._tables = getattr(self, "_tables", []) + [table]
+        # the struct points into it; a table replaced while the block hook walks it (a hook there
+        # adding or removing hooks) stays alive: the last KEEP_TABLES are kept
+        self._tables = (getattr(self, "_tables", []) + [table])[-KEEP_TABLES:]
         self.disp = ctypes.cast(table, ctypes.POINTER(Disp))
         self.ndisp = len(rows)
 
@@ -72,3 +74,46 @@ def install(uc) -> Tick:
         raise RuntimeError(f"uc_hook_add failed ({err})")
     t._hook = h.value
     return t
+
+
+BLOCK_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_void_p)
+
+
+class BlockHook:
+    """A handle of `PyBlockHooks.add` (Unicorn's own handles are ints)."""
+    __slots__ = ("addr", "cfn")
+
+    def __init__(self, addr: int, cfn):
+        self.addr, self.cfn = addr, cfn
+
+
+class PyBlockHooks:
+    """Python hooks at addresses that start every block they run in (hw/blocks.py), called from the
+    block hook's dispatch table as a Unicorn code hook would call them: fn(uc, addr, size, None),
+    before the instruction; an exception stops emulation and emu_start raises it, as Unicorn's
+    Python binding does for its own hooks."""
+
+    def __init__(self, tick: Tick, uc):
+        self.tick, self.uc, self.hooks = tick, uc, []
+
+    def add(self, addr: int, fn) -> BlockHook:
+        uc = self.uc
+
+        def call(_h, a, size, _u):
+            try:
+                fn(uc, a, size, None)
+            except BaseException as e:          # noqa: BLE001 - handed to emu_start, as Unicorn does
+                if uc._hook_exception is None:
+                    uc._hook_exception = e
+                uc.emu_stop()
+        h = BlockHook(addr, BLOCK_FN(call))
+        self.hooks.append(h)
+        self._table()
+        return h
+
+    def remove(self, h: BlockHook) -> None:
+        self.hooks = [x for x in self.hooks if x is not h]
+        self._table()
+
+    def _table(self) -> None:
+        self.tick.dispatch(self, [(h.addr, ctypes.cast(h.cfn, ctypes.c_void_p).value, None) for h in self.hooks])

@@ -524,7 +524,7 @@ class Sanitizer(HeapHooks, LockHooks):
         if self.entries is not None:
             self.entries.remove()
         for h in self._hooks:
-            self.uc.hook_del(h)
+            self.bk.unhook(h)
         for rec in self.mods:
             for h in rec["hooks"]:
                 self._unhook(h)

@@ -7,6 +7,8 @@ import os
 
 import numpy as np
 
+from ..hw.blocks import starts_block
+
 _SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_shadow.c")
 MAX_SPINS = 64
 EV_FLAG, EV_HEAP, EV_SPIN, EV_STACK = 1, 2, 3, 4
@@ -139,22 +141,6 @@ def tail_called(image) -> set[int]:
         imm = np.where(imm & 0x800000, imm - 0x1000000, imm)
         _TAIL[key] = set((lo + idx.astype(np.int64) * 4 + 8 + imm * 4).tolist())
     return _TAIL[key]
-
-
-def starts_block(image, addr: int) -> bool:
-    """Whether every run of the Image's instruction at `addr` starts a translation block: the
-    word before it transfers control unconditionally (B, BL, BLX, BX/BLX register, LDM or LDR
-    into pc, MOV pc), so no instruction falls through into it, and a block starts at every branch
-    target. Its hook can then be the tick hook's (hw/tick.py), out of Unicorn's code-hook list."""
-    if not image.base + 4 <= addr < image.symbols.get("_etext", image.end) or addr & 3:
-        return False
-    w = image.word(addr - 4)
-    if w >> 28 == 0xF:
-        return (w & 0xFE000000) == 0xFA000000                 # BLX imm
-    if w >> 28 != 0xE:
-        return False
-    return ((w & 0x0E000000) == 0x0A000000 or (w & 0x0FFFFFD0) == 0x012FFF10 or (w & 0x0E108000) == 0x08108000
-            or (w & 0x0C10F000) == 0x0410F000 or (w & 0x0FFFFFF0) == 0x01A0F000)
 
 
 class EntryHooks:
