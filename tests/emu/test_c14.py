@@ -44,7 +44,8 @@ def run(timer, insns, idle_ns, patch=None):
     t = tick.Tick()
     t.insns = insns
     sites = [(BASE + 4 * i, tmod.decode(w)) for i, w in enumerate(code) if tmod.decode(w)]
-    state, rest = c14.install(uc, t, ctypes.addressof(buf), 0x1000, sites, lambda a: code[(a - BASE) // 4])
+    state, rest = c14.install(uc, t, ctypes.addressof(buf), 0x1000, sites, lambda a: code[(a - BASE) // 4],
+                               lambda a: False)          # code hooks (the dispatch table: test_block_dispatch)
     state.mirror(timer, idle_ns)
     if patch is not None:                               # the text changed after the scan
         struct.pack_into("<I", buf, 4 * patch, 0xE1A00000)
@@ -92,5 +93,5 @@ def test_writes_are_left_to_python():
     w = 0xEE0E0F33                                      # mcr p15, 0, r0, c14, c3, 1  CNTV_CTL write
     s = tmod.decode(w)
     uc = Uc(UC_ARCH_ARM, UC_MODE_ARM)
-    _, rest = c14.install(uc, tick.Tick(), 0, 0, [(BASE, s)], lambda a: w)
+    _, rest = c14.install(uc, tick.Tick(), 0, 0, [(BASE, s)], lambda a: w, lambda a: False)
     assert rest == [(BASE, s)]
