@@ -27,8 +27,12 @@ REGRESS_BASELINE ?= tests/corpus_baseline.json
 # (faults included) are held to the baseline instead, module by module.
 REGRESS_FAIL_ON ?= load,verify,internal
 REGRESS_ARGS    ?=
-# what the kernel's vermagic.h writes: PREEMPT_RT kernels add preempt_rt
-CORPUS_VERMAGIC ?= $(CORPUS_KREL) SMP $(if $(findstring -rt-,$(CORPUS_KREL)),preempt_rt )mod_unload modversions ARMv7 p2v8 
+# what include/linux/vermagic.h writes, from the kernel's config: CONFIG_PREEMPT_BUILD gives "preempt "
+# (6.12's rt), else CONFIG_PREEMPT_RT "preempt_rt " (6.1's rt)
+CORPUS_CONFIG   := $(CORPUS_IMAGE)/boot/config-$(CORPUS_KREL)
+CORPUS_PREEMPT   = $(shell grep -q '^CONFIG_PREEMPT_BUILD=y' $(CORPUS_CONFIG) 2>/dev/null && echo preempt || \
+                   { grep -q '^CONFIG_PREEMPT_RT=y' $(CORPUS_CONFIG) 2>/dev/null && echo preempt_rt; })
+CORPUS_VERMAGIC ?= $(CORPUS_KREL) SMP $(if $(CORPUS_PREEMPT),$(CORPUS_PREEMPT) )mod_unload modversions ARMv7 p2v8 
 CORPUS_CHECK    = $(ARMLOAD) check $(CORPUS_DIR) --kernel $(CORPUS_SYMVERS) --kernel $(CORPUS_VMLINUZ) \
                   --vermagic "$(CORPUS_VERMAGIC)" --jobs $(REGRESS_JOBS) --json $(REGRESS_JSON) $(REGRESS_ARGS)
 # Both passes are load + verify (--no-emulate): init runs only inside the booted kernel, about 18 minutes

@@ -170,3 +170,20 @@ def test_rt_modules_load_as_the_rt_kernel_loads_them():
         r = run.load(p)
         assert r.ok and r.loader.identical, (p, r.loader.to_dict())
     assert run.unload("nls_cp437")[0] == 0
+
+
+@pytest.mark.parametrize("rel", RELEASES)
+def test_the_corpus_checks_version_magic_is_the_trees_own(rel):
+    """mk/corpus.mk derives CORPUS_VERMAGIC from the kernel's config as include/linux/vermagic.h
+    does (6.1 rt: preempt_rt; 6.12 rt, CONFIG_PREEMPT_BUILD: preempt); the oracle is a module the
+    Debian build made for that kernel."""
+    import lzma
+    import subprocess
+    from testinputs import ROOT
+    image(rel)
+    ko = os.path.join(tree(rel), "fs", "nls", "nls_cp437.ko")
+    data = open(ko, "rb").read() if os.path.exists(ko) else lzma.open(ko + ".xz").read()
+    want = re.search(rb"vermagic=([^\0]*)\0", data).group(1).decode()
+    p = subprocess.run(["make", "-s", "--no-print-directory", "--eval", "pv: ; @echo '$(CORPUS_VERMAGIC)'", "pv",
+                        f"CORPUS_KREL={rel}", f"CACHE={CACHE}"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and p.stdout.rstrip("\n") == want, (p.stdout, p.stderr, want)
