@@ -4,11 +4,11 @@ its own: every hooked instruction (all of a sanitized module's text) walks Unico
 code-hook list (uc.c, helper_uc_tracecode), so each hook in it costs every one of them.
 
 A block (QEMU's TB) starts at every branch target and ends after a branch, after an ISB
-(target/arm/translate.c, trans_ISB: DISAS_TOO_MANY) and at a page's end. An instruction starts
+(target/arm/translate.c, trans_ISB: gen_goto_tb) and at a page's end. An instruction starts
 every block it runs in when nothing can fall through into it: the word before is an unconditional
 transfer (B, BL, BLX, BX/BLX register, LDM or LDR into pc, MOV pc), an ISB, a trap (UDF, SVC:
-the exception's return starts a block), a literal (a word a
-pc-relative LDR loads: data, never run), or padding (zero words, NOPs) after one of those. Not a
+the exception's return starts a block), a literal (a word a pc-relative LDR loads: data, never
+run), or padding (zero words, NOPs) after one of those. Not a
 word the running kernel rewrites into a NOP: ftrace's `bl __gnu_mcount_nc` (a NOP from boot on,
 a call while traced) and a static key's site (kernel/jumptable.py), whatever the Image holds there.
 """
@@ -72,7 +72,8 @@ def _ends_flow(w: int) -> bool:
     if w >> 28 != 0xE:
         return False
     # UDF (BUG()/WARN()'s 0xe7f001f2) and SVC trap: a return from the exception starts a block
-    return ((w & 0x0FF000F0) == 0x07F000F0 or (w & 0x0F000000) == 0x0F000000 or(w & 0x0E000000) == 0x0A000000 or (w & 0x0FFFFFD0) == 0x012FFF10 or (w & 0x0E108000) == 0x08108000
+    return ((w & 0x0FF000F0) == 0x07F000F0 or (w & 0x0F000000) == 0x0F000000
+            or (w & 0x0E000000) == 0x0A000000 or (w & 0x0FFFFFD0) == 0x012FFF10 or (w & 0x0E108000) == 0x08108000
             or (w & 0x0C10F000) == 0x0410F000 or (w & 0x0FFFFFF0) == 0x01A0F000)
 
 
