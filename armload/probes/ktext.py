@@ -27,7 +27,7 @@ from __future__ import annotations
 import bisect
 import struct
 
-from ..kernel.jumptable import find_jump_sites
+from ..kernel.livetext import find_jump_sites, mcount_sites
 from .base import Function
 
 AREAS = (("__irqentry_text_start", "__irqentry_text_end", "irqentry text"),
@@ -150,15 +150,7 @@ class KernelText:
     def is_mcount_site(self, addr: int) -> bool:
         """ftrace_location(addr) == addr: the `bl __gnu_mcount_nc` of a -pg function (the Image's
         __mcount_loc is init data kallsyms does not name; the call itself is unambiguous)."""
-        mc = self.image.symbols.get("__gnu_mcount_nc")
-        if mc is None or not self.contains(addr) or addr & 3:
-            return False
-        w = self.image.word(addr)
-        if (w & 0xFF000000) != 0xEB000000:
-            return False
-        off = (w & 0xFFFFFF) << 2
-        off -= (1 << 26) if off & (1 << 25) else 0
-        return addr + 8 + off == mc
+        return self.contains(addr) and addr in mcount_sites(self.image)
 
     def blacklisted(self, addr: int) -> str | None:
         """Why within_kprobe_blacklist(addr) is true, or None."""

@@ -10,13 +10,13 @@ transfer (B, BL, BLX, BX/BLX register, LDM or LDR into pc, MOV pc), an ISB, a tr
 the exception's return starts a block), a literal (a word a pc-relative LDR loads: data, never
 run), or padding (zero words, NOPs) after one of those. Not a
 word the running kernel rewrites into a NOP: ftrace's `bl __gnu_mcount_nc` (a NOP from boot on,
-a call while traced) and a static key's site (kernel/jumptable.py), whatever the Image holds there.
+a call while traced) and a static key's site (kernel/livetext.py), whatever the Image holds there.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ...kernel.jumptable import find_jump_sites
+from ...kernel.livetext import find_jump_sites, mcount_sites
 
 PADDING = (0x00000000, 0xE1A00000, 0xE320F000)      # .align's zeros, mov r0, r0, nop
 MAX_PADDING = 16                                   # words (.align 6 at most)
@@ -51,16 +51,7 @@ def patched(image) -> frozenset:
     and every `bl __gnu_mcount_nc` of .text."""
     key = (image.path, image.base, len(image.data))
     if key not in _PATCHED:
-        out = set(find_jump_sites(image))
-        mc = image.symbols.get("__gnu_mcount_nc")
-        if mc is not None:
-            lo, hi = text_ranges(image, init=False)[0]
-            w = np.frombuffer(image.data[lo - image.base:(hi - image.base) & ~3], dtype="<u4")
-            idx = np.flatnonzero((w & 0xFF000000) == 0xEB000000)
-            off = (w[idx] & 0xFFFFFF).astype(np.int64) << 2
-            off = np.where(off & (1 << 25), off - (1 << 26), off)
-            at = lo + idx.astype(np.int64) * 4
-            out |= set(at[at + 8 + off == mc].tolist())
+        out = set(find_jump_sites(image)) | mcount_sites(image)
         _PATCHED[key] = frozenset(out)
     return _PATCHED[key]
 

@@ -1,7 +1,30 @@
-"""The Image's static-key (jump label) sites: each is a NOP or a `b` the kernel rewrites when the
-key flips (kernel/jump_label.c, arch/arm/kernel/jump_label.c). Read by the probes (where kprobes may
-not go) and by the emulator (a site may fall through into what follows it)."""
+"""Words of the Image's text the running kernel rewrites: the static-key (jump label) sites, each
+a NOP or a `b` flipped with its key (kernel/jump_label.c, arch/arm/kernel/jump_label.c), and
+ftrace's `bl __gnu_mcount_nc` calls, a NOP from boot on and a call while traced
+(arch/arm/kernel/ftrace.c). Read by the probes (where kprobes may not go) and by the emulator (a
+rewritten word may fall through into what follows it)."""
 from __future__ import annotations
+
+_MCOUNT: dict = {}
+
+
+def mcount_sites(image) -> frozenset:
+    """Every `bl __gnu_mcount_nc` of the Image's core text (once per process and image)."""
+    key = (image.path, image.base, len(image.data))
+    if key not in _MCOUNT:
+        import numpy as np
+        out: set[int] = set()
+        mc = image.symbols.get("__gnu_mcount_nc")
+        if mc is not None:
+            lo, hi = image.stext, image.etext
+            w = np.frombuffer(image.data[lo - image.base:(hi - image.base) & ~3], dtype="<u4")
+            idx = np.flatnonzero((w & 0xFF000000) == 0xEB000000)
+            off = (w[idx] & 0xFFFFFF).astype(np.int64) << 2
+            off = np.where(off & (1 << 25), off - (1 << 26), off)
+            at = lo + idx.astype(np.int64) * 4
+            out = set(at[at + 8 + off == mc].tolist())
+        _MCOUNT[key] = frozenset(out)
+    return _MCOUNT[key]
 
 
 def find_jump_sites(image) -> list[int]:
